@@ -1,0 +1,1 @@
+"""Pure arithmetic (never imports torch): FLOPs, memory, communication, MFU/HFU, the planner."""

@@ -1,0 +1,87 @@
+"""FLOPs of a GPT decoder: PaLM appendix B (6N + 12*L*H*Q*T per token), split by pass.
+
+Counting convention (the same as torch.utils.flop_counter.FlopCounterMode): a multiply-add is 2
+FLOPs; matrix multiplies only (norms, biases, softmax and activations are not counted); attention
+scores are counted over the full T x T matrix, not halved for causality; backward costs twice the
+forward (gradient of the input plus gradient of the weight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.analytics.params import block_matmul_params, matmul_params
+from accelbench.config.model import ModelConfig
+
+FORMULA = "PaLM App. B: 6N + 12*L*H*Q*T per token (N = matmul weights; full T x T attention)"
+RECOMPUTE_KINDS = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs of one pass pair, kept apart because the study times them apart."""
+
+    forward: float
+    backward: float
+
+    @property
+    def total(self) -> float:
+        """Forward plus backward."""
+        return self.forward + self.backward
+
+    def scaled(self, factor: float) -> FlopCount:
+        """The same count for `factor` times the tokens."""
+        return FlopCount(self.forward * factor, self.backward * factor)
+
+
+def attention_core_forward_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """QK^T and AV of one layer for one token: 2 matmuls of 2*T*d_model FLOPs each."""
+    return 4.0 * seq_len * cfg.d_model
+
+
+def block_forward_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """One transformer block's forward FLOPs per token: weights plus attention core."""
+    return 2.0 * block_matmul_params(cfg) + attention_core_forward_per_token(cfg, seq_len)
+
+
+def block_flops(cfg: ModelConfig, seq_len: int, batch: int) -> FlopCount:
+    """One block, forward and backward, for a batch of sequences."""
+    forward = block_forward_per_token(cfg, seq_len) * seq_len * batch
+    return FlopCount(forward, 2.0 * forward)
+
+
+def model_forward_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """The whole model's forward per token: 2N + 4*L*H*Q*T."""
+    attention = cfg.n_layer * attention_core_forward_per_token(cfg, seq_len)
+    return 2.0 * matmul_params(cfg) + attention
+
+
+def model_flops_per_token(cfg: ModelConfig, seq_len: int) -> FlopCount:
+    """Training model FLOPs per token, split by pass (sum: 6N + 12*L*H*Q*T)."""
+    forward = model_forward_per_token(cfg, seq_len)
+    return FlopCount(forward, 2.0 * forward)
+
+
+def model_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int) -> FlopCount:
+    """Training model FLOPs of one optimizer step of `tokens_per_step` tokens."""
+    return model_flops_per_token(cfg, seq_len).scaled(tokens_per_step)
+
+
+def recompute_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str) -> float:
+    """Forward FLOPs that activation recompute reruns per token (hardware, not model, FLOPs).
+
+    full: every block's forward again; selective: the attention core (Korthikanti et al. 2022).
+    """
+    if recompute == "none":
+        return 0.0
+    if recompute == "full":
+        return cfg.n_layer * block_forward_per_token(cfg, seq_len)
+    if recompute == "selective":
+        return cfg.n_layer * attention_core_forward_per_token(cfg, seq_len)
+    raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {recompute!r}")
+
+
+def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str) -> float:
+    """Training FLOPs the hardware executes per token: model FLOPs plus recompute."""
+    model = model_flops_per_token(cfg, seq_len).total
+    return model + recompute_flops_per_token(cfg, seq_len, recompute)

@@ -1,0 +1,29 @@
+"""The one error type for bad input: names the field and what is allowed."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """Bad user input, raised before anything runs; the CLI prints it on one line, exit 2."""
+
+    def __init__(self, field: str, problem: str, allowed: str | None = None) -> None:
+        self.field = field
+        self.problem = problem
+        self.allowed = allowed
+        text = f"{field}: {problem}"
+        if allowed:
+            text += f" (allowed: {allowed})"
+        super().__init__(text)
+
+
+def require_positive(field: str, value: int | float) -> None:
+    """Reject zero or negative sizes with a message that names the field."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(field, f"must be a positive number, got {value!r}", "> 0")
+
+
+def require_choice(field: str, value: str, allowed: list[str] | tuple[str, ...]) -> str:
+    """Return value if it is one of allowed, else raise naming the allowed values."""
+    if value not in allowed:
+        raise ConfigError(field, f"unknown value {value!r}", ", ".join(allowed))
+    return value

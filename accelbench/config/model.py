@@ -1,0 +1,74 @@
+"""Model configuration: one decoder family (GPT-2, GPT-3, GPT-NeoX) as a dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from accelbench.config.errors import ConfigError, require_choice, require_positive
+
+POSITION_KINDS = ("learned", "rotary")
+ACTIVATIONS = ("gelu_tanh", "gelu")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and architecture switches of a GPT decoder; sizes are counts, not bytes."""
+
+    name: str
+    n_layer: int
+    n_head: int
+    d_model: int
+    vocab_size: int
+    n_positions: int
+    d_ff: int = 0  # 0 means 4 * d_model
+    position: str = "learned"  # learned absolute positions (GPT-2) or rotary (GPT-NeoX)
+    rotary_pct: float = 1.0  # fraction of each head's dimensions that rotary embedding turns
+    parallel_residual: bool = False  # GPT-NeoX: attention and MLP read the same input
+    tie_embeddings: bool = True  # GPT-2 ties the output head to the token embedding
+    activation: str = "gelu_tanh"
+    layer_norm_eps: float = 1e-5
+
+    @property
+    def ffn_dim(self) -> int:
+        """Hidden size of the MLP."""
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def head_dim(self) -> int:
+        """Dimensions per attention head."""
+        return self.d_model // self.n_head
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for records and JSON."""
+        return asdict(self)
+
+    def with_changes(self, **changes: Any) -> ModelConfig:
+        """A validated copy with some fields changed."""
+        return validate_model(replace(self, **changes))
+
+
+def validate_model(cfg: ModelConfig) -> ModelConfig:
+    """Check sizes and switches; raise ConfigError naming the field on the first problem."""
+    for field in ("n_layer", "n_head", "d_model", "vocab_size", "n_positions"):
+        require_positive(f"model.{field}", getattr(cfg, field))
+    if cfg.d_ff < 0:
+        raise ConfigError("model.d_ff", f"must be positive (or 0 for 4 x d_model), got {cfg.d_ff}")
+    if cfg.d_model % cfg.n_head:
+        raise ConfigError(
+            "model.n_head",
+            f"{cfg.n_head} heads do not divide hidden size {cfg.d_model}",
+            f"a divisor of {cfg.d_model}",
+        )
+    require_choice("model.position", cfg.position, POSITION_KINDS)
+    require_choice("model.activation", cfg.activation, ACTIVATIONS)
+    if not 0.0 < cfg.rotary_pct <= 1.0:
+        raise ConfigError("model.rotary_pct", f"must be in (0, 1], got {cfg.rotary_pct}")
+    if cfg.position == "rotary" and rotary_dims(cfg) % 2:
+        raise ConfigError("model.rotary_pct", "rotary dimensions per head must be even")
+    return cfg
+
+
+def rotary_dims(cfg: ModelConfig) -> int:
+    """Number of dimensions per head that rotary embedding rotates (GPT-NeoX's rule)."""
+    return int(cfg.head_dim * cfg.rotary_pct)

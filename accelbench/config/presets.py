@@ -1,0 +1,76 @@
+"""Named model presets; every preset is validated at import so a typo cannot ship."""
+
+from __future__ import annotations
+
+from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig, validate_model
+
+GPT2_VOCAB = 50257
+
+
+def _gpt2(name: str, n_layer: int, n_head: int, d_model: int) -> ModelConfig:
+    """GPT-2 shape: learned positions, tied embeddings, 1024 positions (OpenAI's release)."""
+    return ModelConfig(name, n_layer, n_head, d_model, GPT2_VOCAB, 1024)
+
+
+_PRESETS: dict[str, ModelConfig] = {}
+
+
+def register(cfg: ModelConfig) -> ModelConfig:
+    """Add a preset (validated); later workloads register theirs the same way."""
+    _PRESETS[cfg.name] = validate_model(cfg)
+    return cfg
+
+
+for _cfg in (
+    _gpt2("gpt2", 12, 12, 768),
+    _gpt2("gpt2-medium", 24, 16, 1024),
+    _gpt2("gpt2-large", 36, 20, 1280),
+    _gpt2("gpt2-xl", 48, 25, 1600),
+    # A few-million-parameter model of the same family, for tests and the CPU default run.
+    ModelConfig("gpt2-tiny", 2, 4, 128, GPT2_VOCAB, 256),
+):
+    register(_cfg)
+
+
+def preset_names() -> list[str]:
+    """All preset names, sorted."""
+    return sorted(_PRESETS)
+
+
+def get_preset(name: str) -> ModelConfig:
+    """Look up a preset or raise a ConfigError that lists the known names."""
+    try:
+        return _PRESETS[name]
+    except KeyError:
+        raise ConfigError("model", f"unknown preset {name!r}", ", ".join(preset_names())) from None
+
+
+_INT_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "n_positions", "d_ff")
+_ALIASES = {"layers": "n_layer", "heads": "n_head", "hidden": "d_model", "vocab": "vocab_size",
+            "positions": "n_positions", "ffn": "d_ff"}
+
+
+def resolve_model(spec: str) -> ModelConfig:
+    """Turn 'gpt2-xl', 'gpt2-xl:n_layer=1' or 'custom:layers=4,heads=4,hidden=256' into a config."""
+    name, _, overrides = spec.partition(":")
+    if name == "custom":
+        base = ModelConfig("custom", 1, 1, 1, GPT2_VOCAB, 1024)
+    else:
+        base = get_preset(name)
+    changes: dict[str, object] = {}
+    for item in filter(None, overrides.split(",")):
+        key, eq, value = item.partition("=")
+        key = _ALIASES.get(key.strip(), key.strip())
+        if not eq or key not in _INT_FIELDS:
+            allowed = ", ".join(list(_INT_FIELDS) + list(_ALIASES))
+            raise ConfigError("model", f"bad override {item!r} in {spec!r}", allowed)
+        try:
+            changes[key] = int(value)
+        except ValueError:
+            raise ConfigError(f"model.{key}", f"must be an integer, got {value!r}") from None
+    if name == "custom" and not {"n_layer", "n_head", "d_model"} <= changes.keys():
+        raise ConfigError("model", "custom needs layers, heads and hidden",
+                          "custom:layers=L,heads=H,hidden=D")
+    label = spec if changes else base.name
+    return base.with_changes(name=label, **changes) if changes else base

@@ -1,0 +1,118 @@
+"""Device specification table: dense peaks per dtype, memory, bandwidth, links, with sources.
+
+No torch import: the planner reads this table on machines that have no accelerator.
+Peaks are dense (vendors print tensor-core figures with 2:4 sparsity, twice the dense value).
+A value we could not verify is left out, never guessed: MFU then needs a measured peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from accelbench.config.errors import ConfigError
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What one accelerator can do; bandwidths in GB/s (10^9 bytes), peaks in TFLOP/s dense."""
+
+    key: str
+    name: str
+    vendor: str
+    kind: str  # "gpu", "tpu", "hpu", "dataflow", "ipu"
+    peak_tflops: dict[str, float]
+    memory_gb: float | None
+    memory_bw_gb_per_s: float | None
+    interconnect: str
+    link_gb_per_s_per_direction: float | None  # scale-up link, one direction, per device
+    source: str
+    notes: str = ""
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+    def peak_flops_per_s(self, precision: str) -> float | None:
+        """Dense peak FLOP/s for the precision that ran, or None if the table has none."""
+        tflops = self.peak_tflops.get(precision)
+        return tflops * 1e12 if tflops else None
+
+
+_NV_DS = "NVIDIA datasheet (dense = half the sparsity figure)"
+_SPECS: tuple[DeviceSpec, ...] = (
+    DeviceSpec("a100-40gb", "NVIDIA A100 SXM4 40GB", "nvidia", "gpu",
+               {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312}, 40, 1555,
+               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "; REFERENCE.md sec. 4",
+               aliases=("a100",)),
+    DeviceSpec("a100-80gb", "NVIDIA A100 SXM4 80GB", "nvidia", "gpu",
+               {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312}, 80, 2039,
+               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "; REFERENCE.md sec. 4"),
+    DeviceSpec("h100-sxm", "NVIDIA H100 SXM5 80GB", "nvidia", "gpu",
+               {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 80, 3350,
+               "NVLink 4 (900 GB/s total)", 450, _NV_DS + "; REFERENCE.md sec. 4",
+               aliases=("h100",)),
+    DeviceSpec("h100-pcie", "NVIDIA H100 PCIe 80GB", "nvidia", "gpu",
+               {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756, "fp8": 1513}, 80, 2000,
+               "PCIe Gen5 x16 (64 GB/s per direction)", 64, _NV_DS + " (H100 PCIe column)"),
+    DeviceSpec("h200", "NVIDIA H200 SXM 141GB", "nvidia", "gpu",
+               {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 141, 4800,
+               "NVLink 4 (900 GB/s total)", 450, _NV_DS + "; same die as H100 SXM; REFERENCE.md"),
+    DeviceSpec("b200", "NVIDIA B200 (HGX) 180GB", "nvidia", "gpu",
+               {"tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500}, 180, 7700,
+               "NVLink 5 (1.8 TB/s total)", 900, _NV_DS + "; REFERENCE.md sec. 4",
+               notes="FP32 (75-80 TFLOPS in sources) left out: sources disagree"),
+    DeviceSpec("mi250", "AMD Instinct MI250", "amd", "gpu",
+               {"fp32": 45.3, "fp16": 362.1, "bf16": 362.1}, 128, 3276.8,
+               "Infinity Fabric", None, "Emani et al. 2023 sec. II (AMD figures)",
+               notes="one OAM module = 2 GCDs; torch sees 2 devices of half these figures"),
+    DeviceSpec("mi250x", "AMD Instinct MI250X", "amd", "gpu",
+               {"fp16": 383, "bf16": 383}, 128, 3200,
+               "Infinity Fabric", None, "AMD MI250X product page; REFERENCE.md sec. 4",
+               notes="FP32 left out (vector/matrix figures unverified); 2 GCDs per module"),
+    DeviceSpec("mi300x", "AMD Instinct MI300X", "amd", "gpu",
+               {"fp32": 163.4, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9}, 192, 5300,
+               "Infinity Fabric (7 links, 896 GB/s total)", 448,
+               "AMD MI300X datasheet; REFERENCE.md sec. 4", notes="TF32 left out (unverified)"),
+    DeviceSpec("gaudi2", "Intel Gaudi2 (HL-225H)", "intel", "hpu",
+               {"bf16": 432, "fp16": 432}, 96, 2460,
+               "24 x 100 GbE RoCE (300 GB/s total)", 150, "Intel Hot Chips 2024; REFERENCE.md"),
+    DeviceSpec("gaudi3", "Intel Gaudi3", "intel", "hpu",
+               {"bf16": 1835, "fp8": 1835}, 128, 3670,
+               "24 x 200 GbE RoCE (600 GB/s total)", 300, "Intel Hot Chips 2024; REFERENCE.md",
+               notes="matrix engines; vector BF16 is 28.7 TFLOPS"),
+    DeviceSpec("tpu-v4", "Google TPU v4", "google", "tpu", {"bf16": 275}, 32 * 1.073741824,
+               1200, "ICI 3D torus", None, "cloud.google.com/tpu/docs/v4"),
+    DeviceSpec("tpu-v5e", "Google TPU v5e", "google", "tpu", {"bf16": 197}, 16, 819,
+               "ICI 2D torus", None, "cloud.google.com/tpu/docs/v5e"),
+    DeviceSpec("tpu-v5p", "Google TPU v5p", "google", "tpu", {"bf16": 459}, 95, 2765,
+               "ICI 3D torus", None, "cloud.google.com/tpu/docs/v5p"),
+    DeviceSpec("cs-2", "Cerebras CS-2 (WSE-2)", "cerebras", "dataflow", {}, 40, None,
+               "SwarmX / MemoryX (weight streaming)", None, "Emani et al. 2023 sec. II",
+               notes="850,000 cores, 48 KB SRAM each; no verified public peak"),
+    DeviceSpec("sn30", "SambaNova SN30 RDU", "sambanova", "dataflow", {}, 1000, None,
+               "RDU-Connect", None, "Emani et al. 2023 sec. II",
+               notes="1280 PCUs, 1 TB off-chip memory per RDU; no verified public peak"),
+    DeviceSpec("bow-ipu", "Graphcore Bow IPU", "graphcore", "ipu", {"fp16": 343.75}, 0.9, None,
+               "IPU-Links", None, "ALCF AI-testbed guide: Bow Pod64 = 22 PFLOPS FP16 (/64)",
+               notes="900 MB on-chip SRAM; FP16 peak derived as 22 PFLOPS / 64 IPUs"),
+)
+
+SPECS: dict[str, DeviceSpec] = {s.key: s for s in _SPECS}
+
+
+def device_keys() -> list[str]:
+    """Keys of every device in the table."""
+    return list(SPECS)
+
+
+def get_spec(key: str) -> DeviceSpec:
+    """Look up a device by key or alias; ConfigError names the known keys."""
+    key = key.lower()
+    for spec in _SPECS:
+        if key == spec.key or key in spec.aliases:
+            return spec
+    raise ConfigError("device", f"unknown device {key!r}", ", ".join(SPECS))
+
+
+def peak_precision(dtype: str, tf32: bool) -> str:
+    """The peak column that applies: fp32 matmuls run as tf32 when TF32 is allowed."""
+    return "tf32" if dtype == "fp32" and tf32 else dtype

@@ -1,0 +1,147 @@
+"""The GPT decoder: GPT-2 by default, GPT-NeoX (GenSLM) by configuration.
+
+GPT-2: learned positions, pre-LayerNorm, GELU MLP, tied embeddings, causal attention through
+scaled_dot_product_attention. GPT-NeoX: rotary embedding on part of each head, parallel attention
+and MLP, untied output head. One module family, switched by ModelConfig.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from accelbench.config.model import ModelConfig, rotary_dims
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (GPT-NeoX's rotate-half form) on the first `dims` of each head."""
+
+    def __init__(self, dims: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.dims = dims
+        inv_freq = 1.0 / (base ** (torch.arange(0, dims, 2, dtype=torch.float32) / dims))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q and k of shape (batch, heads, seq, head_dim)."""
+        seq = q.shape[-2]
+        t = torch.arange(seq, device=q.device, dtype=torch.float32)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
+        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+
+    def _apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        rot, rest = x[..., : self.dims], x[..., self.dims :]
+        half = self.dims // 2
+        rotated = torch.cat((-rot[..., half:], rot[..., :half]), dim=-1)
+        return torch.cat((rot * cos + rotated * sin, rest), dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention with one fused QKV projection."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.rotary = Rotary(rotary_dims(cfg)) if cfg.position == "rotary" else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, d_model) -> (batch, seq, d_model)."""
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        if self.rotary is not None:
+            q, k = self.rotary(q, k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class MLP(nn.Module):
+    """Two linear layers around a GELU."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.d_model, cfg.ffn_dim)
+        self.c_proj = nn.Linear(cfg.ffn_dim, cfg.d_model)
+        self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, d_model) -> (batch, seq, d_model)."""
+        return self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block; sequential (GPT-2) or parallel (GPT-NeoX) residual."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.parallel = cfg.parallel_residual
+        self.ln_1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.attn = Attention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, d_model) -> (batch, seq, d_model)."""
+        if self.parallel:
+            return x + self.attn(self.ln_1(x)) + self.mlp(self.ln_2(x))
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """Decoder-only language model: logits, plus mean cross-entropy when given targets."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.position == "learned" else None
+        self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):  # GPT-2's scaled init of residual projections
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token (and learned position) embeddings of ids (batch, seq)."""
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        return x
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """Logits (batch, seq, vocab), or (logits, loss) when targets are given."""
+        if idx.shape[1] > self.cfg.n_positions and self.wpe is not None:
+            raise ValueError(f"sequence {idx.shape[1]} exceeds n_positions {self.cfg.n_positions}")
+        x = self.embed(idx)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits, loss
+
+    def num_params(self) -> int:
+        """Parameters with shared tensors counted once."""
+        return sum(p.numel() for p in self.parameters())
