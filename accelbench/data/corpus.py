@@ -1,0 +1,250 @@
+"""Text sources for token shards: files, folders, OpenWebText, and a built-in offline corpus.
+
+A corpus is anything with a `description` (stored in the shard index) and `documents()`, an
+iterator of document strings in a deterministic order; deterministic order is what lets
+`prepare` resume a killed run. The shard writer accepts any such object (a genome source can be
+added beside these without touching them).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import sysconfig
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from accelbench.config.errors import ConfigError
+
+TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
+OPENWEBTEXT_HF_NAME = "Skylion007/openwebtext"
+# Folders of the standard library that hold tests, vendored or generated data, not documentation.
+_STDLIB_SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
+
+
+@runtime_checkable
+class Corpus(Protocol):
+    """A named, deterministic stream of documents."""
+
+    @property
+    def description(self) -> str: ...
+
+    def documents(self) -> Iterator[str]: ...
+
+
+@dataclass(frozen=True)
+class IterableCorpus:
+    """Wrap any re-iterable collection of strings (a list, a generator factory's result)."""
+
+    items: Iterable[str]
+    description: str = "in-memory documents"
+
+    def documents(self) -> Iterator[str]:
+        """Yield the items as they are."""
+        yield from self.items
+
+
+def _read_txt(path: Path) -> Iterator[str]:
+    """A .txt file is one document (GPT-2 style: one web page, one book, one file)."""
+    yield path.read_text(encoding="utf-8", errors="replace")
+
+
+def _read_jsonl(path: Path, text_field: str) -> Iterator[str]:
+    """One document per JSON line, taken from `text_field`; blank lines are skipped."""
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError("source", f"{path}:{line_no} is not JSON ({err.msg})") from err
+            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+                raise ConfigError(
+                    "text_field",
+                    f"{path}:{line_no} has no string field {text_field!r}",
+                    "a field holding the document text, e.g. --text-field text",
+                )
+            yield record[text_field]
+
+
+def _read_parquet(path: Path, text_column: str) -> Iterator[str]:
+    """One document per row of `text_column`, read in record batches (pyarrow needed)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as err:
+        raise ConfigError(
+            "source", f"reading {path.name} needs the package 'pyarrow' (pip install pyarrow)"
+        ) from err
+    parquet = pq.ParquetFile(path)
+    if text_column not in parquet.schema_arrow.names:
+        raise ConfigError(
+            "text_field",
+            f"{path} has no column {text_column!r}",
+            ", ".join(parquet.schema_arrow.names),
+        )
+    for batch in parquet.iter_batches(columns=[text_column], batch_size=1024):
+        for value in batch.column(0).to_pylist():
+            if value:
+                yield value
+
+
+@dataclass(frozen=True)
+class FileCorpus:
+    """A .txt, .jsonl or .parquet file, or a folder searched recursively for them (sorted)."""
+
+    path: Path
+    text_field: str = "text"
+
+    @property
+    def description(self) -> str:
+        """Absolute path, kind and text field."""
+        kind = "folder" if self.path.is_dir() else self.path.suffix.lstrip(".")
+        return f"{kind}:{self.path.resolve()} text_field={self.text_field}"
+
+    def files(self) -> list[Path]:
+        """The files read, in the order read."""
+        if self.path.is_dir():
+            found = sorted(
+                p for p in self.path.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES
+            )
+            if not found:
+                raise ConfigError(
+                    "source", f"folder {self.path} holds no text file", ", ".join(TEXT_SUFFIXES)
+                )
+            return found
+        if not self.path.is_file():
+            raise ConfigError("source", f"{self.path} does not exist")
+        if self.path.suffix not in TEXT_SUFFIXES:
+            raise ConfigError(
+                "source", f"{self.path} is not a supported file", ", ".join(TEXT_SUFFIXES)
+            )
+        return [self.path]
+
+    def documents(self) -> Iterator[str]:
+        """Documents of every file in turn."""
+        for path in self.files():
+            if path.suffix == ".txt":
+                yield from _read_txt(path)
+            elif path.suffix == ".jsonl":
+                yield from _read_jsonl(path, self.text_field)
+            else:
+                yield from _read_parquet(path, self.text_field)
+
+
+@dataclass(frozen=True)
+class OpenWebTextCorpus:
+    """OpenWebText through Hugging Face `datasets` (downloaded and cached by `datasets`)."""
+
+    hf_name: str = OPENWEBTEXT_HF_NAME
+    split: str = "train"
+    streaming: bool = True
+
+    @property
+    def description(self) -> str:
+        """Dataset name and split, as `datasets` knows them."""
+        return f"hf-datasets:{self.hf_name} split={self.split}"
+
+    def documents(self) -> Iterator[str]:
+        """The dataset's "text" column in its own order."""
+        try:
+            import datasets
+        except ImportError as err:
+            raise ConfigError(
+                "source",
+                "openwebtext needs the package 'datasets' (pip install datasets)",
+                "default, a path, or install datasets",
+            ) from err
+        rows = datasets.load_dataset(self.hf_name, split=self.split, streaming=self.streaming)
+        for row in rows:
+            yield row["text"]
+
+
+def _stdlib_files(stdlib: Path) -> Iterator[Path]:
+    """Standard-library .py files in sorted order, skipping tests and installed packages."""
+    for path in sorted(stdlib.rglob("*.py")):
+        relative = path.relative_to(stdlib).parts
+        if not _STDLIB_SKIP_DIRS.intersection(relative[:-1]):
+            yield path
+
+
+def module_docstrings(source: str) -> str:
+    """All docstrings of a module (module, classes, functions), in source order, one block each."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ""
+    nodes = [tree] + [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    nodes.sort(key=lambda node: getattr(node, "lineno", 0))
+    docs = (ast.get_docstring(node, clean=True) for node in nodes)
+    return "\n\n".join(doc for doc in docs if doc and len(doc) >= 20)
+
+
+def pydoc_topics(source: str) -> list[str]:
+    """The language-reference topics that pydoc_data/topics.py carries (help("if") text)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "topics":
+            topics = ast.literal_eval(node.value)
+            return [topics[key] for key in sorted(topics)]
+    return []
+
+
+@dataclass(frozen=True)
+class StdlibDocstringCorpus:
+    """Built-in offline corpus: the docstrings of this Python's standard library, one module a doc,
+    plus the language-reference topics of pydoc_data (about 2.3 MB of text on Python 3.11).
+
+    It stands in for OpenWebText so that training runs anywhere without a download: English
+    prose about software, with code examples, far smaller (a few MB, depending on the Python
+    version) and narrower than web text. Losses on it are not comparable with OpenWebText's.
+    """
+
+    stdlib: Path | None = None
+
+    def root(self) -> Path:
+        """The standard library folder of the running interpreter (sysconfig's "stdlib")."""
+        return self.stdlib or Path(sysconfig.get_paths()["stdlib"])
+
+    @property
+    def description(self) -> str:
+        """Names the interpreter version, since the docstrings change with it."""
+        version = ".".join(str(v) for v in sys.version_info[:3])
+        return f"default:python-{version}-stdlib-docstrings:{self.root()}"
+
+    def documents(self) -> Iterator[str]:
+        """One document per module that has docstrings, and one per pydoc reference topic."""
+        for path in _stdlib_files(self.root()):
+            source = path.read_text(encoding="utf-8", errors="replace")
+            if path.parent.name == "pydoc_data" and path.name == "topics.py":
+                yield from pydoc_topics(source)
+                continue
+            text = module_docstrings(source)
+            if text:
+                yield text
+
+
+SOURCE_KEYWORDS = ("default", "openwebtext")
+
+
+def resolve_source(source: str, text_field: str = "text") -> Corpus:
+    """Map a --source value (default, openwebtext, or a path) to a corpus."""
+    if source == "default":
+        return StdlibDocstringCorpus()
+    if source == "openwebtext":
+        return OpenWebTextCorpus()
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise ConfigError(
+            "source", f"{source!r} is neither a keyword nor an existing path",
+            "default, openwebtext, or a .txt/.jsonl/.parquet file or folder",
+        )
+    corpus = FileCorpus(path, text_field)
+    corpus.files()  # fail now, not halfway, on a folder with nothing to read
+    return corpus
