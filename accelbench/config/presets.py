@@ -74,3 +74,4 @@ def resolve_model(spec: str) -> ModelConfig:
                           "custom:layers=L,heads=H,hidden=D")
     label = spec if changes else base.name
     return base.with_changes(name=label, **changes) if changes else base
+from accelbench.config import genslm as _genslm  # noqa: E402,F401  (registers the GenSLM presets)
