@@ -1,0 +1,167 @@
+"""The transformer-block micro-benchmark (Emani et al. sec. III-1, figs. 3-4).
+
+One decoder layer, forward and backward timed separately, for every batch x dtype of a sweep.
+The block runs in the named dtype end to end (weights and activations), as the study's
+per-precision layer measurements do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from accelbench.analytics.flops import FORMULA, block_flops
+from accelbench.analytics.memory import block_train_bytes
+from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype
+from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
+from accelbench.bench.memory import PeakMemory
+from accelbench.bench.metrics import phase_metrics
+from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.peak import resolve_peak
+from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
+from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.model import ModelConfig
+from accelbench.config.presets import get_preset
+from accelbench.hardware.detect import detect_spec, resolve_device
+from accelbench.models.gpt import Block
+
+KIND = "block"
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """A block sweep: one model's layer at one sequence length, over batches and dtypes."""
+
+    model: ModelConfig
+    seq_len: int = 1024
+    batches: tuple[int, ...] = (8, 16, 32, 64)
+    dtypes: tuple[str, ...] = ("fp32", "fp16", "bf16")
+    device: str = "auto"
+    repeats: int = 10
+    warmup: int = 3
+    compile: bool = False
+    tf32: bool = False
+    mem_limit_bytes: int | None = None
+
+    def validate(self) -> BlockSpec:
+        """Raise ConfigError on the first bad field."""
+        require_positive("seq", self.seq_len)
+        require_positive("repeats", self.repeats)
+        if self.warmup < 0:
+            raise ConfigError("warmup", f"must be 0 or more, got {self.warmup}", ">= 0")
+        for batch in self.batches:
+            require_positive("batch", batch)
+        for dtype in self.dtypes:
+            parse_dtype(dtype)
+        return self
+
+
+def cell_spec(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> dict:
+    """The full spec of one cell, as recorded."""
+    return {"workload": KIND, "model": spec.model.to_dict(), "model_name": spec.model.name,
+            "seq_len": spec.seq_len, "batch": batch, "dtype": dtype, "device": str(device),
+            "repeats": spec.repeats, "warmup": spec.warmup, "compile": spec.compile,
+            "tf32": spec.tf32, "mem_limit_bytes": spec.mem_limit_bytes,
+            "flops_formula": FORMULA}
+
+
+def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: torch.device,
+               spec: BlockSpec) -> tuple[dict[str, TimingStats], PeakMemory]:
+    """Forward and backward times of one block, and the peak memory of the timed run."""
+    torch_dtype = TORCH_DTYPES[dtype]
+    with PeakMemory(device) as peak_mem:
+        block = Block(cfg).to(device=device, dtype=torch_dtype)
+        module = torch.compile(block) if spec.compile else block
+        x = torch.randn(batch, seq_len, cfg.d_model, device=device, dtype=torch_dtype,
+                        requires_grad=True)  # as inside a model: the input's gradient is needed
+        grad_out = torch.randn_like(x, requires_grad=False)
+        params = list(block.parameters())
+
+        def step(timer: PhaseTimer) -> None:
+            for p in params:
+                p.grad = None
+            x.grad = None
+            with timer.phase("forward"):
+                y = module(x)
+            with timer.phase("backward"):
+                y.backward(grad_out)
+
+        stats = run_timed(step, device, spec.warmup, spec.repeats)
+    fwd, bwd = stats["forward"].times_s, stats["backward"].times_s
+    stats["forward_backward"] = summarize([f + b for f, b in zip(fwd, bwd, strict=True)])
+    return stats, peak_mem
+
+
+def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> Outcome:
+    """Measure one cell, or record why it could not run."""
+    cfg = spec.model
+    record_spec = cell_spec(spec, batch, dtype, device)
+    estimate = block_train_bytes(cfg, spec.seq_len, batch, dtype)
+    unsupported = dtype_support(device, dtype)
+    if unsupported:
+        return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
+    refusal = refuse_if_too_big(estimate, memory_budget_bytes(device, spec.mem_limit_bytes))
+    if refusal:
+        return Outcome(KIND, "oom", record_spec, {"mem_estimate_bytes": estimate}, reason=refusal)
+
+    def body() -> Outcome:
+        _set_tf32(device, spec.tf32)
+        stats, peak_mem = time_block(cfg, spec.seq_len, batch, dtype, device, spec)
+        peak = resolve_peak(detect_spec(device), device, dtype, spec.tf32)
+        flops = block_flops(cfg, spec.seq_len, batch)
+        tokens = batch * spec.seq_len
+        metrics = {"tokens_per_step": tokens, "mem_estimate_bytes": estimate,
+                   "mem_peak_bytes": peak_mem.peak_bytes, "mem_base_bytes": peak_mem.base_bytes,
+                   "mem_method": peak_mem.method, "peak_flops_per_s": peak.flops_per_s,
+                   "peak_label": peak.label, "peak_precision": peak.precision}
+        for phase, phase_flops in (("forward", flops.forward), ("backward", flops.backward),
+                                   ("forward_backward", flops.total)):
+            metrics.update(phase_metrics(phase, stats[phase], phase_flops, tokens, peak))
+        raw = {phase: list(s.times_s) for phase, s in stats.items()}
+        return Outcome(KIND, "ok", record_spec, metrics, raw)
+
+    return guarded(KIND, record_spec, device, body)
+
+
+def _set_tf32(device: torch.device, tf32: bool) -> None:
+    """Allow or forbid TF32 for fp32 matmuls and convolutions (CUDA only)."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = None) -> list[Outcome]:
+    """Every batch x dtype cell in turn; each outcome goes to `sink` as soon as it exists."""
+    spec.validate()
+    device = resolve_device(spec.device)
+    cells = [(batch, dtype) for dtype in spec.dtypes for batch in spec.batches]
+    outcomes = []
+    for done, (batch, dtype) in enumerate(cells):
+        if progress:
+            progress(done, len(cells), f"batch {batch} {dtype}")
+        outcome = run_block_cell(spec, batch, dtype, device)
+        sink(outcome)
+        outcomes.append(outcome)
+    if progress:
+        progress(len(cells), len(cells), "done")
+    return outcomes
+
+
+def spec_summary(spec: BlockSpec) -> dict:
+    """The sweep's spec as a dict (for --json headers and logs)."""
+    data = asdict(spec)
+    data["model"] = spec.model.to_dict()
+    return data
+
+
+def quick_spec(device: torch.device) -> BlockSpec:
+    """The main job's defaults: the study's grid on an accelerator, a small grid on a CPU.
+
+    On a CPU the GPT-2 (124M) layer at sequence 256 in fp32 and bf16 takes about a minute;
+    fp16 is left out there because CPUs emulate it (hundreds of times slower).
+    """
+    if device.type == "cpu":
+        return BlockSpec(get_preset("gpt2"), seq_len=256, batches=(1, 4), dtypes=("fp32", "bf16"),
+                         device=str(device), repeats=5, warmup=2)
+    return BlockSpec(get_preset("gpt2-xl"), device=str(device))

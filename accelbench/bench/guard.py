@@ -1,0 +1,68 @@
+"""Deciding and catching 'does not fit' and 'cannot run' without crashing a sweep."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+import torch
+
+from accelbench.bench.outcome import Outcome
+from accelbench.hardware.detect import available_cpu_memory_bytes
+
+CPU_AVAILABLE_FRACTION = 0.8  # leave room for the interpreter and whatever shares the machine
+GIB = 2**30
+
+
+def memory_budget_bytes(device: torch.device, mem_limit_bytes: int | None) -> int | None:
+    """Bytes a cell may use: the user's limit, and on a CPU never more than 80% of available."""
+    if device.type == "cpu":
+        available = int(available_cpu_memory_bytes() * CPU_AVAILABLE_FRACTION)
+        return min(available, mem_limit_bytes) if mem_limit_bytes else available
+    return mem_limit_bytes
+
+
+def refuse_if_too_big(estimate_bytes: float, budget_bytes: int | None) -> str | None:
+    """A reason to refuse before allocating, or None when the estimate fits the budget."""
+    if budget_bytes is not None and estimate_bytes > budget_bytes:
+        return (f"does not fit: estimated {estimate_bytes / GIB:.2f} GiB > budget "
+                f"{budget_bytes / GIB:.2f} GiB (decided before allocating)")
+    return None
+
+
+def is_oom(err: BaseException) -> bool:
+    """True for an allocator failure on any device."""
+    if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
+        return True
+    text = str(err)
+    return "out of memory" in text.lower() or "can't allocate memory" in text
+
+
+def is_unsupported(err: BaseException) -> bool:
+    """True when the operator has no kernel for this dtype/device."""
+    return isinstance(err, NotImplementedError) or "not implemented for" in str(err)
+
+
+def release_device_memory(device: torch.device) -> None:
+    """Give cached memory back after a cell so the next starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def guarded(kind: str, spec: dict, device: torch.device,
+            body: Callable[[], Outcome]) -> Outcome:
+    """Run one cell; turn OOM, missing kernels and other errors into recorded outcomes."""
+    try:
+        return body()
+    except Exception as err:  # noqa: BLE001 - any failure of one cell must not end the sweep
+        if is_oom(err):
+            status = "oom"
+        elif is_unsupported(err):
+            status = "unsupported"
+        else:
+            status = "error"
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        return Outcome(kind, status, spec, reason=reason[:500])
+    finally:
+        release_device_memory(device)

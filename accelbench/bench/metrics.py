@@ -1,0 +1,25 @@
+"""Metric dicts from timing stats, FLOPs and a peak; names carry scope and unit."""
+
+from __future__ import annotations
+
+from accelbench.analytics.metrics import per_second, tflops, utilisation
+from accelbench.bench.peak import Peak
+from accelbench.bench.timing import TimingStats
+
+
+def phase_metrics(phase: str, stats: TimingStats, flops: float, tokens: int,
+                  peak: Peak) -> dict[str, float | int | bool | None]:
+    """Time spread, TFLOPS, tokens/s and MFU of one timed phase (median time)."""
+    t = stats.median_s
+    return {
+        f"{phase}_time_s_median": t,
+        f"{phase}_time_s_min": stats.min_s,
+        f"{phase}_time_s_max": stats.max_s,
+        f"{phase}_time_s_iqr": stats.iqr_s,
+        f"{phase}_samples": stats.count,
+        f"{phase}_few_samples": stats.few_samples,
+        f"{phase}_flops": flops,
+        f"{phase}_tflops_per_device": tflops(flops, t),
+        f"{phase}_tokens_per_s_per_device": per_second(tokens, t),
+        f"{phase}_mfu": utilisation(flops, t, peak.flops_per_s),
+    }

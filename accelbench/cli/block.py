@@ -1,0 +1,71 @@
+"""`accelbench block` and `accelbench run`: the transformer-block micro-benchmark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from accelbench.bench.block import BlockSpec, quick_spec, run_block_sweep
+from accelbench.bench.dtypes import TORCH_DTYPES
+from accelbench.cli.common import console, emit, progress_bar
+from accelbench.config.presets import resolve_model
+from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
+from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.environment import environment
+from accelbench.results.recorder import Recorder
+from accelbench.results.store import ResultStore
+from accelbench.results.table import block_table
+
+
+def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
+         output: Path | None) -> None:
+    """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked)."""
+    spec.validate()
+    device = resolve_device(spec.device)
+    recorder = Recorder(ResultStore(db), environment(device))
+    console.print(f"[bold]{spec.model.name}[/] block on {device} "
+                  f"({recorder.environment['device_name']}); results -> {recorder.store.path}")
+    with progress_bar("block") as progress:
+        run_block_sweep(spec, recorder, progress)
+    console.print(block_table(recorder.records, f"{spec.model.name} block, seq {spec.seq_len}"))
+    emit(recorder.records, as_json, as_csv, output)
+
+
+def block(
+    model: str = typer.Option("gpt2-xl", help="Preset, preset:overrides or custom:layers=..."),
+    seq: int = typer.Option(1024, help="Sequence length."),
+    batch: str = typer.Option("8,16,32,64", help="Comma-separated batch sizes."),
+    dtype: str = typer.Option("fp32,fp16,bf16", help="Comma-separated: fp32, fp16, bf16."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
+    repeats: int = typer.Option(10, help="Timed repetitions per cell."),
+    warmup: int = typer.Option(3, help="Untimed warm-up repetitions per cell."),
+    compile: bool = typer.Option(False, "--compile/--no-compile", help="torch.compile the block."),
+    tf32: bool = typer.Option(False, "--tf32/--no-tf32", help="Allow TF32 for fp32 matmuls."),
+    mem_limit: str = typer.Option("", help="Refuse cells estimated above this, e.g. 8GiB."),
+    db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the records as JSON."),
+    csv_out: bool = typer.Option(False, "--csv", help="Print the records as CSV."),
+    output: Path = typer.Option(None, help="Write JSON/CSV here instead of stdout."),
+) -> None:
+    """Time one transformer block's forward and backward over batch x dtype (study figs 3-4)."""
+    spec = BlockSpec(
+        model=resolve_model(model), seq_len=seq, batches=parse_int_list("batch", batch),
+        dtypes=parse_choice_list("dtype", dtype, tuple(TORCH_DTYPES)), device=device,
+        repeats=repeats, warmup=warmup, compile=compile, tf32=tf32,
+        mem_limit_bytes=parse_bytes("mem-limit", mem_limit) if mem_limit else None)
+    _run(spec, db, json_out, csv_out, output)
+
+
+def run(
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
+    db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
+) -> None:
+    """The main job on built-in defaults: a quick block micro-benchmark sized for this device."""
+    _run(quick_spec(resolve_device(device)), db, False, False, None)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the block commands."""
+    app.command("block")(block)
+    app.command("run")(run)

@@ -1,0 +1,44 @@
+"""Rendering helpers shared by the commands: console, progress bar, output formats."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from accelbench.bench.outcome import Progress as ProgressFn
+from accelbench.results.export import to_csv, to_json
+from accelbench.results.record import Record
+
+# Tables and progress on stderr, --json/--csv data on stdout; wide enough for the block grid.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+
+
+@contextmanager
+def progress_bar(title: str) -> Iterator[ProgressFn]:
+    """A rich progress bar driven by a sweep's (done, total, label) callback."""
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} {task.fields[label]}"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(title, total=None, label="")
+
+        def update(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, label=label)
+
+        yield update
+
+
+def emit(records: list[Record], as_json: bool, as_csv: bool, path: Path | None = None) -> None:
+    """Write records as JSON or CSV to a file or stdout when asked."""
+    if not (as_json or as_csv):
+        return
+    text = to_json(records) if as_json else to_csv(records)
+    if path:
+        path.write_text(text)
+        console.print(f"wrote {len(records)} records to {path}")
+    else:
+        print(text)

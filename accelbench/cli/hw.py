@@ -1,0 +1,57 @@
+"""`accelbench hw`: the device table, and what this machine is."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from accelbench.bench.peak import resolve_peak
+from accelbench.cli.common import console
+from accelbench.hardware.detect import detect_spec, device_name, resolve_device
+from accelbench.hardware.environment import environment
+from accelbench.hardware.specs import DTYPES, SPECS
+
+
+def _spec_table() -> Table:
+    table = Table(title="Dense peak TFLOPS per dtype (no sparsity), memory, links")
+    for column in ("key", "name", *DTYPES, "mem GB", "mem GB/s", "link GB/s/dir", "source"):
+        table.add_column(column, overflow="fold")
+    for spec in SPECS.values():
+        peaks = [f"{spec.peak_tflops[d]:g}" if d in spec.peak_tflops else "-" for d in DTYPES]
+        table.add_row(spec.key, spec.name, *peaks, f"{spec.memory_gb or '-'}",
+                      f"{spec.memory_bw_gb_per_s or '-'}",
+                      f"{spec.link_gb_per_s_per_direction or '-'}", spec.source)
+    return table
+
+
+def hw(
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
+    measure: bool = typer.Option(False, "--measure", help="Measure GEMM peaks of this device."),
+    json_out: bool = typer.Option(False, "--json", help="Print detection as JSON."),
+) -> None:
+    """Print the device table and what accelbench detected here."""
+    dev = resolve_device(device)
+    spec = detect_spec(dev)
+    detected = {"device": str(dev), "name": device_name(dev), "spec": spec.key if spec else None,
+                "environment": environment(dev)}
+    if measure or spec is None:
+        peaks = {d: resolve_peak(spec, dev, d, tf32=False, measure=measure) for d in
+                 ("fp32", "fp16", "bf16")}
+        detected["peaks"] = {d: {"tflops": p.flops_per_s and p.flops_per_s / 1e12,
+                                 "label": p.label} for d, p in peaks.items()}
+    if json_out:
+        print(json.dumps(detected, indent=2))
+        return
+    console.print(_spec_table())
+    console.print(f"detected: {detected['name']} ({dev}) -> "
+                  f"{detected['spec'] or 'no spec: MFU uses a measured GEMM peak (--measure)'}")
+    for d, p in detected.get("peaks", {}).items():
+        tflops = "-" if p["tflops"] is None else f"{p['tflops']:.3f}"
+        console.print(f"  {d}: {tflops} TFLOPS ({p['label']})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the hw command."""
+    app.command("hw")(hw)

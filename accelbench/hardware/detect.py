@@ -1,0 +1,103 @@
+"""Find the running device and map it to a row of the spec table (or to none)."""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+
+import torch
+
+from accelbench.config.errors import ConfigError
+from accelbench.hardware.specs import SPECS, DeviceSpec
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "xpu", "mps")
+
+# (pattern on the device name, memory range in GB or None, spec key); first match wins.
+_NAME_RULES: tuple[tuple[str, tuple[float, float] | None, str], ...] = (
+    (r"H100.*PCIe", None, "h100-pcie"),
+    (r"H100 NVL|GH200", None, ""),  # different parts: no spec rather than a wrong one
+    (r"H100", None, "h100-sxm"),
+    (r"H200", None, "h200"),
+    (r"B200", None, "b200"),
+    (r"A100.*80GB", None, "a100-80gb"),
+    (r"A100", (30, 50), "a100-40gb"),
+    (r"A100", (70, 90), "a100-80gb"),
+    (r"MI300X", None, "mi300x"),
+    (r"MI250X", None, "mi250x"),
+    (r"MI250", None, "mi250"),
+)
+
+
+def resolve_device(requested: str = "auto") -> torch.device:
+    """The torch device for a --device value; 'auto' prefers an accelerator over the CPU."""
+    kind = requested.split(":")[0]
+    if kind not in DEVICE_CHOICES:
+        raise ConfigError("device", f"unknown device {requested!r}", ", ".join(DEVICE_CHOICES))
+    if kind == "auto":
+        for candidate in ("cuda", "xpu", "mps"):
+            module = getattr(torch, candidate, None)
+            if module is not None and module.is_available():
+                return torch.device(candidate)
+        return torch.device("cpu")
+    module = getattr(torch, kind, None)
+    if kind != "cpu" and (module is None or not module.is_available()):
+        raise ConfigError("device", f"{kind} requested but not available here", "auto, cpu")
+    return torch.device(requested)
+
+
+def cpu_model_name() -> str:
+    """The CPU's marketing name from /proc/cpuinfo, or what platform knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: torch.device) -> str:
+    """Human name of the device that runs the work."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "cpu":
+        return cpu_model_name()
+    return device.type
+
+
+def device_memory_bytes(device: torch.device) -> int | None:
+    """Total memory of an accelerator, or None for the CPU (see available_cpu_memory_bytes)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return None
+
+
+def match_spec(name: str, memory_bytes: int | None = None) -> DeviceSpec | None:
+    """The spec row for a device name, or None when the table has no row for it."""
+    mem_gb = memory_bytes / 1e9 if memory_bytes else None
+    for pattern, mem_range, key in _NAME_RULES:
+        if not re.search(pattern, name, re.IGNORECASE):
+            continue
+        if mem_range and (mem_gb is None or not mem_range[0] <= mem_gb <= mem_range[1]):
+            continue
+        return SPECS[key] if key else None
+    return None
+
+
+def detect_spec(device: torch.device) -> DeviceSpec | None:
+    """The spec of the running device; None for CPUs and unknown parts (no invented peak)."""
+    if device.type == "cpu":
+        return None
+    return match_spec(device_name(device), device_memory_bytes(device))
+
+
+def available_cpu_memory_bytes() -> int:
+    """Memory the OS reports as available now (MemAvailable), the CPU's budget for a cell."""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    import os
+
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

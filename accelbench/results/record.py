@@ -1,0 +1,61 @@
+"""One immutable result: the full spec, the environment, metrics, raw times and a status."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "oom", "unsupported", "error", "diverged", "timeout")
+
+
+@dataclass(frozen=True)
+class Record:
+    """A run or one cell of a sweep, as stored; never updated after it is written."""
+
+    kind: str  # "block", "train", ...
+    status: str
+    spec: dict[str, Any]
+    environment: dict[str, Any]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    run_id: str = ""
+    created_utc: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    schema_version: int = SCHEMA_VERSION
+    id: int | None = None  # assigned by the store
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    def to_json(self) -> str:
+        """JSON of everything but the store's id."""
+        data = asdict(self)
+        data.pop("id")
+        return json.dumps(data, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str, record_id: int | None = None) -> Record:
+        """Rebuild a record read back from the store."""
+        return cls(**json.loads(text), id=record_id)
+
+    def flat(self) -> dict[str, Any]:
+        """One flat row (spec.*, metrics.*, env.*) for CSV and tables."""
+        row: dict[str, Any] = {"id": self.id, "run_id": self.run_id, "kind": self.kind,
+                               "status": self.status, "reason": self.reason,
+                               "created_utc": self.created_utc}
+        for prefix, part in (("spec", self.spec), ("metrics", self.metrics),
+                             ("env", self.environment)):
+            for key, value in part.items():
+                if not isinstance(value, dict | list):
+                    row[f"{prefix}.{key}"] = value
+        return row
+
+
+def new_run_id() -> str:
+    """An id shared by the cells of one sweep."""
+    return uuid.uuid4().hex[:12]

@@ -1,0 +1,68 @@
+"""Terminal tables of records (rich)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from accelbench.results.record import Record
+
+GIB = 2**30
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def block_table(records: list[Record], title: str = "Transformer block") -> Table:
+    """The micro-benchmark grid: one row per batch x dtype, forward and backward apart."""
+    table = Table(title=title)
+    for column in ("batch", "dtype", "status", "fwd ms", "bwd ms", "fwd TFLOPS", "bwd TFLOPS",
+                   "tokens/s (f+b)", "MFU (f+b)", "mem GiB", "est. GiB", "note"):
+        table.add_column(column, justify="left" if column == "note" else "right",
+                         overflow="fold")
+    for r in records:
+        m = r.metrics
+        status = "does not fit" if r.status == "oom" else r.status
+        fwd, bwd = m.get("forward_time_s_median"), m.get("backward_time_s_median")
+        peak = m.get("mem_peak_bytes")
+        peak = peak - m.get("mem_base_bytes", 0) if peak is not None else None
+        table.add_row(
+            str(r.spec.get("batch")), r.spec.get("dtype", ""), status,
+            _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
+            _num(m.get("forward_tflops_per_device"), ".2f"),
+            _num(m.get("backward_tflops_per_device"), ".2f"),
+            _num(m.get("forward_backward_tokens_per_s_per_device"), ",.0f"),
+            _pct(m.get("forward_backward_mfu")),
+            _num(peak and peak / GIB, ".2f"),
+            _num(m.get("mem_estimate_bytes", 0) / GIB, ".2f"), r.reason,
+        )
+    if records and records[0].metrics.get("peak_label"):
+        table.caption = (f"MFU against: {records[0].metrics['peak_label']}; mem = measured peak "
+                         "above the cell's start, est. = analytics estimate")
+    return table
+
+
+def summary_table(records: list[Record]) -> Table:
+    """A short listing of stored records."""
+    table = Table(title="Results")
+    for column in ("id", "created (UTC)", "kind", "model", "status", "key figure"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(str(r.id), r.created_utc[:19], r.kind, str(r.spec.get("model_name", "")),
+                      r.status, _key_figure(r))
+    return table
+
+
+def _key_figure(r: Record) -> str:
+    """The one number that best sums a record up."""
+    m = r.metrics
+    for key, label in (("forward_backward_tokens_per_s_per_device", "tok/s"),
+                       ("tokens_per_s_global", "tok/s")):
+        if m.get(key) is not None:
+            mfu = m.get("forward_backward_mfu", m.get("mfu"))
+            return f"{m[key]:,.0f} {label}" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
+    return r.reason[:60]
