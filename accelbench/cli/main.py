@@ -18,6 +18,9 @@ app = typer.Typer(
 
 # Each module defines `register(app)`; one line per command module.
 _COMMAND_MODULES = (
+    "hw",
+    "block",
+    "results",
 )
 
 for _name in _COMMAND_MODULES:
@@ -27,13 +30,10 @@ for _name in _COMMAND_MODULES:
 def main() -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2."""
     try:
-        app(standalone_mode=False)
+        app()  # standalone: click reports usage errors itself (exit 2)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    except typer.Exit as ex:
-        sys.exit(ex.exit_code)
-
 
 if __name__ == "__main__":
     main()
