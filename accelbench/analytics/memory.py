@@ -6,6 +6,9 @@ record the estimate beside the measured peak.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from accelbench.analytics.cluster import Layout
 from accelbench.analytics.params import block_params
 from accelbench.config.model import ModelConfig
 
@@ -46,3 +49,152 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) ->
     weights_and_grads = 2 * block_params(cfg) * width
     io = 3 * seq_len * batch * cfg.d_model * width
     return weights_and_grads + io + activation_bytes_per_layer(cfg, seq_len, batch, width)
+
+
+# --- Model states under ZeRO, pipeline in-flight activations, buffers (the planner's memory) ---
+
+# Optimizer bytes per parameter beyond the weights and gradients: fp32 moments (Adam: m and v;
+# SGD: momentum) plus an fp32 master copy when the weights are narrower than fp32.
+OPTIMIZER_MOMENTS = {"adam": 2, "sgd": 1}
+ZERO_STAGES = (0, 1, 2, 3)
+WORKSPACE_BYTES = 1e9  # runtime context, GEMM workspaces, collective buffers: an assumption
+USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
+
+
+@dataclass(frozen=True)
+class ModelStateBytes:
+    """Weights, gradients and optimizer state one rank holds, in bytes."""
+
+    params: float
+    grads: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        """All model states."""
+        return self.params + self.grads + self.optimizer
+
+
+def optimizer_bytes_per_param(dtype: str, optimizer: str = "adam") -> int:
+    """K of the ZeRO paper: 12 for mixed-precision Adam (fp32 copy, m, v), 8 for fp32 Adam."""
+    master = 4 if BYTES_PER_VALUE[dtype] < 4 else 0
+    return 4 * OPTIMIZER_MOMENTS[optimizer] + master
+
+
+def model_state_bytes(n_params: float, dp: int = 1, zero: int = 0, dtype: str = "bf16",
+                      optimizer: str = "adam") -> ModelStateBytes:
+    """ZeRO sec. 3.1: stage 1 shards optimizer state over dp, 2 also gradients, 3 also weights."""
+    if zero not in ZERO_STAGES:
+        raise ValueError(f"zero must be one of {ZERO_STAGES}, got {zero!r}")
+    width = BYTES_PER_VALUE[dtype]
+    params, grads = width * n_params, width * n_params
+    opt = optimizer_bytes_per_param(dtype, optimizer) * n_params
+    return ModelStateBytes(params / dp if zero >= 3 else params,
+                           grads / dp if zero >= 2 else grads,
+                           opt / dp if zero >= 1 else opt)
+
+
+def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str) -> float:
+    """Parameters on one rank of the first or last pipeline stage (the two that differ).
+
+    Blocks split evenly over stages and over tensor ranks; the token embedding and the output
+    head are vocabulary-parallel (split over tp); learned positions are replicated. A tied head
+    lives on both end stages when pp > 1 (Megatron keeps a copy there), once when pp == 1.
+    """
+    h = cfg.d_model
+    blocks = cfg.n_layer / pp * block_params(cfg) / tp
+    embed = cfg.vocab_size * h / tp + (cfg.n_positions * h if cfg.position == "learned" else 0)
+    head = cfg.vocab_size * h / tp + 2 * h
+    if pp == 1:
+        return blocks + embed + (0 if cfg.tie_embeddings else head - 2 * h) + 2 * h
+    return blocks + (embed if stage == "first" else head)
+
+
+def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,
+                                rank: int = 0) -> float:
+    """Layer activations (in units of one layer, one micro-batch) pipeline rank `rank` holds.
+
+    1F1B: rank r runs p-r forwards before its first backward, so the first stage holds
+    min(p, m) micro-batches of L/p layers (= L when m >= p). Interleaved with v chunks: Megatron's
+    warm-up of 2(p-r-1) + (v-1)p chunks plus one, each of L/(pv) layers; on the first stage
+    L(1 + (p-1)/(pv)), the factor of Korthikanti et al. sec. 4.2.3.
+    """
+    if vp == 1:
+        return min(pp - rank, n_micro) * n_layer / pp
+    chunks = min(2 * (pp - rank - 1) + (vp - 1) * pp + 1, n_micro * vp)
+    return chunks * n_layer / (pp * vp)
+
+
+def logits_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int) -> float:
+    """The output layer's logits in the compute dtype plus fp32 for the loss, vocab-parallel."""
+    return seq_len * micro_batch * cfg.vocab_size / tp * (BYTES_PER_VALUE[dtype] + 4)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one device holds at peak (its worst pipeline stage) against what it can use."""
+
+    states: ModelStateBytes
+    activations: float
+    buffers: float
+    usable_bytes: float
+
+    @property
+    def total(self) -> float:
+        """Model states, activations and buffers."""
+        return self.states.total + self.activations + self.buffers
+
+    @property
+    def fits(self) -> bool:
+        """Whether the estimate is within the usable part of device memory."""
+        return self.total <= self.usable_bytes
+
+    def to_dict(self) -> dict[str, float | bool]:
+        """Plain dict (bytes) for JSON output and result records."""
+        return {"params_bytes": self.states.params, "grads_bytes": self.states.grads,
+                "optimizer_bytes": self.states.optimizer, "activations_bytes": self.activations,
+                "buffers_bytes": self.buffers, "total_bytes": self.total,
+                "usable_bytes": self.usable_bytes, "fits": self.fits}
+
+
+def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
+                 zero: int, recompute: str) -> float:
+    """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), and under full
+    recompute the working set of the one block being recomputed."""
+    width = BYTES_PER_VALUE[dtype]
+    gathered = 2 * block_params(cfg) / tp * width if zero == 3 else 0.0
+    rerun = 0.0
+    if recompute == "full":
+        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp, tp > 1)
+    return WORKSPACE_BYTES + gathered + rerun
+
+
+def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
+                      dtype: str = "bf16", optimizer: str = "adam",
+                      memory_bytes: float = float("inf")) -> MemoryBreakdown:
+    """Peak bytes per device for a layout: the worse of the first and the last pipeline stage.
+
+    `n_micro` is the number of micro-batches per step per pipeline (gradient accumulation).
+    """
+    width = BYTES_PER_VALUE[dtype]
+    tp, pp = layout.tp, layout.pp
+    per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, width, tp, layout.sp,
+                                           layout.recompute)
+    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp)
+    worst: tuple[float, ModelStateBytes, float] | None = None
+    for rank, stage in ((0, "first"), (pp - 1, "last")):
+        states = model_state_bytes(stage_params(cfg, tp, pp, stage), layout.dp, layout.zero,
+                                   dtype, optimizer)
+        layers = inflight_layer_microbatches(cfg.n_layer, pp, layout.vp, n_micro, rank)
+        acts = per_layer * layers + (logits if rank == pp - 1 else 0.0)
+        if worst is None or states.total + acts > worst[0]:
+            worst = (states.total + acts, states, acts)
+    assert worst is not None
+    buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute)
+    return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION)
+
+
+def fits(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int, memory_bytes: float,
+         dtype: str = "bf16", optimizer: str = "adam") -> bool:
+    """Whether a layout's estimated peak fits in `memory_bytes` of device memory."""
+    return memory_per_device(cfg, seq_len, layout, n_micro, dtype, optimizer, memory_bytes).fits

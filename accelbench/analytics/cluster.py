@@ -1,0 +1,173 @@
+"""A cluster (device, nodes, links) and a job's layout on it, for the planner; no torch.
+
+Link figures are per device and per direction, in GB/s (10^9 bytes). Defaults per system come
+from the device table where it has a scale-up figure, and from the usual node designs otherwise
+(tagged in `LINK_SOURCES`); everything can be overridden on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from accelbench.analytics.flops import RECOMPUTE_KINDS
+from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.hardware.specs import DeviceSpec, get_spec
+
+ZERO_STAGES = (0, 1, 2, 3)
+# (devices per node, intra GB/s, intra latency s, inter GB/s, inter latency s)
+_LINK_DEFAULTS: dict[str, tuple[int, float, float, float, float]] = {
+    "a100-40gb": (8, 300.0, 5e-6, 25.0, 10e-6),
+    "a100-80gb": (8, 300.0, 5e-6, 25.0, 10e-6),
+    "h100-sxm": (8, 450.0, 5e-6, 50.0, 10e-6),
+    "h100-pcie": (8, 64.0, 10e-6, 25.0, 10e-6),
+    "h200": (8, 450.0, 5e-6, 50.0, 10e-6),
+    "b200": (8, 900.0, 5e-6, 50.0, 10e-6),
+    "mi250": (8, 50.0, 10e-6, 25.0, 10e-6),
+    "mi250x": (8, 50.0, 10e-6, 25.0, 10e-6),
+    "mi300x": (8, 448.0, 10e-6, 50.0, 10e-6),
+    "gaudi2": (8, 150.0, 10e-6, 37.5, 10e-6),
+    "gaudi3": (8, 300.0, 10e-6, 75.0, 10e-6),
+    "tpu-v4": (3072, 100.0, 10e-6, 3.3, 50e-6),
+    "tpu-v5e": (256, 100.0, 10e-6, 3.3, 50e-6),
+    "tpu-v5p": (8960, 200.0, 10e-6, 6.25, 50e-6),
+}
+_GENERIC_LINKS = (8, 100.0, 10e-6, 25.0, 10e-6)
+LINK_SOURCES = {
+    "nvidia": "intra: device table NVLink figure; inter: one 200 Gb/s (A100) or 400 Gb/s "
+              "(H100/H200/B200) NIC per GPU, as in DGX/HGX nodes",
+    "amd": "intra: device table (MI300X) or an assumed 50 GB/s (MI250/MI250X); inter: one NIC "
+           "per device assumed",
+    "intel": "intra: device table (RoCE ports inside the node); inter: 3 of 24 ports per card",
+    "google": "a 'node' is one ICI domain (pod or slice); ICI and DCN figures are assumptions, "
+              "not verified datasheet values",
+    "generic": "no default for this device: assumed 100 GB/s intra, 25 GB/s inter",
+}
+# Achieved over nominal link bandwidth for large collectives (NCCL bus bandwidth is typically
+# 75-90% of the nominal link rate); an assumption, stated in docs/planner.md.
+DEFAULT_LINK_EFFICIENCY = 0.8
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Devices and links; a collective inside a node uses the intra link, else the inter one."""
+
+    device: DeviceSpec
+    devices_per_node: int
+    nodes: int
+    intra_gb_per_s: float
+    intra_latency_s: float
+    inter_gb_per_s: float
+    inter_latency_s: float
+    link_efficiency: float = DEFAULT_LINK_EFFICIENCY
+
+    @property
+    def n_devices(self) -> int:
+        """All devices in the cluster."""
+        return self.devices_per_node * self.nodes
+
+    @property
+    def memory_bytes_per_device(self) -> float:
+        """Device memory in bytes (the table's GB are 10^9 bytes)."""
+        return (self.device.memory_gb or 0.0) * 1e9
+
+    def link(self, span: int) -> tuple[float, float]:
+        """Effective bytes/s and latency for a group whose ranks span `span` consecutive devices."""
+        if span <= self.devices_per_node:
+            return self.intra_gb_per_s * 1e9 * self.link_efficiency, self.intra_latency_s
+        return self.inter_gb_per_s * 1e9 * self.link_efficiency, self.inter_latency_s
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain dict for JSON output."""
+        out = asdict(self)
+        out["device"] = self.device.key
+        return out
+
+
+def make_cluster(device: str | DeviceSpec, nodes: int, devices_per_node: int | None = None,
+                 intra_gb_per_s: float | None = None, inter_gb_per_s: float | None = None,
+                 intra_latency_s: float | None = None,
+                 inter_latency_s: float | None = None) -> ClusterSpec:
+    """A cluster from a device key, filling each unset link figure from the system's defaults."""
+    spec = device if isinstance(device, DeviceSpec) else get_spec(device)
+    gpn, intra, intra_lat, inter, inter_lat = _LINK_DEFAULTS.get(spec.key, _GENERIC_LINKS)
+    cluster = ClusterSpec(
+        spec, devices_per_node or gpn, nodes,
+        intra if intra_gb_per_s is None else intra_gb_per_s,
+        intra_lat if intra_latency_s is None else intra_latency_s,
+        inter if inter_gb_per_s is None else inter_gb_per_s,
+        inter_lat if inter_latency_s is None else inter_latency_s)
+    for field in ("devices_per_node", "nodes", "intra_gb_per_s", "inter_gb_per_s"):
+        require_positive(f"cluster.{field}", getattr(cluster, field))
+    if not spec.memory_gb:
+        raise ConfigError("device", f"{spec.key} has no memory size in the device table",
+                          "a device with memory_gb")
+    return cluster
+
+
+def link_source(spec: DeviceSpec) -> str:
+    """Where the default link figures for this device come from."""
+    if spec.key not in _LINK_DEFAULTS:
+        return LINK_SOURCES["generic"]
+    return LINK_SOURCES.get(spec.vendor, LINK_SOURCES["generic"])
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a job is split: data x tensor x pipeline ranks (tensor innermost, pipeline outermost).
+
+    vp: virtual stages (model chunks) per pipeline rank; mb: micro-batch in sequences;
+    sp: sequence parallel on the tensor-parallel group (Korthikanti et al.), on when tp > 1.
+    """
+
+    dp: int
+    tp: int = 1
+    pp: int = 1
+    vp: int = 1
+    mb: int = 1
+    zero: int = 0
+    recompute: str = "none"
+
+    @property
+    def sp(self) -> bool:
+        """Sequence parallelism rides on tensor parallelism."""
+        return self.tp > 1
+
+    @property
+    def n_devices(self) -> int:
+        """Devices the layout occupies."""
+        return self.dp * self.tp * self.pp
+
+    def spans(self) -> dict[str, int]:
+        """Consecutive devices each group spans: tp innermost, then dp, then pp (Megatron order)."""
+        return {"tp": self.tp, "dp": self.tp * self.dp, "pp": self.n_devices}
+
+    def label(self) -> str:
+        """The --layout string that reproduces this layout."""
+        return (f"dp={self.dp},tp={self.tp},pp={self.pp},vp={self.vp},mb={self.mb},"
+                f"zero={self.zero},recompute={self.recompute}")
+
+
+_LAYOUT_INT_KEYS = ("dp", "tp", "pp", "vp", "mb", "zero")
+
+
+def parse_layout(text: str) -> dict[str, int | str]:
+    """'dp=16,tp=8,pp=8,mb=1' -> the fields given; unknown keys and bad values raise ConfigError."""
+    fields: dict[str, int | str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or key not in (*_LAYOUT_INT_KEYS, "recompute"):
+            raise ConfigError("layout", f"bad item {item!r}", ", ".join((*_LAYOUT_INT_KEYS,
+                                                                          "recompute")))
+        if key == "recompute":
+            fields[key] = require_choice("layout.recompute", value.strip(), RECOMPUTE_KINDS)
+            continue
+        try:
+            fields[key] = int(value)
+        except ValueError:
+            raise ConfigError(f"layout.{key}", f"must be an integer, got {value!r}") from None
+        if key == "zero":
+            require_choice("layout.zero", str(fields[key]), [str(z) for z in ZERO_STAGES])
+        else:
+            require_positive(f"layout.{key}", fields[key])
+    return fields
