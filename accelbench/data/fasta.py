@@ -87,13 +87,9 @@ class _Parser:
         self.at_line_start = True
         self.header: bytearray | None = None  # bytes of a header line not yet complete
         self.seen_header = False
-        self.first_block = True
 
     def feed(self, block: bytes) -> Iterator[tuple[str, bytes]]:
         """Events for one block; a header or line may continue into the next block."""
-        if self.first_block:
-            self.first_block = False
-            block = block.removeprefix(b"\xef\xbb\xbf")
         pos = 0
         while pos < len(block):
             if self.header is not None:
@@ -147,6 +143,8 @@ def _events(path: str | Path, block_bytes: int) -> Iterator[tuple[str, bytes]]:
         raise ConfigError("block_bytes", f"must be positive, got {block_bytes}", "> 0")
     parser = _Parser(str(path))
     with open_maybe_gzip(path) as stream:
+        first = stream.read(max(block_bytes, 3)).removeprefix(b"\xef\xbb\xbf")  # UTF-8 BOM
+        yield from parser.feed(first)
         while block := stream.read(block_bytes):
             yield from parser.feed(block)
     yield from parser.finish()
