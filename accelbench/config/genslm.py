@@ -45,8 +45,8 @@ def _study_gpt(name: str, n_layer: int, n_head: int, d_model: int, vocab: int,
     """The study's GenSLM shapes, built as GPT-2/GPT-3 models (learned positions, tied head).
 
     Why not NeoX: the study names the 1.5B "GPT-3 XL" (the GPT-3 paper's 24-layer, 2048-wide
-    shape, which the vendors' GPT-3 implementations build with learned positions and tied
-    embeddings), both use vocabularies (70, 71) that no GenSLM NeoX file has, and the 13B shape
+    shape, run on the CS-2, whose GPT-3 models use learned positions), both use vocabularies
+    (70, 71) that no GenSLM NeoX file has, and the 13B shape
     cannot be GenSLM's NeoX: its heads are 4992/64 = 78 wide, and a quarter of 78 gives 19 rotary
     dimensions, an odd number that rotary embedding cannot pair.
     """
