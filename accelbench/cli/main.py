@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "hw",
     "block",
     "results",
+    "plan",
 )
 
 for _name in _COMMAND_MODULES:
