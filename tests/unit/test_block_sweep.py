@@ -1,0 +1,76 @@
+"""The block sweep: every cell recorded, failures become statuses and the sweep goes on."""
+
+import pytest
+import torch
+
+import accelbench.bench.block as block_mod
+from accelbench.bench.block import BlockSpec, run_block_sweep
+from accelbench.config.presets import get_preset
+from accelbench.hardware.environment import environment
+from accelbench.results.recorder import Recorder
+from accelbench.results.store import ResultStore
+
+
+def _spec(**changes):
+    base = dict(model=get_preset("gpt2-tiny"), seq_len=32, batches=(1, 2), dtypes=("fp32",),
+                device="cpu", repeats=3, warmup=1)
+    base.update(changes)
+    return BlockSpec(**base)
+
+
+def _recorder(tmp_path):
+    return Recorder(ResultStore(tmp_path / "r.db"), environment(torch.device("cpu")))
+
+
+def test_ok_cells_have_metrics_and_raw_times(tmp_path):
+    recorder = _recorder(tmp_path)
+    outcomes = run_block_sweep(_spec(), recorder)
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    m = outcomes[1].metrics
+    assert len(outcomes[1].raw["forward"]) == 3 and len(outcomes[1].raw["backward"]) == 3
+    assert m["forward_backward_flops"] == pytest.approx(3 * m["forward_flops"])
+    t = m["forward_time_s_median"]
+    assert m["forward_tflops_per_device"] == pytest.approx(m["forward_flops"] / t / 1e12)
+    assert m["forward_tokens_per_s_per_device"] == pytest.approx(2 * 32 / t)
+    assert m["peak_label"].startswith("measured peak") and 0 < m["forward_backward_mfu"]
+    assert m["mem_peak_bytes"] >= m["mem_base_bytes"] > 0
+    assert len(recorder.store.query()) == 2
+
+
+def test_oom_and_unsupported_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    real_time_block = block_mod.time_block
+
+    def failing_time_block(cfg, seq_len, batch, dtype, device, spec):
+        if batch == 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_time_block(cfg, seq_len, batch, dtype, device, spec)
+
+    monkeypatch.setattr(block_mod, "time_block", failing_time_block)
+    monkeypatch.setattr(block_mod, "dtype_support",
+                        lambda device, name: "no fp16 here" if name == "fp16" else None)
+    recorder = _recorder(tmp_path)
+    outcomes = run_block_sweep(_spec(batches=(1, 2, 4), dtypes=("fp32", "fp16")), recorder)
+    statuses = [(o.spec["dtype"], o.spec["batch"], o.status) for o in outcomes]
+    assert statuses == [("fp32", 1, "ok"), ("fp32", 2, "oom"), ("fp32", 4, "ok"),
+                        ("fp16", 1, "unsupported"), ("fp16", 2, "unsupported"),
+                        ("fp16", 4, "unsupported")]
+    assert "out of memory" in outcomes[1].reason
+    assert [r.status for r in recorder.store.query()] == [s for _, _, s in statuses]
+
+
+def test_cpu_refuses_before_allocating_when_the_estimate_exceeds_the_limit(tmp_path, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a refused cell must not allocate")
+
+    monkeypatch.setattr(block_mod, "time_block", must_not_run)
+    outcomes = run_block_sweep(_spec(mem_limit_bytes=1000), _recorder(tmp_path))
+    assert all(o.status == "oom" and "before allocating" in o.reason for o in outcomes)
+
+
+def test_error_in_one_cell_is_recorded(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("something else broke")
+
+    monkeypatch.setattr(block_mod, "time_block", broken)
+    outcomes = run_block_sweep(_spec(batches=(1,)), _recorder(tmp_path))
+    assert outcomes[0].status == "error" and "something else broke" in outcomes[0].reason
