@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from accelbench.config.model import ModelConfig, rotary_dims
 
@@ -41,6 +42,11 @@ class Rotary(nn.Module):
         return torch.cat((rot * cos + rotated * sin, rest), dim=-1)
 
 
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 class Attention(nn.Module):
     """Causal multi-head self-attention with one fused QKV projection."""
 
@@ -50,6 +56,7 @@ class Attention(nn.Module):
         self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.rotary = Rotary(rotary_dims(cfg)) if cfg.position == "rotary" else None
+        self.recompute_core = False  # selective recompute: rerun the attention core in backward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model)."""
@@ -58,7 +65,10 @@ class Attention(nn.Module):
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         if self.rotary is not None:
             q, k = self.rotary(q, k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.recompute_core and torch.is_grad_enabled():
+            y = checkpoint(_causal_attention, q, k, v, use_reentrant=False)
+        else:
+            y = _causal_attention(q, k, v)
         return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
 
 
@@ -86,9 +96,15 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
+        self.recompute = False  # full recompute: keep only the input, rerun the block in backward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model)."""
+        if self.recompute and torch.is_grad_enabled():
+            return checkpoint(self._forward, x, use_reentrant=False)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.parallel:
             return x + self.attn(self.ln_1(x)) + self.mlp(self.ln_2(x))
         x = x + self.attn(self.ln_1(x))
@@ -141,6 +157,14 @@ class GPT(nn.Module):
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
+
+    def set_recompute(self, mode: str) -> None:
+        """Activation recompute: 'none', 'selective' (attention core) or 'full' (whole blocks)."""
+        if mode not in ("none", "selective", "full"):
+            raise ValueError(f"recompute must be none, selective or full, got {mode!r}")
+        for block in self.h:
+            block.recompute = mode == "full"
+            block.attn.recompute_core = mode == "selective"
 
     def num_params(self) -> int:
         """Parameters with shared tensors counted once."""
