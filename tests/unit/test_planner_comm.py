@@ -1,0 +1,81 @@
+"""Planner communication and step time: volumes, bubble and times against hand calculations."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelbench.analytics import comm
+from accelbench.analytics.cluster import Layout, make_cluster, parse_layout
+from accelbench.analytics.flops import model_flops_per_token
+from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig
+
+GPT3 = ModelConfig("gpt3-175b", 96, 96, 12288, 51200, 2048)
+
+
+def test_ring_volumes() -> None:
+    assert comm.allreduce_bytes_per_rank(800, 8) == 2 * 7 / 8 * 800
+    assert comm.gather_bytes_per_rank(800, 8) == 700
+
+
+def test_zero_dp_volumes_match_zero_paper() -> None:
+    # ZeRO sec. 7: 2 Psi for DP and stages 1/2, 3 Psi (1.5x) for stage 3 (one micro-batch)
+    psi, n = 1e9, 1024
+    base = comm.dp_bytes_per_rank(psi, n, 0)
+    assert base == pytest.approx(2 * psi * (n - 1) / n)
+    assert comm.dp_bytes_per_rank(psi, n, 1) == base == comm.dp_bytes_per_rank(psi, n, 2)
+    assert comm.dp_bytes_per_rank(psi, n, 3) == pytest.approx(1.5 * base)
+
+
+def test_tp_bytes_per_layer_by_hand() -> None:
+    # 4 all-reduces of b*s*h bf16 values per layer, ring over t=8: 4 * 2*7/8 * 2048*12288*2
+    expected = 4 * 2 * 7 / 8 * 2048 * 12288 * 2
+    assert comm.tp_bytes_per_layer(GPT3, 2048, 1, "bf16", 8) == pytest.approx(expected)
+    assert comm.tp_bytes_per_layer(GPT3, 2048, 1, "bf16", 8, "full") == pytest.approx(
+        expected * 6 / 4)
+    assert comm.pp_message_bytes(GPT3, 2048, 1, "bf16", 8) == 2048 * 12288 * 2 / 8
+
+
+def test_collective_time_by_hand() -> None:
+    # 1 GB per rank at 100 GB/s plus 2*ceil(log2 8) = 6 hops of 5 us
+    assert comm.collective_time_s(1e9, 8, 100e9, 5e-6) == pytest.approx(0.01 + 30e-6)
+    assert comm.collective_time_s(1e9, 1, 100e9, 5e-6) == 0.0
+
+
+def test_bubble_fraction_1f1b_and_interleaved() -> None:
+    cluster = make_cluster("a100-80gb", 8)  # 64 devices
+    setup = TrainSetup(global_batch=64, seq_len=2048)
+    for vp in (1, 2, 4):
+        layout = Layout(dp=1, tp=8, pp=8, vp=vp, mb=1, recompute="selective")
+        step = estimate_step(GPT3, cluster, setup, layout)
+        slots = step.compute_s + step.recompute_s + step.tp_comm_s + step.pp_comm_s
+        assert step.bubble_s / slots == pytest.approx((8 - 1) / (vp * 64))  # (p-1)/(v*m)
+
+
+def test_compute_only_step_matches_flops_over_peak() -> None:
+    # one device, no parallelism: step = 6N+12LHQT FLOPs x tokens / (peak x efficiency) + opt
+    cfg = ModelConfig("small", 4, 8, 512, 1000, 256)
+    cluster = make_cluster("h100-sxm", 1, devices_per_node=1)
+    setup = TrainSetup(global_batch=4, seq_len=256)
+    step = estimate_step(cfg, cluster, setup, Layout(dp=1, mb=2), efficiency=0.5)
+    flops = model_flops_per_token(cfg, 256).total * 4 * 256
+    assert step.compute_s == pytest.approx(flops / (989.4e12 * 0.5))
+    assert step.mfu == pytest.approx(0.5 * step.compute_s / step.step_s)
+    assert step.tp_comm_s == step.pp_comm_s == step.bubble_s == step.dp_comm_exposed_s == 0
+
+
+def test_full_recompute_hfu_over_mfu() -> None:
+    cluster = make_cluster("a100-80gb", 1)
+    setup = TrainSetup(global_batch=8, seq_len=2048)
+    step = estimate_step(GPT3, cluster, setup, Layout(dp=1, tp=8, mb=1, recompute="full"))
+    # hardware/model = 1 + forward/(forward+backward) of the blocks: close to 4/3
+    assert 1.30 < step.hfu / step.mfu < 4 / 3
+
+
+def test_parse_layout_and_errors() -> None:
+    assert parse_layout("dp=16,tp=8,pp=8,recompute=full") == {
+        "dp": 16, "tp": 8, "pp": 8, "recompute": "full"}
+    for bad in ("dp=0", "tp=x", "foo=1", "zero=4", "recompute=some"):
+        with pytest.raises(ConfigError):
+            parse_layout(bad)

@@ -1,0 +1,85 @@
+"""Planner memory: ZeRO's worked example, Korthikanti's formulas, pipeline in-flight counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelbench.analytics.cluster import Layout
+from accelbench.analytics.memory import (
+    activation_bytes_per_layer,
+    block_train_bytes,
+    inflight_layer_microbatches,
+    memory_per_device,
+    model_state_bytes,
+    stage_params,
+)
+from accelbench.analytics.params import total_params
+from accelbench.config.model import ModelConfig
+from accelbench.config.presets import get_preset
+
+PSI = 7.5e9  # ZeRO paper sec. 5: a 7.5B model on 64 GPUs, mixed-precision Adam (K = 12)
+GPT3 = ModelConfig("gpt3-175b", 96, 96, 12288, 51200, 2048)
+
+
+@pytest.mark.parametrize("zero,expected_gb", [(0, 120.0), (1, 31.40625), (2, 16.640625),
+                                              (3, 1.875)])
+def test_zero_worked_example(zero: int, expected_gb: float) -> None:
+    # 16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N with Psi = 7.5e9, N = 64
+    states = model_state_bytes(PSI, dp=64, zero=zero, dtype="fp16", optimizer="adam")
+    assert states.total / 1e9 == pytest.approx(expected_gb)
+
+
+def test_zero_fp32_adam_is_still_16_bytes() -> None:
+    # fp32 weights need no master copy: 4 + 4 + 8 (m, v)
+    assert model_state_bytes(1.0, dtype="fp32").total == 16
+
+
+def test_korthikanti_activation_formulas() -> None:
+    # sec. 4-5 of 2205.05198, 16-bit values: s=2048, b=1, h=12288, a=96, t=8
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    sbh = s * b * h
+    assert activation_bytes_per_layer(GPT3, s, b) == pytest.approx(sbh * (34 + 5 * a * s / h))
+    assert activation_bytes_per_layer(GPT3, s, b, tp=t) == pytest.approx(
+        sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert activation_bytes_per_layer(GPT3, s, b, tp=t, sp=True) == pytest.approx(
+        sbh / t * (34 + 5 * a * s / h))
+    assert activation_bytes_per_layer(GPT3, s, b, tp=t, sp=True, recompute="selective") == \
+        pytest.approx(34 * sbh / t)
+    assert activation_bytes_per_layer(GPT3, s, b, recompute="full") == pytest.approx(2 * sbh)
+
+
+def test_block_train_bytes_signature_unchanged() -> None:
+    cfg = get_preset("gpt2-xl")
+    assert block_train_bytes(cfg, 1024, 8, "bf16") > activation_bytes_per_layer(cfg, 1024, 8)
+
+
+def test_inflight_1f1b_and_interleaved_by_hand() -> None:
+    # 1F1B, p=4, m=8: the first stage holds 4 micro-batches of 24/4 = 6 layers = 24 layers;
+    # the last holds 1 micro-batch of 6 layers; with m=2 < p the first holds 2 x 6.
+    assert inflight_layer_microbatches(24, 4, 1, 8) == 24
+    assert inflight_layer_microbatches(24, 4, 1, 8, rank=3) == 6
+    assert inflight_layer_microbatches(24, 4, 1, 2) == 12
+    # interleaved v=2: warm-up 2*(4-1) + (2-1)*4 = 10 chunks, +1 = 11 chunks of 3 layers = 33
+    # = L * (1 + (p-1)/(p*v)) = 24 * (1 + 3/8)
+    assert inflight_layer_microbatches(24, 4, 2, 8) == 33 == 24 * (1 + 3 / 8)
+
+
+def test_stage_params_sum_to_model_without_pipeline() -> None:
+    cfg = get_preset("gpt2-xl")
+    assert stage_params(cfg, 1, 1, "first") == total_params(cfg)
+    # tp=1, pp=2 holds each end's half of the blocks and a copy of the tied embedding each
+    first, last = stage_params(cfg, 1, 2, "first"), stage_params(cfg, 1, 2, "last")
+    assert first + last > total_params(cfg)
+
+
+def test_memory_per_device_gpt3_megatron_layout() -> None:
+    # t=8, p=8, selective + SP, b=1, m=96: the first stage holds 96 layers' 34*sbh/t bytes
+    layout = Layout(dp=16, tp=8, pp=8, mb=1, zero=0, recompute="selective")
+    mem = memory_per_device(GPT3, 2048, layout, 96, "bf16", "adam", 80e9)
+    assert mem.activations == pytest.approx(96 * 34 * 2048 * 12288 / 8)
+    n_first = stage_params(GPT3, 8, 8, "first")
+    assert mem.states.total == pytest.approx(16 * n_first)
+    assert mem.fits and mem.total < 80e9 * 0.92
+    # the same without any parallelism cannot fit on one 80 GB device
+    single = memory_per_device(GPT3, 2048, Layout(dp=1), 1, "bf16", "adam", 80e9)
+    assert not single.fits
