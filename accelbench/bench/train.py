@@ -124,7 +124,7 @@ def run_steps(spec: TrainSpec, cell: TrainCell, device: torch.device,
             log.loss.append(loss_value)
             log.lr.append(lr)
             if progress:
-                progress(step + 1, spec.steps, f"{cell.label}: loss {loss_value:.3f}")
+                progress(step + 1, spec.steps, _step_line(cell, log))
             if not math.isfinite(loss_value):
                 raise Diverged(step, loss_value)
             if spec.time_budget_s and time.perf_counter() - started > spec.time_budget_s:
@@ -132,6 +132,14 @@ def run_steps(spec: TrainSpec, cell: TrainCell, device: torch.device,
         batches.close()
         del model, module, optimizer
     return log, peak_mem, flavour
+
+
+def _step_line(cell: TrainCell, log: StepLog) -> str:
+    """What one step reports as it happens: time, throughput, loss, data wait."""
+    t = log.step_time_s[-1]
+    tokens = cell.micro_batch * cell.gas * cell.seq_len
+    return (f"{t * 1e3:9.1f} ms  {tokens / t:12,.0f} tok/s  loss {log.loss[-1]:.4f}  "
+            f"lr {log.lr[-1]:.2e}  data wait {log.data_wait_s[-1] * 1e3:.1f} ms")
 
 
 def cell_metrics(spec: TrainSpec, cell: TrainCell, log: StepLog, device: torch.device) -> dict:

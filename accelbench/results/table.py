@@ -66,3 +66,31 @@ def _key_figure(r: Record) -> str:
             mfu = m.get("forward_backward_mfu", m.get("mfu"))
             return f"{m[key]:,.0f} {label}" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
     return r.reason[:60]
+
+
+def train_table(records: list[Record], title: str = "Training") -> Table:
+    """One row per training cell: throughput, utilisation, memory, loss."""
+    table = Table(title=title)
+    for column in ("seq", "mb", "gas", "dtype", "recompute", "status", "step ms", "tokens/s",
+                   "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
+                   "data wait", "note"):
+        table.add_column(column, justify="left" if column == "note" else "right",
+                         overflow="fold")
+    for r in records:
+        m, s = r.metrics, r.spec
+        t = m.get("step_time_s_median")
+        peak = m.get("mem_peak_bytes")
+        peak = peak - m.get("mem_base_bytes", 0) if peak is not None else None
+        loss = (f"{m['loss_first']:.3f}>{m['loss_last']:.3f}" if "loss_last" in m else "-")
+        table.add_row(
+            str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
+            s.get("dtype", ""), s.get("recompute", ""),
+            "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
+            _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
+            _pct(m.get("mfu")), _pct(m.get("hfu")), _num(peak and peak / GIB, ".2f"),
+            _num(m.get("mem_estimate_bytes", 0) / GIB, ".2f"), loss,
+            _pct(m.get("data_wait_fraction")), r.reason)
+    if records and records[0].metrics.get("peak_label"):
+        table.caption = (f"MFU/HFU against: {records[0].metrics['peak_label']}; tokens/s global "
+                         "over the median step; mem = measured peak above the cell's start")
+    return table
