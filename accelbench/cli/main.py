@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "hw",
     "block",
     "results",
+    "train",
     "plan",
 )
 
