@@ -1,0 +1,88 @@
+"""The training benchmark: metrics from real steps, divergence, refusals, bad input."""
+
+import math
+
+import pytest
+
+import accelbench.bench.train as train_mod
+from accelbench.analytics.flops import model_flops_per_token
+from accelbench.bench.train import find_max_micro_batch, run_train_sweep
+from accelbench.bench.train_spec import TrainCell, TrainSpec, validate_train_spec
+from accelbench.config.errors import ConfigError
+from accelbench.config.presets import get_preset
+
+TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
+
+
+def _spec(**changes):
+    base = dict(model=TINY, seq_lens=(32,), micro_batches=(2,), dtypes=("fp32",), steps=4,
+                warmup_steps=1, device="cpu")
+    base.update(changes)
+    return TrainSpec(**base)
+
+
+def test_metrics_follow_from_the_measured_steps():
+    outcomes = run_train_sweep(_spec(gas=(2,), recomputes=("none", "full")), lambda o: None)
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    for o in outcomes:
+        m, raw = o.metrics, o.raw
+        assert len(raw["step_time_s"]) == 4 and m["timed_steps"] == 3
+        assert m["tokens_per_step"] == 2 * 2 * 32
+        assert m["tokens_per_s_global"] == pytest.approx(128 / m["step_time_s_median"])
+        per_token = model_flops_per_token(TINY, 32).total
+        assert m["model_flops_per_step"] == pytest.approx(per_token * 128)
+        assert m["mfu"] == pytest.approx(m["model_flops_per_step"] / m["step_time_s_median"]
+                                         / m["peak_flops_per_s"])
+        assert all(math.isfinite(v) for v in raw["loss"])
+    assert outcomes[0].metrics["hfu"] == pytest.approx(outcomes[0].metrics["mfu"])
+    assert outcomes[1].metrics["hfu"] > outcomes[1].metrics["mfu"]
+
+
+def test_nan_loss_is_recorded_as_diverged_with_its_step(monkeypatch):
+    real_step = train_mod.train_step
+    calls = []
+
+    def poisoned(*args, **kwargs):
+        calls.append(1)
+        loss = real_step(*args, **kwargs)
+        return loss * float("nan") if len(calls) == 3 else loss
+
+    monkeypatch.setattr(train_mod, "train_step", poisoned)
+    outcomes = run_train_sweep(_spec(steps=6), lambda o: None)
+    assert outcomes[0].status == "diverged" and outcomes[0].metrics["diverged_step"] == 2
+
+
+def test_fp16_uses_loss_scaling_and_runs():
+    outcome = run_train_sweep(_spec(dtypes=("fp16",), steps=2, warmup_steps=0),
+                              lambda o: None)[0]
+    assert outcome.status == "ok", outcome.reason
+
+
+def test_cell_that_does_not_fit_is_refused_and_the_sweep_goes_on():
+    sink = []
+    outcomes = run_train_sweep(_spec(micro_batches=(1, 100000), mem_limit_bytes=int(3e9)),
+                               sink.append)
+    assert [o.status for o in outcomes] == ["ok", "oom"]
+    assert "before allocating" in outcomes[1].reason and len(sink) == 2
+
+
+def test_max_micro_batch_on_cpu_comes_from_the_estimate():
+    spec = _spec(mem_limit_bytes=int(2e9))
+    cell = TrainCell(32, 1, 1, "fp32", "none")
+    mb, search = find_max_micro_batch(spec, cell, train_mod.resolve_device("cpu"))
+    assert search["method"] == "estimate" and mb >= 1
+    assert train_mod.estimate_bytes(spec, TrainCell(32, mb, 1, "fp32", "none")) <= 2e9
+    assert train_mod.estimate_bytes(spec, TrainCell(32, mb + 1, 1, "fp32", "none")) > 2e9
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"seq_lens": (128,)}, "seq: 128 is longer than the model's 64 positions"),
+    ({"gas": (0,)}, "gas: must be at least 1"),
+    ({"dtypes": ("fp64",)}, "dtype: unknown value 'fp64'"),
+    ({"recomputes": ("some",)}, "recompute: unknown value 'some'"),
+    ({"warmup_steps": 4}, "warmup-steps: must be in [0, steps)"),
+])
+def test_bad_input(changes, message):
+    with pytest.raises(ConfigError) as err:
+        validate_train_spec(_spec(**changes))
+    assert str(err.value).startswith(message)
