@@ -310,13 +310,6 @@ def calibrate_efficiency(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in needed.items()}
 
 
-def measured_runs_from_store() -> list[dict[str, Any]]:
-    """HOOK for the lead: the results store's measured training runs as dicts with
-    MEASURED_RUN_KEYS. Not connected yet (the store's training records are being written);
-    returns none, so `plan --validate` shows the published runs only."""
-    return []
-
-
 def error_summary(rows: list[ValidationRow]) -> dict[str, float]:
     """Median and worst absolute relative error of predicted MFU, and the run count."""
     errors = [abs(r.error) for r in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -15,7 +16,6 @@ from accelbench.analytics.planner import PlanResult, plan_fixed, search
 from accelbench.analytics.published import (
     ValidationRow,
     error_summary,
-    measured_runs_from_store,
     resolve_shape,
     validate_leave_one_out,
     validate_measured_runs,
@@ -24,6 +24,8 @@ from accelbench.analytics.published import (
 from accelbench.analytics.steptime import TrainSetup
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 from accelbench.hardware.specs import DTYPES
+from accelbench.results.measured import measured_training_runs
+from accelbench.results.store import ResultStore
 
 # Tables on stderr, JSON on stdout (the project's convention); wide enough for the columns.
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 170)
@@ -66,11 +68,11 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     return table
 
 
-def _validate(as_json: bool, efficiency: float | None) -> None:
+def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     """Print each published and measured run's error, and the summary."""
     published = validate_published(efficiency)
     loo = validate_leave_one_out() if efficiency is None else []
-    measured = validate_measured_runs(measured_runs_from_store(), efficiency)
+    measured = validate_measured_runs(measured_training_runs(ResultStore(db)), efficiency)
     summary = {"published": error_summary(published), "leave_one_out": error_summary(loo),
                "measured": error_summary(measured)}
     if as_json:
@@ -112,6 +114,7 @@ def plan(
     efficiency: float = typer.Option(None, help="Compute efficiency (default per device)."),
     train_tokens: float = typer.Option(300e9, help="Tokens for the time-to-train column."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+    db: Path = typer.Option(None, help="Results store whose training runs --validate uses."),
     validate: bool = typer.Option(False, "--validate", help="Compare predictions with "
                                   "published and measured runs."),
 ) -> None:
@@ -119,7 +122,7 @@ def plan(
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ConfigError("efficiency", f"must be in (0, 1], got {efficiency}", "(0, 1]")
     if validate:
-        _validate(json_out, efficiency)
+        _validate(json_out, efficiency, db)
         return
     require_choice("dtype", dtype, DTYPES)
     require_choice("optimizer", optimizer, ("adam", "sgd"))

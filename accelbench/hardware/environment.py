@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 import accelbench
-from accelbench.hardware.detect import cpu_model_name, device_name
+from accelbench.hardware.detect import cpu_model_name, detect_spec, device_name
 
 
 def git_revision() -> str:
@@ -52,10 +52,12 @@ def device_count(device: torch.device) -> int:
 def environment(device: torch.device) -> dict:
     """A snapshot of the machine and software for a result record."""
     cuda = device.type == "cuda"
+    spec = detect_spec(device)
     return {
         "device_type": device.type,
         "device_name": device_name(device),
         "device_count": device_count(device),
+        "device_spec_key": spec.key if spec else None,
         "device_capability": list(torch.cuda.get_device_capability(device)) if cuda else None,
         "driver_version": nvidia_driver_version() if cuda else None,
         "cuda_runtime": torch.version.cuda,

@@ -1,0 +1,25 @@
+"""The store's measured training runs reach the planner's validation."""
+
+from accelbench.analytics.published import validate_measured_runs
+from accelbench.results.measured import measured_training_runs
+from accelbench.results.record import Record
+from accelbench.results.store import ResultStore
+
+
+def _train_record(device_key, status="ok", mfu=0.45):
+    spec = {"model_name": "gpt2-xl", "seq_len": 1024, "micro_batch": 8, "gas": 1,
+            "dtype": "bf16", "recompute": "none", "layout": {"dp": 1, "tp": 1, "pp": 1}}
+    return Record(kind="train", status=status, spec=spec,
+                  environment={"device_spec_key": device_key},
+                  metrics={"mfu": mfu, "n_devices": 1} if status == "ok" else {})
+
+
+def test_only_ok_runs_on_known_devices_are_used(tmp_path):
+    store = ResultStore(tmp_path / "m.db")
+    store.add(_train_record("h100-sxm"))
+    store.add(_train_record(None))          # a CPU run: no spec row
+    store.add(_train_record("h100-sxm", status="oom"))
+    runs = measured_training_runs(store)
+    assert len(runs) == 1 and runs[0]["device_key"] == "h100-sxm" and runs[0]["mfu"] == 0.45
+    rows = validate_measured_runs(runs)
+    assert rows[0].observed_mfu == 0.45 and 0 < rows[0].predicted_mfu < 1
