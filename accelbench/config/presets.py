@@ -75,3 +75,4 @@ def resolve_model(spec: str) -> ModelConfig:
     label = spec if changes else base.name
     return base.with_changes(name=label, **changes) if changes else base
 from accelbench.config import genslm as _genslm  # noqa: E402,F401  (registers the GenSLM presets)
+from accelbench.config import presets_gpt3 as _gpt3  # noqa: E402,F401  (registers GPT-3 presets)
