@@ -33,7 +33,7 @@ from accelbench.data.tokenizer import Tokenizer
 SCHEMA_VERSION = 1
 INDEX_NAME = "index.json"
 DEFAULT_SHARD_TOKENS = 1 << 24  # 16,777,216 tokens = 32 MiB of uint16 per shard
-DEFAULT_CHUNK_CHARS = 1 << 20  # characters of text per unit of work sent to a worker
+DEFAULT_CHUNK_CHARS = 1 << 18  # characters of text per unit of work sent to a worker
 # Settings that must be equal for a rerun to resume an existing folder.
 _RESUME_KEYS = ("schema_version", "tokenizer", "dtype", "shard_tokens", "chunk_chars",
                 "max_tokens", "source")
