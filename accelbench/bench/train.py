@@ -37,6 +37,7 @@ from accelbench.bench.timing import PhaseTimer, summarize
 from accelbench.bench.train_data import BatchSource, open_batches
 from accelbench.bench.train_spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.hardware.detect import detect_spec, resolve_device
+from accelbench.models.convert_hf_gpt2 import load_checkpoint_dir, load_hf_gpt2_state_dict
 from accelbench.models.gpt import GPT
 
 KIND = "train"
@@ -69,7 +70,10 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell) -> float:
 def build(spec: TrainSpec, cell: TrainCell, device: torch.device):
     """Model (fp32 master weights), optimizer, grad scaler and the module to call."""
     torch.manual_seed(spec.seed)
-    model = GPT(spec.model).to(device)
+    model = GPT(spec.model)
+    if spec.init_checkpoint:
+        load_hf_gpt2_state_dict(model, load_checkpoint_dir(spec.init_checkpoint))
+    model = model.to(device)
     model.set_recompute(cell.recompute)
     optimizer, flavour = make_adamw(model, spec.lr, spec.weight_decay, device)
     scaler = torch.amp.GradScaler(device.type, enabled=cell.dtype == "fp16")

@@ -53,6 +53,7 @@ class TrainSpec:
     seed: int = 0
     mem_limit_bytes: int | None = None
     max_micro_batch: bool = False
+    init_checkpoint: str | None = None  # a Hugging Face GPT-2 folder whose weights start the run
 
     def cells(self) -> list[TrainCell]:
         """The sweep's cells in a stable order (outermost: dtype, then recompute, seq, gas, mb)."""
@@ -91,3 +92,15 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     if spec.time_budget_s is not None:
         require_positive("time-budget", spec.time_budget_s)
     return spec
+
+
+def resolve_model_source(text: str) -> tuple[ModelConfig, str | None]:
+    """A --model value: a preset spec, or 'hf:DIR' (a Hugging Face GPT-2 folder, weights too)."""
+    if text.startswith("hf:"):
+        from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
+
+        path = text[3:]
+        return model_config_from_hf_gpt2(path), path
+    from accelbench.config.presets import resolve_model
+
+    return resolve_model(text), None

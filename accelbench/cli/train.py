@@ -8,9 +8,8 @@ import typer
 
 from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.bench.train import run_train_sweep
-from accelbench.bench.train_spec import TrainSpec, validate_train_spec
+from accelbench.bench.train_spec import TrainSpec, resolve_model_source, validate_train_spec
 from accelbench.cli.common import console, emit
-from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
@@ -22,7 +21,8 @@ RECOMPUTE = ("none", "selective", "full")
 
 
 def train(
-    model: str = typer.Option("gpt2-xl", help="Preset, preset:overrides or custom:layers=..."),
+    model: str = typer.Option("gpt2-xl", help="Preset, preset:overrides, custom:layers=..., "
+                              "or hf:DIR (a Hugging Face GPT-2 checkpoint folder)."),
     data: str = typer.Option("synthetic", help="synthetic, default (built-in corpus) or PATH."),
     seq: str = typer.Option("1024", help="Sequence length(s), comma-separated."),
     micro_batch: str = typer.Option("8", help="Micro-batch size(s), comma-separated."),
@@ -49,8 +49,9 @@ def train(
     quiet: bool = typer.Option(False, "--quiet", help="No per-step lines."),
 ) -> None:
     """Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and loss."""
+    model_cfg, checkpoint = resolve_model_source(model)
     spec = validate_train_spec(TrainSpec(
-        model=resolve_model(model), data=data, seq_lens=parse_int_list("seq", seq),
+        model=model_cfg, init_checkpoint=checkpoint, data=data, seq_lens=parse_int_list("seq", seq),
         micro_batches=parse_int_list("micro-batch", micro_batch),
         gas=parse_int_list("gas", gas),
         dtypes=parse_choice_list("dtype", dtype, tuple(TORCH_DTYPES)),

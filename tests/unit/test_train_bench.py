@@ -86,3 +86,22 @@ def test_bad_input(changes, message):
     with pytest.raises(ConfigError) as err:
         validate_train_spec(_spec(**changes))
     assert str(err.value).startswith(message)
+
+
+def test_training_starts_from_a_hugging_face_checkpoint(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from accelbench.bench.train_spec import resolve_model_source
+
+    config = transformers.GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=2,
+                                     n_head=4)
+    hf = transformers.GPT2LMHeadModel(config)
+    hf.save_pretrained(tmp_path)
+    cfg, checkpoint = resolve_model_source(f"hf:{tmp_path}")
+    assert (cfg.n_layer, cfg.d_model, cfg.vocab_size) == (2, 64, 512)
+    spec = TrainSpec(cfg, seq_lens=(32,), micro_batches=(2,), dtypes=("fp32",), steps=2,
+                     warmup_steps=0, device="cpu", init_checkpoint=checkpoint, lr=1e-12)
+    model, *_ = train_mod.build(spec, spec.cells()[0], torch.device("cpu"))
+    torch.testing.assert_close(model.wte.weight, hf.transformer.wte.weight)
+    assert run_train_sweep(spec, lambda o: None)[0].status == "ok"
