@@ -229,7 +229,8 @@ def _start_or_resume(out_dir: Path, settings: dict) -> dict:
 
 @contextlib.contextmanager
 def _folder_lock(out_dir: Path) -> Iterator[None]:
-    """One preparation per folder at a time (POSIX advisory lock; none elsewhere)."""
+    """One preparation per folder at a time (POSIX record lock: owned by this process alone,
+    so forked workers do not inherit it, and the kernel drops it when the process dies)."""
     try:
         import fcntl
     except ImportError:
@@ -237,7 +238,7 @@ def _folder_lock(out_dir: Path) -> Iterator[None]:
         return
     with open(out_dir / ".lock", "w") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
             raise ConfigError("out", f"{out_dir} is being prepared by another process") from err
         yield
