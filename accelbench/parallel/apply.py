@@ -1,0 +1,82 @@
+"""Place a model on a mesh in the order that composes: TP (+SP) -> recompute -> compile -> DP.
+
+Data parallelism by ZeRO stage (Rajbhandari et al.):
+- zero=0: DDP (gradients all-reduced, everything replicated).
+- zero=1: DDP plus ZeroRedundancyOptimizer (optimizer state sharded; each rank updates its share
+  of the parameters and broadcasts them). FSDP2 has no "shard the optimizer only" mode, so DDP +
+  ZeroRedundancyOptimizer is the torch-native ZeRO-1.
+- zero=2: FSDP2 fully_shard with reshard_after_forward=False (parameters stay gathered from the
+  forward to the backward; gradients and optimizer state sharded).
+- zero=3: FSDP2 fully_shard with reshard_after_forward=True (parameters gathered per block again
+  in the backward).
+FSDP2 shards each block as its own unit, then the root (embeddings, final norm, tied head).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+from accelbench.models.gpt import GPT, Block
+from accelbench.parallel.layout import Layout
+from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+
+
+def set_recompute(blocks: list[Block], mode: str) -> None:
+    """Activation recompute on these blocks: none, selective (attention core) or full (block)."""
+    if mode not in RECOMPUTE_MODES:
+        raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}, got {mode!r}")
+    for block in blocks:
+        block.recompute = mode == "full"
+        block.attn.recompute_core = mode == "selective"
+
+
+def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
+                       mesh: DeviceMesh) -> nn.Module:
+    """DDP (zero 0/1) or FSDP2 per block then root (zero 2/3) over the dp mesh dimension."""
+    if layout.zero >= 2:
+        reshard = layout.zero == 3
+        for block in blocks:
+            fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard)
+        fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)
+        return module
+    if layout.dp == 1 and layout.zero == 0:
+        return module
+    device = next(module.parameters()).device
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=ids, process_group=mesh.get_group("dp"))
+
+
+def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh, recompute: str = "none",
+                  compile: bool = False) -> nn.Module:
+    """The module a training loop calls as module(x, y) -> (logits, loss), placed on the mesh.
+
+    model must be built identically on every rank (same seed) and already on this rank's device;
+    for pp > 1 use accelbench.parallel.pipeline.PipelineRunner instead. The returned module
+    carries `parallel_mesh` and `parallel_layout` for make_optimizer and clip_grad_norm_.
+    """
+    if layout.pp > 1:
+        raise ValueError("pp > 1: build a PipelineRunner, prepare_model places pp=1 layouts")
+    blocks = list(model.h)
+    if layout.tp > 1:
+        apply_tensor_parallel(blocks, mesh["tp"], layout.sp)
+        if layout.sp:
+            apply_sequence_parallel_edges(model, mesh["tp"])
+    set_recompute(blocks, recompute)
+    if compile:
+        for block in blocks:
+            block.compile()
+    wrapped = wrap_data_parallel(model, blocks, layout, mesh)
+    wrapped.parallel_mesh = mesh
+    wrapped.parallel_layout = layout
+    return wrapped
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The model inside a DDP wrapper (FSDP2 and TP modify the model in place)."""
+    return module.module if isinstance(module, DistributedDataParallel) else module
+

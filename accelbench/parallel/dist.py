@@ -1,0 +1,120 @@
+"""Process group set-up from the launcher's environment (torchrun or Slurm), and the mesh.
+
+torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. Under `srun` without
+torchrun, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID give the same, and the master address is
+the first host of SLURM_NODELIST unless MASTER_ADDR is set. Backend: nccl on CUDA, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from accelbench.parallel.layout import MESH_DIMS, Layout
+
+DEFAULT_PORT = 29500
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process sits: global rank, world size, rank on its node, rendezvous address."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+    launcher: str  # "torchrun", "slurm" or "single"
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """First host of a Slurm node list: 'gpu[003-005,007],cpu1' -> 'gpu003'."""
+    head = re.match(r"([^,\[]+)(\[([^\]]+)\])?", nodelist.strip())
+    if head is None:
+        raise ValueError(f"cannot read SLURM_NODELIST {nodelist!r}")
+    prefix, ranges = head.group(1), head.group(3)
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def read_env(env: dict[str, str] | None = None) -> DistEnv:
+    """Rank, world and rendezvous from torchrun's or Slurm's variables; one process otherwise."""
+    env = dict(os.environ if env is None else env)
+    port = int(env.get("MASTER_PORT", DEFAULT_PORT))
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return DistEnv(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
+                       env.get("MASTER_ADDR", "127.0.0.1"), port, "torchrun")
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        addr = env.get("MASTER_ADDR") or first_slurm_host(env.get("SLURM_NODELIST", "127.0.0.1"))
+        return DistEnv(int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
+                       int(env.get("SLURM_LOCALID", 0)), addr, port, "slurm")
+    return DistEnv(0, 1, 0, "127.0.0.1", port, "single")
+
+
+def device_for(local_rank: int, device_type: str | None = None) -> torch.device:
+    """This rank's device: cuda:<local_rank> when CUDA is present (or asked for), else cpu."""
+    kind = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device(kind)
+
+
+def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                     env: dict[str, str] | None = None) -> tuple[DistEnv, torch.device]:
+    """Join the process group the launcher set up (idempotent); returns (env, this rank's device).
+
+    The timeout bounds every collective, so a dead peer ends this rank with an error instead of
+    a hang. A single process with no launcher variables still gets a group of one.
+    """
+    info = read_env(env)
+    device = device_for(info.local_rank, device_type)
+    if dist.is_initialized():
+        return info, device
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if env is None:  # env:// reuses torchrun's store; Slurm gets the variables it lacks
+        os.environ.setdefault("MASTER_ADDR", info.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(info.master_port))
+        init = "env://"
+    else:
+        init = f"tcp://{info.master_addr}:{info.master_port}"
+    dist.init_process_group(backend=backend, init_method=init, rank=info.rank,
+                            world_size=info.world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return info, device
+
+
+def teardown() -> None:
+    """Leave the process group (safe to call when none exists)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def make_mesh(layout: Layout, device: torch.device) -> DeviceMesh:
+    """The (pp, dp, tp) device mesh of a layout over the current world."""
+    return init_device_mesh(device.type, layout.mesh_shape, mesh_dim_names=MESH_DIMS)
+
+
+def mesh_coords(mesh: DeviceMesh) -> dict[str, int]:
+    """This rank's coordinate on each mesh dimension: {'pp': i, 'dp': j, 'tp': k}."""
+    return {name: mesh.get_local_rank(name) for name in MESH_DIMS}
+
+
+def mean_over_replicas(loss: torch.Tensor | None, layout: Layout, device: torch.device) -> float:
+    """The global mean loss of a step on every rank: sum of the ranks that hold a loss (the last
+    pipeline stage; every tp rank there holds the same value) divided by their count dp x tp."""
+    value = torch.zeros((), dtype=torch.float64, device=device)
+    if loss is not None:
+        value += loss.detach().to(torch.float64)
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return float(value)
+    dist.all_reduce(value)
+    return float(value) / (layout.dp * layout.tp)

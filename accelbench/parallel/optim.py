@@ -1,0 +1,120 @@
+"""AdamW for a placed model (ZeRO-1 sharded where asked), the global gradient norm, and the
+bytes of parameter, gradient and optimizer state each rank really holds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.distributed.tensor import DTensor, Replicate
+
+from accelbench.parallel.layout import Layout
+
+TIED_COPY_ATTR = "accelbench_tied_copy"  # a pipeline's second copy of a tied weight
+BETAS = (0.9, 0.95)
+EPS = 1e-8
+
+
+def _unique_params(model: nn.Module) -> list[nn.Parameter]:
+    """Trainable parameters, each once."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def param_groups(params: list[nn.Parameter], weight_decay: float) -> list[dict]:
+    """Decay matrices and embeddings, not biases and norm weights (GPT-2 practice)."""
+    decay = [p for p in params if p.dim() >= 2]
+    rest = [p for p in params if p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": rest, "weight_decay": 0.0}]
+
+
+def _kernel_options(fused: bool | None, device: torch.device) -> dict[str, bool]:
+    """fused=None: fused on CUDA, the default (foreach or loop) elsewhere."""
+    if fused is None:
+        fused = device.type == "cuda"
+    return {"fused": True} if fused else {}
+
+
+def make_optimizer(model: nn.Module, layout: Layout, lr: float, weight_decay: float,
+                   fused: bool | None = None) -> torch.optim.Optimizer:
+    """AdamW over a module from prepare_model or a PipelineRunner; ZeRO-1 wraps it in
+    ZeroRedundancyOptimizer over the dp group (needs the `parallel_mesh` those carry)."""
+    params = _unique_params(model)
+    device = params[0].device
+    groups = param_groups(params, weight_decay)
+    options = {"lr": lr, "betas": BETAS, "eps": EPS, **_kernel_options(fused, device)}
+    if layout.zero == 1:
+        mesh = getattr(model, "parallel_mesh", None)
+        if mesh is None:
+            raise ValueError("zero=1 needs the model from prepare_model or a PipelineRunner")
+        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW,
+                                       process_group=mesh.get_group("dp"), **options)
+    return torch.optim.AdamW(groups, **options)
+
+
+def _local_grad(grad: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """This rank's piece of a gradient and into how many distinct shards it is split."""
+    if not isinstance(grad, DTensor):
+        return grad, 1
+    if any(p.is_partial() for p in grad.placements):
+        grad = grad.redistribute(grad.device_mesh,
+                                 [Replicate() if p.is_partial() else p for p in grad.placements])
+    shards = math.prod(grad.device_mesh.size(i) for i, p in enumerate(grad.placements)
+                       if p.is_shard())
+    return grad.to_local(), shards
+
+
+def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
+    """Global L2 norm of the gradients over all ranks, each parameter counted once.
+
+    Every rank of a pipeline stage (dp x tp of them) holds each of the stage's parameters,
+    whole or as one of k shards; a piece is thus held by dp*tp/k ranks, and the squared norms
+    summed over the world with that weight count every element once. A pipeline's second copy
+    of a tied weight is skipped.
+    """
+    params = [p for p in params if p.grad is not None and not getattr(p, TIED_COPY_ATTR, False)]
+    device = params[0].device if params else torch.device("cpu")
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    holders = layout.dp * layout.tp
+    for p in params:
+        local, shards = _local_grad(p.grad)
+        total += local.detach().to(torch.float64).pow(2).sum() * shards / holders
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(total)
+    return total.sqrt()
+
+
+def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> float:
+    """Scale all gradients so their global norm is at most max_norm (torch's rule); the norm."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = grad_norm(params, layout)
+    coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    for p in params:
+        p.grad.mul_(coef.to(torch.float32).item())
+    return float(norm)
+
+
+def local_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes of parameters, gradients and optimizer state stored on this rank (local shards)."""
+    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's local AdamW
+    out = {"param_bytes": 0, "grad_bytes": 0, "optim_state_bytes": 0}
+    for p in model.parameters():
+        out["param_bytes"] += _tensor_bytes(p)
+        if p.grad is not None:
+            out["grad_bytes"] += _tensor_bytes(p.grad)
+    for state in inner.state.values():
+        for value in state.values():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                out["optim_state_bytes"] += _tensor_bytes(value)
+    out["total_bytes"] = sum(out.values())
+    return out
+
+
+def _tensor_bytes(t: torch.Tensor) -> int:
+    """Storage bytes of a tensor on this rank (a DTensor's local shard)."""
+    local = t.to_local() if isinstance(t, DTensor) else t
+    return local.numel() * local.element_size()

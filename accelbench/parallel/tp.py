@@ -1,0 +1,100 @@
+"""Megatron tensor parallelism of our GPT through DTensor's parallelize_module.
+
+Attention: c_attn (fused QKV) column-parallel, c_proj row-parallel; MLP: c_fc column-parallel,
+c_proj row-parallel: one all-reduce after each row-parallel layer in forward, one in backward.
+The fused QKV weight is laid out [q | k | v]; a plain column split would give rank 0 all of q and
+half of k. Its rows are therefore reordered to [q_0 k_0 v_0 | q_1 k_1 v_1 | ...] so that each
+rank's column shard holds whole heads of q, k and v, and each attention module runs with its
+local head count. Sequence parallelism (Korthikanti et al.) shards the norms and the residual
+stream along the sequence: all-gather before the column-parallel layers, reduce-scatter after the
+row-parallel ones. Embeddings and the output head stay replicated.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+from torch.utils.checkpoint import checkpoint
+
+from accelbench.models.gpt import Attention, Block, _causal_attention
+
+
+class TensorParallelAttention(Attention):
+    """Attention whose c_attn output is this rank's [q | k | v] of n_head local heads."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, d_model) -> (batch, seq, d_model); x may be sequence-sharded (SP)."""
+        qkv = self.c_attn(x)
+        b, t, width = qkv.shape
+        q, k, v = qkv.split(width // 3, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, self.head_dim).transpose(1, 2) for z in (q, k, v))
+        if self.rotary is not None:
+            q, k = self.rotary(q, k)
+        if self.recompute_core and torch.is_grad_enabled():
+            y = checkpoint(_causal_attention, q, k, v, use_reentrant=False)
+        else:
+            y = _causal_attention(q, k, v)
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, self.n_head * self.head_dim))
+
+
+def qkv_rank_order(d_model: int, tp: int) -> torch.Tensor:
+    """Row permutation of a fused [q | k | v] weight that puts each rank's q, k, v together."""
+    return torch.arange(3 * d_model).view(3, tp, d_model // tp).transpose(0, 1).reshape(-1)
+
+
+def _make_tp_attention(attn: Attention, tp: int) -> None:
+    """Reorder the fused QKV rows and switch the module to its local-head forward."""
+    d_model = attn.c_proj.out_features
+    order = qkv_rank_order(d_model, tp)
+    with torch.no_grad():
+        attn.c_attn.weight.copy_(attn.c_attn.weight[order])
+        if attn.c_attn.bias is not None:
+            attn.c_attn.bias.copy_(attn.c_attn.bias[order])
+    attn.head_dim = d_model // attn.n_head
+    attn.n_head = attn.n_head // tp
+    attn.__class__ = TensorParallelAttention
+
+
+def block_plan(sp: bool) -> dict[str, object]:
+    """parallelize_module plan of one Block (module paths relative to the block)."""
+    if not sp:
+        return {"attn.c_attn": ColwiseParallel(), "attn.c_proj": RowwiseParallel(),
+                "mlp.c_fc": ColwiseParallel(), "mlp.c_proj": RowwiseParallel()}
+    seq = Shard(1)
+    return {
+        "ln_1": SequenceParallel(),
+        "attn.c_attn": ColwiseParallel(input_layouts=seq),
+        "attn.c_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
+        "ln_2": SequenceParallel(),
+        "mlp.c_fc": ColwiseParallel(input_layouts=seq),
+        "mlp.c_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
+    }
+
+
+def apply_tensor_parallel(blocks: list[Block], tp_mesh: DeviceMesh, sp: bool) -> None:
+    """Split every block's attention and MLP over the tp mesh (in place)."""
+    tp = tp_mesh.size()
+    for block in blocks:
+        _make_tp_attention(block.attn, tp)
+        parallelize_module(block, tp_mesh, block_plan(sp))  # type: ignore[arg-type]
+
+
+def apply_sequence_parallel_edges(model: nn.Module, tp_mesh: DeviceMesh) -> None:
+    """Under SP: shard the sequence entering the first block, gather it before the head."""
+    seq = Shard(1)
+    plan = {
+        "h.0": PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(seq,)),
+        "ln_f": SequenceParallel(),
+        "lm_head": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),),
+                                      use_local_output=True),
+    }
+    parallelize_module(model, tp_mesh, plan)  # type: ignore[arg-type]
