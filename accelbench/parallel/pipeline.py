@@ -1,0 +1,169 @@
+"""Pipeline parallelism of our GPT with torch.distributed.pipelining.
+
+The model is cut into pp x vp stages: token (and position) embeddings go with the first, the
+blocks are divided evenly, the final norm and output head go with the last. Stage s lives on
+pipeline rank s mod pp (the placement interleaved 1F1B expects). Each stage module gets TP,
+recompute and its data-parallel wrapper (DDP or FSDP2 over the dp dimension) like a whole model
+does under prepare_model. A tied output head (GPT-2) is a second copy on the last stage whose
+gradient is summed with the embedding's after every step, as Megatron's embedding group does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.pipelining import (
+    PipelineStage,
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+)
+
+from accelbench.models.gpt import GPT, Block
+from accelbench.parallel.apply import set_recompute, wrap_data_parallel
+from accelbench.parallel.layout import Layout
+from accelbench.parallel.optim import TIED_COPY_ATTR
+from accelbench.parallel.tp import apply_tensor_parallel
+
+_SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B,
+              "interleaved_1f1b": ScheduleInterleaved1F1B}
+
+
+class GPTStage(nn.Module):
+    """A contiguous slice of the GPT: [embeddings] blocks [final norm, head]."""
+
+    def __init__(self, model: GPT, layers: range, first: bool, last: bool) -> None:
+        super().__init__()
+        self.wte = model.wte if first else None
+        self.wpe = model.wpe if first else None
+        self.h = nn.ModuleList(model.h[i] for i in layers)
+        self.ln_f = model.ln_f if last else None
+        self.lm_head = model.lm_head if last else None
+        if last and model.cfg.tie_embeddings:
+            self.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
+            setattr(self.lm_head.weight, TIED_COPY_ATTR, True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids (first stage) or hidden states in; hidden states or logits out."""
+        if self.wte is not None:
+            ids = x
+            x = self.wte(ids)
+            if self.wpe is not None:
+                x = x + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+        for block in self.h:
+            x = block(x)
+        if self.lm_head is not None:
+            x = self.lm_head(self.ln_f(x))
+        return x
+
+
+def stage_layers(n_layer: int, n_stages: int, stage: int) -> range:
+    """Block indices of one stage (n_layer divisible by n_stages, checked by validate_layout)."""
+    per = n_layer // n_stages
+    return range(stage * per, (stage + 1) * per)
+
+
+def _loss_fn(n_micro: int):
+    """Mean token cross-entropy of one micro-batch over n_micro: gradients sum to the mean."""
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        flat = logits.reshape(-1, logits.size(-1)).float()
+        return F.cross_entropy(flat, targets.reshape(-1)) / n_micro
+    return loss
+
+
+def _make_schedule(stages: list[PipelineStage], layout: Layout, n_micro: int):
+    """The layout's schedule; torch's own gradient scaling is turned off (the loss scales)."""
+    cls = _SCHEDULES[layout.pp_schedule]
+    kwargs = {"loss_fn": _loss_fn(n_micro)}
+    if "scale_grads" in inspect.signature(cls.__init__).parameters:
+        kwargs["scale_grads"] = False
+    target = stages if layout.pp_schedule == "interleaved_1f1b" else stages[0]
+    return cls(target, n_micro, **kwargs)
+
+
+class PipelineRunner:
+    """This rank's pipeline stages and schedule; step() replaces forward + backward of a step."""
+
+    def __init__(self, model: GPT, layout: Layout, mesh: DeviceMesh, n_microbatches: int,
+                 device: torch.device, recompute: str = "none", compile: bool = False) -> None:
+        self.layout, self.parallel_layout, self.parallel_mesh = layout, layout, mesh
+        self.n_microbatches = n_microbatches
+        self.pp_rank = mesh.get_local_rank("pp")
+        n_stages = layout.n_stages
+        self.stage_ids = list(range(self.pp_rank, n_stages, layout.pp))
+        self.is_first = 0 in self.stage_ids
+        self.is_last = n_stages - 1 in self.stage_ids
+        self.tied = model.cfg.tie_embeddings
+        self.modules: list[nn.Module] = []
+        stages = []
+        for s in self.stage_ids:
+            module = GPTStage(model, stage_layers(model.cfg.n_layer, n_stages, s),
+                              s == 0, s == n_stages - 1)
+            module = self._place(module, recompute, compile)
+            self.modules.append(module)
+            stages.append(PipelineStage(module, s, n_stages, device,
+                                        group=mesh.get_group("pp")))
+        self.schedule = _make_schedule(stages, layout, n_microbatches)
+        self._tied_group = _tied_group(mesh, layout.pp) if self.tied else None
+
+    def _place(self, module: GPTStage, recompute: str, compile: bool) -> nn.Module:
+        """TP -> recompute -> compile -> DP on one stage module."""
+        blocks: list[Block] = list(module.h)
+        if self.layout.tp > 1:
+            apply_tensor_parallel(blocks, self.parallel_mesh["tp"], sp=False)
+        set_recompute(blocks, recompute)
+        if compile:
+            for block in blocks:
+                block.compile()
+        return wrap_data_parallel(module, blocks, self.layout, self.parallel_mesh)
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        """Parameters of this rank's stages (for the optimizer)."""
+        for module in self.modules:
+            yield from module.parameters()
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+        """Forward and backward of this dp rank's batch in n_microbatches micro-batches.
+
+        inputs and targets: (batch, seq) with batch divisible by n_microbatches, the same on
+        every rank of a pipeline. Returns the mean loss on the last stage, None elsewhere.
+        """
+        losses: list[torch.Tensor] = []
+        args = (inputs,) if self.is_first else ()
+        kwargs = {"target": targets, "losses": losses} if self.is_last else {}
+        self.schedule.step(*args, **kwargs)
+        self._sync_tied_grads()
+        if not self.is_last:
+            return None
+        return torch.stack([loss.detach() for loss in losses]).sum()
+
+    def _sync_tied_grads(self) -> None:
+        """Sum the embedding's and the head copy's gradients between the first and last stage."""
+        if self._tied_group is None or not (self.is_first or self.is_last):
+            return
+        module = self.modules[0] if self.is_first else self.modules[-1]
+        inner = getattr(module, "module", module)
+        weight = inner.wte.weight if self.is_first else inner.lm_head.weight
+        grad = weight.grad
+        local = grad.to_local() if hasattr(grad, "to_local") else grad
+        dist.all_reduce(local, group=self._tied_group)
+
+
+def _tied_group(mesh: DeviceMesh, pp: int) -> dist.ProcessGroup | None:
+    """This rank's {first stage, last stage} group; every rank creates all of them in order."""
+    ranks = mesh.mesh  # (pp, dp, tp) global ranks
+    mine = None
+    me = dist.get_rank()
+    for d in range(ranks.shape[1]):
+        for t in range(ranks.shape[2]):
+            pair = [int(ranks[0, d, t]), int(ranks[pp - 1, d, t])]
+            group = dist.new_group(pair) if pp > 2 else None
+            if me in pair:
+                mine = group if pp > 2 else mesh.get_group("pp")
+    return mine
