@@ -18,6 +18,7 @@ app = typer.Typer(
 
 # Each module defines `register(app)`; one line per command module.
 _COMMAND_MODULES = (
+    "data",
     "hw",
     "block",
     "results",

@@ -9,7 +9,9 @@ added beside these without touching them).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import os
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
@@ -154,9 +156,7 @@ class OpenWebTextCorpus:
             import datasets
         except ImportError as err:
             raise ConfigError(
-                "source",
-                "openwebtext needs the package 'datasets' (pip install datasets)",
-                "default, a path, or install datasets",
+                "source", "openwebtext needs the package 'datasets' (pip install datasets)"
             ) from err
         rows = datasets.load_dataset(self.hf_name, split=self.split, streaming=self.streaming)
         for row in rows:
@@ -164,11 +164,12 @@ class OpenWebTextCorpus:
 
 
 def _stdlib_files(stdlib: Path) -> Iterator[Path]:
-    """Standard-library .py files in sorted order, skipping tests and installed packages."""
-    for path in sorted(stdlib.rglob("*.py")):
-        relative = path.relative_to(stdlib).parts
-        if not _STDLIB_SKIP_DIRS.intersection(relative[:-1]):
-            yield path
+    """Standard-library .py files in sorted path order, never entering tests or site-packages."""
+    for folder, dirs, files in os.walk(stdlib):
+        dirs[:] = sorted(d for d in dirs if d not in _STDLIB_SKIP_DIRS)
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield Path(folder) / name
 
 
 def module_docstrings(source: str) -> str:
@@ -238,6 +239,10 @@ def resolve_source(source: str, text_field: str = "text") -> Corpus:
     if source == "default":
         return StdlibDocstringCorpus()
     if source == "openwebtext":
+        if importlib.util.find_spec("datasets") is None:
+            raise ConfigError(
+                "source", "openwebtext needs the package 'datasets' (pip install datasets)"
+            )
         return OpenWebTextCorpus()
     path = Path(source).expanduser()
     if not path.exists():

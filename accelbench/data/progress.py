@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
@@ -58,7 +59,7 @@ def token_progress(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=False) as progress:
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
         task = progress.add_task("prepare", total=total_tokens, completed=done_tokens,
                                  shards=done_shards)
         yield TokenBar(progress, task)

@@ -217,7 +217,7 @@ def _start_or_resume(out_dir: Path, settings: dict) -> dict:
     path = out_dir / INDEX_NAME
     if not path.exists():
         return {**settings, "complete": False, "total_tokens": 0, "shards": []}
-    index = _load_index_json(out_dir)
+    index = read_index(out_dir)
     differ = [key for key in _RESUME_KEYS if index.get(key) != settings[key]]
     if differ:
         raise ConfigError(
@@ -344,7 +344,7 @@ class TokenShards:
         return np.concatenate(self.arrays)
 
 
-def _load_index_json(directory: Path) -> dict:
+def read_index(directory: Path) -> dict:
     """Parse index.json, refusing a missing file, bad JSON or another schema version."""
     path = directory / INDEX_NAME
     if not path.is_file():
@@ -398,7 +398,7 @@ def open_shards(
     verify_hashes=False checks only presence and sizes (for very large corpora).
     """
     directory = Path(directory)
-    index = _load_index_json(directory)
+    index = read_index(directory)
     if not index.get("complete"):
         raise ConfigError(
             "data", f"preparation of {directory} did not finish ({len(index['shards'])} shards "

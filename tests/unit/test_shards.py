@@ -242,3 +242,14 @@ def test_default_corpus_is_deterministic_english_docstrings(tmp_path, gpt2) -> N
     assert time.monotonic() - started < 10
     assert shards.total_tokens == 20_000
     assert shards.tokens()[:50].tolist() == expected_stream(gpt2, first)[:50]
+
+
+def test_cli_info_reports_a_corrupt_shard_in_one_line(prepared) -> None:
+    (prepared / "shard_00001.bin").write_bytes(b"\0" * 1600)
+    bad = subprocess.run(
+        [sys.executable, "-m", "accelbench.cli.main", "data", "info", str(prepared)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: data: shard ")
+    assert "shard_00001.bin has sha256" in bad.stderr

@@ -1,0 +1,122 @@
+"""`accelbench data`: turn a corpus into token shards, and show what a shard folder holds.
+
+Hook for other sources: `_corpus_and_tokenizer` is the one place that maps options to a corpus
+(any iterable of documents with a description) and a tokenizer (any `Tokenizer`); a genome option
+(`--genome PATH` -> accelbench.data.fasta documents + accelbench.data.codon tokenizer) plugs in
+there, and `prepare` below then works unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from accelbench.cli.common import console
+from accelbench.config.errors import ConfigError
+from accelbench.data.corpus import Corpus, resolve_source
+from accelbench.data.defaults import (
+    DEFAULT_CORPUS_CHUNK_CHARS,
+    DEFAULT_CORPUS_SHARD_TOKENS,
+    default_shards_dir,
+)
+from accelbench.data.shards import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_SHARD_TOKENS,
+    open_shards,
+    prepare,
+    read_index,
+)
+from accelbench.data.tokenizer import Tokenizer, get_tokenizer, tokenizer_names
+
+data_app = typer.Typer(
+    help="Corpora to token shards (uint16 memmaps + index), and what a shard folder holds.",
+    no_args_is_help=True,
+)
+
+
+def _corpus_and_tokenizer(source: str, tokenizer: str, text_field: str) -> tuple[Corpus,
+                                                                                  Tokenizer]:
+    """Options to (documents, tokenizer); new sources (genomes) are added here."""
+    return resolve_source(source, text_field), get_tokenizer(tokenizer)
+
+
+@data_app.command("prepare")
+def prepare_cmd(
+    source: str = typer.Option(
+        "default", "--source",
+        help="default (offline stand-in for OpenWebText: this Python's stdlib docstrings), "
+        "openwebtext (Hugging Face `datasets`), or a .txt/.jsonl/.parquet file or a folder.",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Shard folder (required unless --source default, which has a "
+        "cache folder that `--data default` also uses)."),
+    shard_tokens: int | None = typer.Option(
+        None, "--shard-tokens", help=f"Tokens per shard (default {DEFAULT_SHARD_TOKENS:,}; "
+        f"{DEFAULT_CORPUS_SHARD_TOKENS:,} for --source default)."),
+    workers: int = typer.Option(1, "--workers", help="Tokenizer processes."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Stop after this many tokens (default: the whole corpus)."),
+    tokenizer: str = typer.Option(
+        "gpt2", "--tokenizer", help=f"One of: {', '.join(tokenizer_names())}."),
+    text_field: str = typer.Option(
+        "text", "--text-field", help="JSON field or Parquet column holding the text."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Tokenize a corpus into shards; rerun the same command to resume after a kill."""
+    corpus, tok = _corpus_and_tokenizer(source, tokenizer, text_field)
+    chunk_chars = DEFAULT_CHUNK_CHARS
+    if source == "default":
+        chunk_chars = DEFAULT_CORPUS_CHUNK_CHARS  # the same settings as `--data default`
+        shard_tokens = shard_tokens or DEFAULT_CORPUS_SHARD_TOKENS
+        out = out or default_shards_dir(tok.name, max_tokens)
+    if out is None:
+        raise ConfigError("out", f"no output folder given for source {source!r}", "--out DIR")
+    index = prepare(
+        corpus, tok, out, shard_tokens=shard_tokens or DEFAULT_SHARD_TOKENS,
+        max_tokens=max_tokens, workers=workers, chunk_chars=chunk_chars, progress=progress,
+    )
+    console.print(f"{index['total_tokens']:,} tokens in {len(index['shards'])} shards "
+                  f"({index['dtype']}, {index['tokenizer']['name']}) in {out}")
+
+
+def _summary_table(directory: Path, index: dict) -> Table:
+    """Key facts of an index as a two-column table."""
+    table = Table(title=f"token shards in {directory}", show_header=False)
+    rows = {
+        "source": index.get("source"),
+        "tokenizer": index["tokenizer"]["name"],
+        "identity": index["tokenizer"]["identity"],
+        "vocab / eot": f"{index['tokenizer']['vocab_size']} / {index['tokenizer']['eot_id']}",
+        "dtype": index["dtype"],
+        "shards": f"{len(index['shards'])} of up to {index['shard_tokens']:,} tokens",
+        "tokens": f"{index['total_tokens']:,}",
+        "complete": "yes" if index["complete"] else "no (rerun prepare to resume)",
+    }
+    for key, value in rows.items():
+        table.add_row(key, str(value))
+    return table
+
+
+@data_app.command("info")
+def info_cmd(
+    directory: Path = typer.Argument(..., help="A folder made by `accelbench data prepare`."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check every shard's sha256."),
+    json_out: bool = typer.Option(False, "--json", help="Print the index as JSON."),
+) -> None:
+    """Show a shard folder's index, then validate it (bad shards: one line and exit code 2)."""
+    index = read_index(directory)
+    if json_out:
+        print(json.dumps(index, indent=1))
+    else:
+        console.print(_summary_table(directory, index))
+    open_shards(directory, verify_hashes=verify)
+    console.print(f"ok: {len(index['shards'])} shards present"
+                  + (", sha256 verified" if verify else ", sizes checked"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `data` command group."""
+    app.add_typer(data_app, name="data")
