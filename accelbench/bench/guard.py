@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 from accelbench.bench.outcome import Outcome
+from accelbench.config.errors import ConfigError
 from accelbench.hardware.detect import available_cpu_memory_bytes
 
 CPU_AVAILABLE_FRACTION = 0.8  # leave room for the interpreter and whatever shares the machine
@@ -55,6 +56,8 @@ def guarded(kind: str, spec: dict, device: torch.device,
     """Run one cell; turn OOM, missing kernels and other errors into recorded outcomes."""
     try:
         return body()
+    except ConfigError:
+        raise  # bad input is the user's to fix: it stops the run (exit 2), it is not a result
     except Exception as err:  # noqa: BLE001 - any failure of one cell must not end the sweep
         if is_oom(err):
             status = "oom"

@@ -34,7 +34,7 @@ from accelbench.bench.optim import lr_at, make_adamw
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.bench.peak import resolve_peak
 from accelbench.bench.timing import PhaseTimer, summarize
-from accelbench.bench.train_data import BatchSource, open_batches
+from accelbench.bench.train_data import BatchSource, check_data, open_batches
 from accelbench.bench.train_spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.hardware.detect import detect_spec, resolve_device
 from accelbench.models.convert_hf_gpt2 import load_checkpoint_dir, load_hf_gpt2_state_dict
@@ -228,6 +228,7 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = Non
                     on_cell: Progress | None = None) -> list[Outcome]:
     """Every cell in turn; each outcome goes to `sink` as soon as it exists."""
     validate_train_spec(spec)
+    check_data(spec)
     device = resolve_device(spec.device)
     cells = spec.cells()
     if spec.max_micro_batch:  # one cell per (seq, gas, dtype, recompute) at its largest mb

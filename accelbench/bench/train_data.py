@@ -1,47 +1,64 @@
-"""Batches for the training benchmark: random tokens, or windows of prepared token shards."""
+"""Batches for the training benchmark, on the device: random tokens or prepared token shards."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
 from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.config.errors import ConfigError
+from accelbench.data.loader import Batch, Prefetcher, SyntheticBatches
+from accelbench.data.loader import open_batches as open_host_batches
+from accelbench.data.shards import open_shards
+from accelbench.data.tokenizer import get_tokenizer
 
 
-class BatchSource(Protocol):
-    """Yields (inputs, targets) on the device, each (micro_batch, seq_len) int64."""
+class BatchSource:
+    """(inputs, targets) on the device; shard batches are built ahead in a background thread."""
 
-    def next(self) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __init__(self, batches: Iterator[Batch], device: torch.device,
+                 prefetcher: Prefetcher | None = None) -> None:
+        self._batches = batches
+        self._device = device
+        self._prefetcher = prefetcher
 
-    def close(self) -> None: ...
-
-
-class SyntheticBatches:
-    """Uniform random token ids generated on the device: pure throughput, no input pipeline."""
-
-    def __init__(self, vocab_size: int, micro_batch: int, seq_len: int, device: torch.device,
-                 seed: int) -> None:
-        self.shape = (micro_batch, seq_len + 1)
-        self.vocab_size = vocab_size
-        self.device = device
-        self.generator = torch.Generator(device=device).manual_seed(seed)
-
-    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A fresh random batch; targets are inputs shifted by one."""
-        ids = torch.randint(0, self.vocab_size, self.shape, device=self.device,
-                            generator=self.generator)
-        return ids[:, :-1], ids[:, 1:]
+    def next(self) -> Batch:
+        """The next batch, copied to the device if it was built on the host."""
+        x, y = next(self._batches)
+        if x.device != self._device:
+            x = x.to(self._device, non_blocking=True)
+            y = y.to(self._device, non_blocking=True)
+        return x, y
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Stop the background thread, if any."""
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+
+
+def check_data(spec: TrainSpec) -> None:
+    """Refuse bad data before anything runs: vocabulary too large, missing or corrupt shards,
+    shards made with another tokenizer (ConfigError, exit 2)."""
+    if spec.data == "synthetic":
+        return
+    tokenizer = get_tokenizer(spec.tokenizer)
+    if tokenizer.vocab_size > spec.model.vocab_size:
+        raise ConfigError("data", f"tokenizer {tokenizer.name} has {tokenizer.vocab_size} ids but "
+                          f"the model's vocabulary is {spec.model.vocab_size}",
+                          f"a model with vocab_size >= {tokenizer.vocab_size}")
+    if spec.data != "default":
+        open_shards(Path(spec.data).expanduser(), tokenizer)
 
 
 def open_batches(spec: TrainSpec, cell: TrainCell, device: torch.device) -> BatchSource:
-    """The batch source a spec names: synthetic, the built-in corpus, or a shard folder."""
+    """The source `spec.data` names: synthetic (made on the device), default, or a shard folder."""
     if spec.data == "synthetic":
-        return SyntheticBatches(spec.model.vocab_size, cell.micro_batch, cell.seq_len, device,
-                                spec.seed)
-    from accelbench.bench.train_shards import shard_batches
-
-    return shard_batches(spec, cell, device)
+        synthetic = SyntheticBatches(spec.model.vocab_size, cell.seq_len, cell.micro_batch,
+                                     seed=spec.seed, device=device)
+        return BatchSource(iter(synthetic), device)
+    tokenizer = get_tokenizer(spec.tokenizer)
+    host = open_host_batches(spec.data, tokenizer, cell.seq_len, cell.micro_batch, seed=spec.seed)
+    prefetcher = Prefetcher(host, depth=2, pin_memory=device.type == "cuda")
+    return BatchSource(iter(prefetcher), device, prefetcher)

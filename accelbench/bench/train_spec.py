@@ -34,6 +34,7 @@ class TrainSpec:
 
     model: ModelConfig
     data: str = "synthetic"  # synthetic, default, or a shard folder
+    tokenizer: str = "gpt2"  # what the shards were made with (codon for genomes)
     seq_lens: tuple[int, ...] = (1024,)
     micro_batches: tuple[int, ...] = (8,)
     gas: tuple[int, ...] = (1,)

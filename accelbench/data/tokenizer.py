@@ -174,11 +174,18 @@ def register_tokenizer(name: str, factory: Callable[[], Tokenizer]) -> None:
 
 def tokenizer_names() -> list[str]:
     """Names accepted by get_tokenizer."""
+    _register_builtin()
     return sorted(_FACTORIES)
+
+
+def _register_builtin() -> None:
+    """Import the modules that register themselves (codon imports this module: no top import)."""
+    import accelbench.data.codon  # noqa: F401
 
 
 def get_tokenizer(name: str) -> Tokenizer:
     """Build a registered tokenizer by name; unknown names are a ConfigError listing the known."""
+    _register_builtin()
     if name not in _FACTORIES:
         raise ConfigError("tokenizer", f"unknown tokenizer {name!r}", ", ".join(tokenizer_names()))
     return _FACTORIES[name]()

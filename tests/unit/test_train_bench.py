@@ -105,3 +105,45 @@ def test_training_starts_from_a_hugging_face_checkpoint(tmp_path):
     model, *_ = train_mod.build(spec, spec.cells()[0], torch.device("cpu"))
     torch.testing.assert_close(model.wte.weight, hf.transformer.wte.weight)
     assert run_train_sweep(spec, lambda o: None)[0].status == "ok"
+
+
+def test_loss_falls_over_30_steps_on_the_default_corpus(tmp_path, monkeypatch):
+    """A tiny GPT-2-vocabulary model learns real text: the last steps' loss is well below the
+    first's (random init starts near ln(50257) = 10.8)."""
+    monkeypatch.setenv("ACCELBENCH_DATA_HOME", str(tmp_path / "data"))
+    model = get_preset("gpt2-tiny").with_changes(n_positions=64)
+    spec = TrainSpec(model, data="default", seq_lens=(64,), micro_batches=(8,), dtypes=("fp32",),
+                     steps=30, warmup_steps=1, lr=3e-3, lr_warmup_steps=5, device="cpu")
+    outcome = run_train_sweep(spec, lambda o: None)[0]
+    assert outcome.status == "ok", outcome.reason
+    losses = outcome.raw["loss"]
+    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+    assert first > 10.0 and last < first - 2.5, (first, last)
+    assert outcome.metrics["data_wait_fraction"] < 0.5
+
+
+def test_shards_from_another_tokenizer_vocabulary_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELBENCH_DATA_HOME", str(tmp_path / "data"))
+    with pytest.raises(ConfigError, match="tokenizer gpt2 has 50257 ids"):
+        run_train_sweep(_spec(data="default", steps=2, warmup_steps=0), lambda o: None)
+
+
+@pytest.mark.parametrize("problem", ["missing", "corrupt"])
+def test_missing_or_corrupt_shards_stop_before_running(tmp_path, problem):
+    from accelbench.data.corpus import IterableCorpus
+    from accelbench.data.shards import prepare
+    from accelbench.data.tokenizer import get_tokenizer
+
+    folder = tmp_path / "shards"
+    prepare(IterableCorpus(["some real text to tokenize"] * 50), get_tokenizer("gpt2"), folder,
+            shard_tokens=100, progress=False)
+    shard = sorted(folder.glob("*.bin"))[0]
+    if problem == "missing":
+        shard.unlink()
+    else:
+        shard.write_bytes(b"\x00" * shard.stat().st_size)
+    model = get_preset("gpt2-tiny").with_changes(n_positions=64)
+    with pytest.raises(ConfigError):
+        run_train_sweep(TrainSpec(model, data=str(folder), seq_lens=(16,), micro_batches=(1,),
+                                  dtypes=("fp32",), steps=2, warmup_steps=0, device="cpu"),
+                        lambda o: None)
