@@ -14,6 +14,8 @@ FSDP2 shards each block as its own unit, then the root (embeddings, final norm, 
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
@@ -80,3 +82,12 @@ def unwrap(module: nn.Module) -> nn.Module:
     """The model inside a DDP wrapper (FSDP2 and TP modify the model in place)."""
     return module.module if isinstance(module, DistributedDataParallel) else module
 
+
+
+def micro_batch_context(module: nn.Module, is_last: bool) -> AbstractContextManager:
+    """Wrap each micro-batch's forward+backward: DDP skips its all-reduce except on the last
+    micro-batch of a step (one gradient all-reduce per step, as the analytics count it); FSDP2
+    reduce-scatters every micro-batch (ZeRO-2/3 keep no unsharded gradient to accumulate into)."""
+    if isinstance(module, DistributedDataParallel) and not is_last:
+        return module.no_sync()
+    return nullcontext()

@@ -64,7 +64,7 @@ def _local_grad(grad: torch.Tensor) -> tuple[torch.Tensor, int]:
         grad = grad.redistribute(grad.device_mesh,
                                  [Replicate() if p.is_partial() else p for p in grad.placements])
     shards = math.prod(grad.device_mesh.size(i) for i, p in enumerate(grad.placements)
-                       if p.is_shard())
+                       if not p.is_replicate())  # Shard and FSDP2's _StridedShard
     return grad.to_local(), shards
 
 

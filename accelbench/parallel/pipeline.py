@@ -3,9 +3,10 @@
 The model is cut into pp x vp stages: token (and position) embeddings go with the first, the
 blocks are divided evenly, the final norm and output head go with the last. Stage s lives on
 pipeline rank s mod pp (the placement interleaved 1F1B expects). Each stage module gets TP,
-recompute and its data-parallel wrapper (DDP or FSDP2 over the dp dimension) like a whole model
-does under prepare_model. A tied output head (GPT-2) is a second copy on the last stage whose
-gradient is summed with the embedding's after every step, as Megatron's embedding group does.
+recompute like a whole model does under prepare_model; data parallelism (zero 0 and 1) averages
+the gradients over dp with one all-reduce after the schedule has run all micro-batches. A tied
+output head (GPT-2) is a second copy on the last stage whose gradient is summed with the
+embedding's after every step, as Megatron's embedding group does.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from torch.distributed.pipelining import (
 )
 
 from accelbench.models.gpt import GPT, Block
-from accelbench.parallel.apply import set_recompute, wrap_data_parallel
+from accelbench.parallel.apply import set_recompute
 from accelbench.parallel.layout import Layout
 from accelbench.parallel.optim import TIED_COPY_ATTR
 from accelbench.parallel.tp import apply_tensor_parallel
@@ -121,7 +122,8 @@ class PipelineRunner:
         if compile:
             for block in blocks:
                 block.compile()
-        return wrap_data_parallel(module, blocks, self.layout, self.parallel_mesh)
+        return module  # dp: gradients averaged after the schedule (DDP's bucket bookkeeping
+        # does not follow the schedule's split backward; FSDP2 stages are refused by the layout)
 
     def parameters(self) -> Iterator[nn.Parameter]:
         """Parameters of this rank's stages (for the optimizer)."""
@@ -138,18 +140,30 @@ class PipelineRunner:
         args = (inputs,) if self.is_first else ()
         kwargs = {"target": targets, "losses": losses} if self.is_last else {}
         self.schedule.step(*args, **kwargs)
+        self._average_dp_grads()
         self._sync_tied_grads()
         if not self.is_last:
             return None
         return torch.stack([loss.detach() for loss in losses]).sum()
+
+    def _average_dp_grads(self) -> None:
+        """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average."""
+        if self.layout.dp == 1:
+            return
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, group=self.parallel_mesh.get_group("dp"))
+        flat /= self.layout.dp
+        for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+            g.copy_(piece.view_as(g))
 
     def _sync_tied_grads(self) -> None:
         """Sum the embedding's and the head copy's gradients between the first and last stage."""
         if self._tied_group is None or not (self.is_first or self.is_last):
             return
         module = self.modules[0] if self.is_first else self.modules[-1]
-        inner = getattr(module, "module", module)
-        weight = inner.wte.weight if self.is_first else inner.lm_head.weight
+        weight = module.wte.weight if self.is_first else module.lm_head.weight
         grad = weight.grad
         local = grad.to_local() if hasattr(grad, "to_local") else grad
         dist.all_reduce(local, group=self._tied_group)

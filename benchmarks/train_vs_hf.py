@@ -1,0 +1,87 @@
+"""Training-step throughput: accelbench's training step against transformers' GPT2LMHeadModel
+trained by a plain PyTorch loop. Same configuration, batch, optimizer (AdamW, fused where
+available, betas 0.9/0.95, weight decay 0.1, clipping at 1.0), alternating step by step in one
+run. Prints tokens/s of each and the median ratio ours/theirs (target: at least 1.0).
+
+    python benchmarks/train_vs_hf.py --model gpt2 --micro-batch 2 --seq 128 --steps 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from accelbench.bench.optim import make_adamw
+from accelbench.bench.timing import PhaseTimer, summarize
+from accelbench.bench.train import StepLog, build, train_step
+from accelbench.bench.train_data import open_batches
+from accelbench.bench.train_spec import TrainSpec
+from accelbench.config.presets import resolve_model
+from accelbench.hardware.detect import device_name, resolve_device
+
+
+def hf_model(cfg) -> GPT2LMHeadModel:
+    """transformers' GPT-2 with our shape, no dropout, SDPA attention."""
+    config = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.n_positions,
+                        n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                        activation_function="gelu_new")
+    config._attn_implementation = "sdpa"
+    return GPT2LMHeadModel(config)
+
+
+def plain_step(model, optimizer, x, y, timer: PhaseTimer) -> None:
+    """The textbook loop: forward with labels, backward, clip, step, zero."""
+    with timer.phase("step"):
+        loss = model(input_ids=x, labels=y).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="gpt2")
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    device = resolve_device(args.device)
+    spec = TrainSpec(resolve_model(args.model), seq_lens=(args.seq,),
+                     micro_batches=(args.micro_batch,), dtypes=("fp32",), steps=args.steps,
+                     warmup_steps=0, device=str(device))
+    cell = spec.cells()[0]
+    _, ours, opt_ours, scaler, flavour = build(spec, cell, device)
+    theirs = hf_model(spec.model).to(device).train()
+    opt_theirs, _ = make_adamw(theirs, spec.lr, spec.weight_decay, device)
+    batches = open_batches(spec, cell, device)
+    log, t_ours, t_theirs = StepLog(), PhaseTimer(device), PhaseTimer(device)
+    idle = PhaseTimer(device, enabled=False)
+    for step in range(args.warmup + args.steps):  # alternate: drift hits both alike
+        timer_a, timer_b = (idle, idle) if step < args.warmup else (t_ours, t_theirs)
+        with timer_a.phase("step"):
+            train_step(ours, opt_ours, scaler, batches, cell, device, spec.grad_clip, log)
+        x, y = batches.next()
+        plain_step(theirs, opt_theirs, x, y, timer_b)
+    a, b = t_ours.times_s()["step"], t_theirs.times_s()["step"]
+    tokens = args.micro_batch * args.seq
+    ratios = [y_ / x_ for x_, y_ in zip(a, b, strict=True)]  # tokens/s ours over theirs
+    sa, sb = summarize(a), summarize(b)
+    print(f"device: {device_name(device)} ({device}), torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}, AdamW {flavour}")
+    print(f"model {spec.model.name}, micro-batch {args.micro_batch}, seq {args.seq}, fp32, "
+          f"{args.steps} alternating steps after {args.warmup} warm-up")
+    print(f"ours   {tokens / sa.median_s:10.1f} tokens/s (median step {sa.median_s * 1e3:.1f} ms)")
+    print(f"theirs {tokens / sb.median_s:10.1f} tokens/s (median step {sb.median_s * 1e3:.1f} ms)")
+    print(f"tokens/s ratio ours/theirs: median {statistics.median(ratios):.3f} "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}); target >= 1.0")
+
+
+if __name__ == "__main__":
+    main()
