@@ -13,22 +13,12 @@ import argparse
 import statistics
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from peers import hf_gpt2
 
 from accelbench.bench.timing import PhaseTimer, summarize, synchronize
 from accelbench.config.presets import resolve_model
 from accelbench.hardware.detect import device_name, resolve_device
 from accelbench.models.gpt import GPT
-
-
-def hf_model(cfg) -> GPT2LMHeadModel:
-    """transformers' GPT-2 with our shape, no dropout, SDPA attention."""
-    config = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.n_positions,
-                        n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        activation_function="gelu_new")
-    config._attn_implementation = "sdpa"  # the constructor keyword moved between releases
-    return GPT2LMHeadModel(config)
 
 
 def step_ours(model, idx, timer: PhaseTimer) -> None:
@@ -57,7 +47,7 @@ def main() -> None:
     device = resolve_device(args.device)
     cfg = resolve_model(args.model)
     torch.manual_seed(0)
-    ours, theirs = GPT(cfg).to(device).train(), hf_model(cfg).to(device).train()
+    ours, theirs = GPT(cfg).to(device).train(), hf_gpt2(cfg).to(device).train()
     idx = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device=device)
     idle = PhaseTimer(device, enabled=False)
     for _ in range(args.warmup):

@@ -12,7 +12,7 @@ import argparse
 import statistics
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from peers import hf_gpt2
 
 from accelbench.bench.optim import make_adamw
 from accelbench.bench.timing import PhaseTimer, summarize
@@ -21,16 +21,6 @@ from accelbench.bench.train_data import open_batches
 from accelbench.bench.train_spec import TrainSpec
 from accelbench.config.presets import resolve_model
 from accelbench.hardware.detect import device_name, resolve_device
-
-
-def hf_model(cfg) -> GPT2LMHeadModel:
-    """transformers' GPT-2 with our shape, no dropout, SDPA attention."""
-    config = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.n_positions,
-                        n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        activation_function="gelu_new")
-    config._attn_implementation = "sdpa"
-    return GPT2LMHeadModel(config)
 
 
 def plain_step(model, optimizer, x, y, timer: PhaseTimer) -> None:
@@ -58,7 +48,7 @@ def main() -> None:
                      warmup_steps=0, device=str(device))
     cell = spec.cells()[0]
     _, ours, opt_ours, scaler, flavour = build(spec, cell, device)
-    theirs = hf_model(spec.model).to(device).train()
+    theirs = hf_gpt2(spec.model).to(device).train()
     opt_theirs, _ = make_adamw(theirs, spec.lr, spec.weight_decay, device)
     batches = open_batches(spec, cell, device)
     log, t_ours, t_theirs = StepLog(), PhaseTimer(device), PhaseTimer(device)
