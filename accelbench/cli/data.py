@@ -1,9 +1,9 @@
 """`accelbench data`: turn a corpus into token shards, and show what a shard folder holds.
 
 Hook for other sources: `_corpus_and_tokenizer` is the one place that maps options to a corpus
-(any iterable of documents with a description) and a tokenizer (any `Tokenizer`); a genome option
-(`--genome PATH` -> accelbench.data.fasta documents + accelbench.data.codon tokenizer) plugs in
-there, and `prepare` below then works unchanged.
+(any iterable of documents with a description) and a tokenizer (any `Tokenizer`); `--genome`
+maps to FASTA records (accelbench.data.genome_corpus) and the codon tokenizer of `--frame`, and
+`prepare` below works unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from accelbench.data.defaults import (
     DEFAULT_CORPUS_SHARD_TOKENS,
     default_shards_dir,
 )
+from accelbench.data.genome_corpus import codon_tokenizer_name, resolve_genomes, tokenizer_key
 from accelbench.data.shards import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_SHARD_TOKENS,
@@ -37,19 +38,37 @@ data_app = typer.Typer(
 )
 
 
-def _corpus_and_tokenizer(source: str, tokenizer: str, text_field: str) -> tuple[Corpus,
-                                                                                  Tokenizer]:
-    """Options to (documents, tokenizer); new sources (genomes) are added here."""
-    return resolve_source(source, text_field), get_tokenizer(tokenizer)
+def _corpus_and_tokenizer(source: str | None, tokenizer: str | None, text_field: str,
+                          genome: str | None = None,
+                          frame: int | None = None) -> tuple[Corpus, Tokenizer]:
+    """Options to (documents, tokenizer): text sources, or genomes with a codon tokenizer."""
+    if genome is None:
+        if frame is not None:
+            raise ConfigError("frame", "--frame applies to --genome only", "--genome PATH|default")
+        return resolve_source(source or "default", text_field), get_tokenizer(tokenizer or "gpt2")
+    if source is not None:
+        raise ConfigError("source", "give --source or --genome, not both", "one of them")
+    name = codon_tokenizer_name(0 if frame is None else frame)
+    if tokenizer is not None and tokenizer != name:
+        raise ConfigError("tokenizer", f"genomes are read by the codon tokenizer, not {tokenizer!r}"
+                          " (choose the reading frame with --frame)", name)
+    return resolve_genomes(genome), get_tokenizer(name)
 
 
 @data_app.command("prepare")
 def prepare_cmd(
-    source: str = typer.Option(
-        "default", "--source",
-        help="default (offline stand-in for OpenWebText: this Python's stdlib docstrings), "
-        "openwebtext (Hugging Face `datasets`), or a .txt/.jsonl/.parquet file or a folder.",
+    source: str | None = typer.Option(
+        None, "--source",
+        help="default (offline stand-in for OpenWebText: this Python's stdlib docstrings; the "
+        "default unless --genome), openwebtext (Hugging Face `datasets`), or a "
+        ".txt/.jsonl/.parquet file or a folder.",
     ),
+    genome: str | None = typer.Option(
+        None, "--genome", help="Genomes as codon shards instead of text: default (the shipped "
+        "SARS-CoV-2 genomes, the set `--data default` uses with the codon tokenizer), a FASTA or "
+        "gzipped FASTA file, or a folder of them. One document per record, [SEP] between."),
+    frame: int | None = typer.Option(
+        None, "--frame", help="Codon reading frame for --genome: 0 (default), 1 or 2."),
     out: Path | None = typer.Option(
         None, "--out", help="Shard folder (required unless --source default, which has a "
         "cache folder that `--data default` also uses)."),
@@ -59,21 +78,23 @@ def prepare_cmd(
     workers: int = typer.Option(1, "--workers", help="Tokenizer processes."),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", help="Stop after this many tokens (default: the whole corpus)."),
-    tokenizer: str = typer.Option(
-        "gpt2", "--tokenizer", help=f"One of: {', '.join(tokenizer_names())}."),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help=f"One of: {', '.join(tokenizer_names())} (default gpt2; "
+        "codon with --genome)."),
     text_field: str = typer.Option(
         "text", "--text-field", help="JSON field or Parquet column holding the text."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Tokenize a corpus into shards; rerun the same command to resume after a kill."""
-    corpus, tok = _corpus_and_tokenizer(source, tokenizer, text_field)
+    corpus, tok = _corpus_and_tokenizer(source, tokenizer, text_field, genome, frame)
     chunk_chars = DEFAULT_CHUNK_CHARS
-    if source == "default":
+    builtin = genome == "default" if genome is not None else source in (None, "default")
+    if builtin:
         chunk_chars = DEFAULT_CORPUS_CHUNK_CHARS  # the same settings as `--data default`
         shard_tokens = shard_tokens or DEFAULT_CORPUS_SHARD_TOKENS
-        out = out or default_shards_dir(tok.name, max_tokens)
+        out = out or default_shards_dir(tokenizer_key(tok), max_tokens)
     if out is None:
-        raise ConfigError("out", f"no output folder given for source {source!r}", "--out DIR")
+        raise ConfigError("out", f"no output folder given for {genome or source!r}", "--out DIR")
     index = prepare(
         corpus, tok, out, shard_tokens=shard_tokens or DEFAULT_SHARD_TOKENS,
         max_tokens=max_tokens, workers=workers, chunk_chars=chunk_chars, progress=progress,

@@ -1,4 +1,8 @@
-"""Where prepared shards live by default, and the offline default corpus prepared on demand."""
+"""Where prepared shards live by default, and the offline default corpus prepared on demand.
+
+The default corpus depends on the tokenizer: GenSLM's codon tokenizers read the shipped SARS-CoV-2
+genomes (one document per FASTA record); every other tokenizer reads this Python's stdlib text.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from accelbench.data.corpus import StdlibDocstringCorpus
+from accelbench.data.corpus import Corpus, StdlibDocstringCorpus
+from accelbench.data.genome_corpus import builtin_genome_corpus, is_codon_tokenizer, tokenizer_key
 from accelbench.data.shards import TokenShards, open_shards, prepare
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer
 
@@ -31,6 +36,11 @@ def default_shards_dir(tokenizer_name: str = "gpt2", max_tokens: int | None = No
     return data_home() / f"default-{tokenizer_name}-{size}-{python}"
 
 
+def default_corpus(tokenizer: Tokenizer) -> Corpus:
+    """The built-in corpus for a tokenizer: shipped genomes for codon*, else the stdlib text."""
+    return builtin_genome_corpus() if is_codon_tokenizer(tokenizer) else StdlibDocstringCorpus()
+
+
 def ensure_default_shards(
     tokenizer: Tokenizer | None = None,
     *,
@@ -39,11 +49,16 @@ def ensure_default_shards(
     workers: int = 1,
     progress: bool = False,
 ) -> TokenShards:
-    """Prepare the built-in corpus if it is not there yet (resuming if cut short), then open it."""
+    """Prepare the built-in corpus if it is not there yet (resuming if cut short), then open it.
+
+    The corpus follows the tokenizer (`default_corpus`); the folder is named by the tokenizer and
+    its reading frame, so each frame's codon shards have a folder of their own.
+    """
     tokenizer = tokenizer or get_tokenizer("gpt2")
-    out = Path(out_dir) if out_dir is not None else default_shards_dir(tokenizer.name, max_tokens)
+    out = (Path(out_dir) if out_dir is not None
+           else default_shards_dir(tokenizer_key(tokenizer), max_tokens))
     prepare(
-        StdlibDocstringCorpus(), tokenizer, out, shard_tokens=DEFAULT_CORPUS_SHARD_TOKENS,
+        default_corpus(tokenizer), tokenizer, out, shard_tokens=DEFAULT_CORPUS_SHARD_TOKENS,
         max_tokens=max_tokens, workers=workers, chunk_chars=DEFAULT_CORPUS_CHUNK_CHARS,
         progress=progress,
     )
