@@ -1,0 +1,112 @@
+"""Parallel layouts reproduce single-process training, shard what ZeRO says, and a dead or hung
+rank is reported by the launcher within its deadline (gloo, 2 and 4 CPU processes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accelbench.parallel.launch import launch_torchrun
+
+pytestmark = pytest.mark.dist
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+# fp32 on CPU: reduction order differs across layouts (all-reduce, split matmuls), so losses
+# agree to rounding, ~1e-7 relative; 1e-5 leaves room and still catches any wrong sync/scale.
+LOSS_RTOL = 1e-5
+NORM_RTOL = 1e-4
+CASES_2 = {
+    "ddp": "dp=2", "zero1": "dp=2,zero=1", "zero2": "dp=2,zero=2", "zero3": "dp=2,zero=3",
+    "tp": "tp=2", "tp_sp": "tp=2,sp=1", "pp_gpipe": "pp=2,schedule=gpipe",
+    "pp_1f1b": "pp=2,schedule=1f1b", "pp_interleaved": "pp=2,vp=2,schedule=interleaved_1f1b",
+}
+CASES_4 = {
+    "dp_tp_zero2": "dp=2,tp=2,zero=2", "dp_tp_sp_zero3": "dp=2,tp=2,zero=3,sp=1",
+    "dp_pp": "dp=2,pp=2", "dp_pp_zero1": "dp=2,pp=2,zero=1", "tp_pp": "tp=2,pp=2",
+}
+
+
+def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
+    out = tmp_path / f"results_{nproc}.json"
+    argv = [str(HERE / "worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
+    result = launch_torchrun(nproc, argv, timeout_s=170, cwd=str(ROOT))
+    assert result.ok, result.error or result.output
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    """Both launches, once per module: 2 processes, then 4."""
+    tmp = tmp_path_factory.mktemp("dist")
+    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+
+
+def _rel(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+def test_losses_equal_single_process(results, case):
+    """5 AdamW steps with clipping: every rank's global loss and grad norm match one process."""
+    ref = results[case]["reference"]
+    assert min(ref["grad_norm"]) > 0.5  # clipping acted, so the global norm matters
+    assert len({round(a, 6) for a in ref["loss"]}) == 5  # the loss moves every step
+    for rank in results[case]["ranks"]:
+        assert _rel(rank["loss"], ref["loss"]) < LOSS_RTOL, (case, rank["loss"], ref["loss"])
+        assert _rel(rank["grad_norm"], ref["grad_norm"]) < NORM_RTOL
+
+
+def test_zero_stages_shard_state(results):
+    """Per-rank bytes of parameters (after forward) + gradients + optimizer state fall with the
+    ZeRO stage: 4P (DDP), P+P+P (ZeRO-1), P+P/2+P (ZeRO-2), P/2+P/2+P (ZeRO-3) for dp=2."""
+    def state(case):
+        b = results[case]["ranks"][0]["bytes"]
+        return b["param_bytes_after_forward"], b["grad_bytes"], b["optim_state_bytes"]
+
+    p0, g0, o0 = state("ddp")
+    assert o0 == 2 * p0 and g0 == p0  # AdamW: two fp32 moments per parameter
+    totals = [sum(state(c)) for c in ("ddp", "zero1", "zero2", "zero3")]
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+    for case in ("zero1", "zero2", "zero3"):  # optimizer state halved (ZeRO-1 within a tensor)
+        assert state(case)[2] == pytest.approx(o0 / 2, rel=0.05)
+    assert state("zero1")[1] == g0
+    for case in ("zero2", "zero3"):
+        assert state(case)[1] == pytest.approx(g0 / 2, rel=0.01)
+    assert state("zero2")[0] == p0  # gathered from forward to backward
+    assert state("zero3")[0] == pytest.approx(p0 / 2, rel=0.01)  # resharded after forward
+
+
+def test_ranks_gathered_with_coordinates(results):
+    """gather_rank_results returns one dict per rank, each at its own mesh coordinate."""
+    ranks = results["dp_tp_zero2"]["ranks"]
+    assert len(ranks) == 4
+    assert {(r["pp"], r["dp"], r["tp"]) for r in ranks} == {(0, d, t) for d in (0, 1)
+                                                             for t in (0, 1)}
+
+
+def test_collective_time_measured(results):
+    """The profiler sees time in gloo collectives when ranks communicate."""
+    for case in ("ddp", "zero3", "tp", "pp_1f1b"):
+        assert all(t > 0 for t in results[case]["ranks"][0]["collective_s"]), case
+
+
+def test_killed_rank_reported():
+    """A rank that exits with an error ends the launch well before the deadline, named."""
+    result = launch_torchrun(2, [str(HERE / "crash_worker.py"), "exit"], timeout_s=25,
+                             cwd=str(ROOT))
+    assert not result.ok and not result.timed_out
+    assert result.failed_rank == 1
+    assert "simulated crash" in result.error
+    assert result.wall_s < 25
+
+
+def test_hung_rank_killed_at_deadline():
+    """A rank that never finishes does not hang the caller: killed at the timeout."""
+    result = launch_torchrun(2, [str(HERE / "crash_worker.py"), "hang"], timeout_s=8,
+                             cwd=str(ROOT))
+    assert result.timed_out and result.returncode is None
+    assert "timed out" in result.error
+    assert result.wall_s < 8 + 12

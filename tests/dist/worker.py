@@ -1,0 +1,145 @@
+"""Run under torchrun: 5 AdamW steps of a tiny GPT per layout case, and the same steps in one
+process (the reference), recorded per rank and written as JSON by rank 0.
+
+Usage: torchrun --nproc-per-node N tests/dist/worker.py OUT.json case1 case2 ...
+A case is 'name:layout' with the layout string of accelbench.parallel.layout.parse_layout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from accelbench.config.presets import get_preset
+from accelbench.models.gpt import GPT
+from accelbench.parallel.apply import micro_batch_context, prepare_model
+from accelbench.parallel.collectives import profile_collectives
+from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
+from accelbench.parallel.gather import gather_rank_results
+from accelbench.parallel.layout import parse_layout, validate_layout
+from accelbench.parallel.optim import clip_grad_norm_, local_state_bytes, make_optimizer
+from accelbench.parallel.pipeline import PipelineRunner
+
+STEPS = 5
+SEQ = 32
+MICRO_BATCH = 2
+GAS = 2
+LR = 1e-2
+WEIGHT_DECAY = 0.1
+MAX_NORM = 0.5  # below the tiny model's gradient norms, so clipping acts on every step
+SEED = 1234
+CFG = get_preset("gpt2-tiny").with_changes(name="tiny-test", n_layer=4, n_positions=64,
+                                           vocab_size=1024)
+
+
+def batches(global_batch: int) -> torch.Tensor:
+    """(STEPS, global_batch, SEQ + 1) token ids, the same on every rank."""
+    gen = torch.Generator().manual_seed(SEED + 1)
+    return torch.randint(0, CFG.vocab_size, (STEPS, global_batch, SEQ + 1), generator=gen)
+
+
+def reference(data: torch.Tensor) -> dict[str, list[float]]:
+    """One process, the whole global batch at once: the losses every layout must reproduce."""
+    torch.manual_seed(SEED)
+    model = GPT(CFG)
+    opt = torch.optim.AdamW(_groups(model), lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    losses, norms = [], []
+    for step in range(STEPS):
+        _, loss = model(data[step, :, :-1], data[step, :, 1:])
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+    return {"loss": losses, "grad_norm": norms}
+
+
+def _groups(model: torch.nn.Module) -> list[dict]:
+    params = list(model.parameters())
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": WEIGHT_DECAY},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def run_case(layout_text: str, device: torch.device) -> dict:
+    """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank."""
+    layout = validate_layout(parse_layout(layout_text), CFG, layout_world(), GAS)
+    mesh = make_mesh(layout, device)
+    coords = {n: mesh.get_local_rank(n) for n in ("pp", "dp", "tp")}
+    data = batches(layout.dp * GAS * MICRO_BATCH)
+    rows = slice(coords["dp"] * GAS * MICRO_BATCH, (coords["dp"] + 1) * GAS * MICRO_BATCH)
+    torch.manual_seed(SEED)
+    model = GPT(CFG)
+    if layout.pp > 1:
+        module = PipelineRunner(model, layout, mesh, GAS, device)
+    else:
+        module = prepare_model(model, layout, mesh)
+    del model
+    opt = make_optimizer(module, layout, LR, WEIGHT_DECAY, fused=False)
+    out = {"loss": [], "grad_norm": [], "step_time_s": 0.0}
+    for step in range(STEPS):
+        x, y = data[step, rows, :-1], data[step, rows, 1:]
+        t0 = time.perf_counter()
+        with profile_collectives(device) as comm:
+            if layout.pp > 1:
+                loss = module.step(x, y)
+            else:
+                loss, fwd_bytes = accumulate(module, x, y)
+        out.setdefault("collective_s", []).append(comm.time_s)
+        out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
+        opt.step()
+        if step == 0:
+            out["bytes"] = local_state_bytes(module, opt)
+            if layout.pp == 1:
+                out["bytes"]["param_bytes_after_forward"] = fwd_bytes
+        opt.zero_grad(set_to_none=True)
+        out["step_time_s"] += time.perf_counter() - t0
+        out["loss"].append(mean_over_replicas(loss, layout, device))
+    out.update(coords)
+    return out
+
+
+def accumulate(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor):
+    """GAS micro-batches of forward and backward; the mean loss and the parameter bytes held
+    right after the last forward (where ZeRO-2 keeps gathered parameters and ZeRO-3 not)."""
+    total = torch.zeros(())
+    fwd_bytes = 0
+    for i, (xs, ys) in enumerate(zip(x.chunk(GAS), y.chunk(GAS), strict=True)):
+        with micro_batch_context(module, is_last=i == GAS - 1):
+            logits = module(xs)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1)) / GAS
+            fwd_bytes = sum(_local(p).numel() * 4 for p in module.parameters())
+            loss.backward()
+        total += loss.detach()
+    return total, fwd_bytes
+
+
+def _local(p: torch.Tensor) -> torch.Tensor:
+    return p.to_local() if hasattr(p, "to_local") else p
+
+
+def layout_world() -> int:
+    return torch.distributed.get_world_size()
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    _, device = init_distributed("cpu", timeout_s=120)
+    results = {}
+    for case in cases:
+        name, _, layout_text = case.partition(":")
+        ranks = gather_rank_results(run_case(layout_text, device))
+        ref = reference(batches(parse_layout(layout_text).dp * GAS * MICRO_BATCH))
+        results[name] = {"layout": layout_text, "ranks": ranks, "reference": ref}
+    if torch.distributed.get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(results, f)
+    teardown()
+
+
+if __name__ == "__main__":
+    main()
