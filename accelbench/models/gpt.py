@@ -33,9 +33,10 @@ class Rotary(nn.Module):
         freqs = torch.outer(t, self.inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
-        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
 
-    def _apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Named so as not to override nn.Module._apply, which .to(device) calls."""
         rot, rest = x[..., : self.dims], x[..., self.dims :]
         half = self.dims // 2
         rotated = torch.cat((-rot[..., half:], rot[..., :half]), dim=-1)
