@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
@@ -21,6 +22,7 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
 )
 from accelbench.analytics.memory import memory_per_device
+from accelbench.bench.bisection import largest_that_fits
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support
 from accelbench.bench.guard import (
     guarded,
@@ -267,6 +269,20 @@ def _fits_by_trial(spec: TrainSpec, cell: TrainCell, device: torch.device) -> bo
         release_device_memory(device)
 
 
+def fit_check(spec: TrainSpec, device: torch.device) -> tuple[Callable[[TrainCell], bool], str]:
+    """Whether a cell fits, and how that is decided: by trial on an accelerator (two real steps;
+    an OOM means no), by the memory estimate against the budget on a CPU or under --mem-limit."""
+    budget = memory_budget_bytes(device, spec.mem_limit_bytes)
+    by_trial = device.type != "cpu" and spec.mem_limit_bytes is None
+
+    def fits(cell: TrainCell) -> bool:
+        if by_trial:
+            return _fits_by_trial(spec, cell, device)
+        return refuse_if_too_big(estimate_bytes(spec, cell), budget) is None
+
+    return fits, "trial" if by_trial else "estimate"
+
+
 def find_max_micro_batch(spec: TrainSpec, cell: TrainCell,
                          device: torch.device) -> tuple[int, dict]:
     """Largest micro-batch that fits: by trying on an accelerator, by the estimate on a CPU.
@@ -274,22 +290,8 @@ def find_max_micro_batch(spec: TrainSpec, cell: TrainCell,
     Doubling from 1, then bisection between the last fit and the first miss. Returns 0 when
     even a micro-batch of 1 does not fit.
     """
-    budget = memory_budget_bytes(device, spec.mem_limit_bytes)
-    by_trial = device.type != "cpu" and spec.mem_limit_bytes is None
-    tried: dict[int, bool] = {}
-
-    def fits(mb: int) -> bool:
-        if mb not in tried:
-            probe = replace(cell, micro_batch=mb)
-            tried[mb] = (_fits_by_trial(spec, probe, device) if by_trial
-                         else refuse_if_too_big(estimate_bytes(spec, probe), budget) is None)
-        return tried[mb]
-
-    low, high = 0, 1
-    while high <= MAX_MICRO_BATCH and fits(high):
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid)
-    method = "trial" if by_trial else "estimate"
-    return low, {"method": method, "largest": low, "tried": {str(k): v for k, v in tried.items()}}
+    fits, method = fit_check(spec, device)
+    search = largest_that_fits(lambda mb: fits(replace(cell, micro_batch=mb)),
+                               start=1, limit=MAX_MICRO_BATCH)
+    return search.largest, {"method": method, "largest": search.largest,
+                            "tried": search.tried()}
