@@ -138,8 +138,10 @@ def sbatch_script(nodes: int, gpus_per_node: int, command: list[str] | str,
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1", f"#SBATCH --gpus-per-node={gpus_per_node}",
              f"#SBATCH --time={time_limit}"]
-    lines += [f"#SBATCH --partition={partition}"] * bool(partition)
-    lines += [f"#SBATCH --account={account}"] * bool(account)
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    if account:
+        lines.append(f"#SBATCH --account={account}")
     lines += [f"#SBATCH {item}" for item in extra_sbatch or []]
     lines += [
         "set -euo pipefail",
