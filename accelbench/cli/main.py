@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "results",
     "train",
     "plan",
+    "genslm",
 )
 
 for _name in _COMMAND_MODULES:
