@@ -102,8 +102,9 @@ def find_longest_seq(spec: TrainSpec, cell: TrainCell, device: torch.device,
                             "largest": search.largest, "tried": search.tried()}
 
 
-def _search_cells(spec: TrainSpec) -> list[TrainCell]:
-    """One cell per (micro-batch, GAS, dtype, recompute), starting at the one --seq value."""
+def search_cells(spec: TrainSpec) -> list[TrainCell]:
+    """One cell per (micro-batch, GAS, dtype, recompute), starting at the one --seq value;
+    ConfigError when the spec cannot be searched."""
     if len(spec.seq_lens) != 1:
         raise ConfigError("seq", "the longest-sequence search starts from one length, got "
                           f"{len(spec.seq_lens)}", "one --seq value")
@@ -117,7 +118,7 @@ def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None
                           on_cell: Progress | None = None) -> list[Outcome]:
     """For each cell: search the longest sequence (probes recorded), then measure it."""
     validate_train_spec(spec)
-    cells = _search_cells(spec)
+    cells = search_cells(spec)
     check_data(spec)
     device = resolve_device(spec.device)
     outcomes = []

@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.search import SEARCH_KIND, run_longest_seq_sweep
+from accelbench.bench.search import SEARCH_KIND, run_longest_seq_sweep, search_cells
 from accelbench.bench.train import run_train_sweep
 from accelbench.cli import train as train_cli
 from accelbench.data.genome_corpus import codon_tokenizer_name
@@ -97,6 +97,8 @@ def genslm(
         max_micro_batch=max_micro_batch, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip,
         compile=compile, tf32=tf32, device=device, seed=seed, mem_limit=mem_limit,
         tokenizer=codon_tokenizer_name(frame))
+    if longest_seq:
+        search_cells(spec)  # refuse a spec that cannot be searched before anything runs
     train_cli.run_and_report(
         spec, db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
         sweep=run_longest_seq_sweep if longest_seq else run_train_sweep, tag=_tag,
