@@ -231,6 +231,17 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = Non
     """Every cell in turn; each outcome goes to `sink` as soon as it exists."""
     validate_train_spec(spec)
     check_data(spec)
+    from accelbench.bench import train_launch  # it builds on this module
+
+    in_group = train_launch.in_process_group()
+    if in_group or spec.nproc > 1 or spec.layout:  # a layout that cannot run stops here (exit 2)
+        world = train_launch.read_env().world_size if in_group else spec.nproc
+        for gas in spec.gas:
+            train_launch.group_layout(spec, world, gas)
+    if in_group:
+        return train_launch.run_group_sweep(spec, sink, progress, on_cell)
+    if spec.nproc > 1:
+        return train_launch.run_launched_sweep(spec, sink, on_cell)
     device = resolve_device(spec.device)
     cells = spec.cells()
     if spec.max_micro_batch:  # one cell per (seq, gas, dtype, recompute) at its largest mb

@@ -55,6 +55,9 @@ class TrainSpec:
     mem_limit_bytes: int | None = None
     max_micro_batch: bool = False
     init_checkpoint: str | None = None  # a Hugging Face GPT-2 folder whose weights start the run
+    layout: str = ""  # dp=..,tp=..,pp=..,zero=.. (empty: data parallel over every process)
+    nproc: int = 1  # processes to launch with torchrun (1: this process, or the launcher's)
+    cell_timeout_s: float = 3600.0  # a launched cell that runs longer is killed and recorded
 
     def cells(self) -> list[TrainCell]:
         """The sweep's cells in a stable order (outermost: dtype, then recompute, seq, gas, mb)."""
@@ -67,6 +70,15 @@ class TrainSpec:
         data = asdict(self)
         data["model"] = self.model.to_dict()
         return data
+
+
+def spec_from_dict(data: dict) -> TrainSpec:
+    """Rebuild a TrainSpec from to_dict() output (how a launched worker receives its cell)."""
+    fields = dict(data)
+    fields["model"] = ModelConfig(**fields["model"])
+    for key in ("seq_lens", "micro_batches", "gas", "dtypes", "recomputes"):
+        fields[key] = tuple(fields[key])
+    return TrainSpec(**fields)
 
 
 def validate_train_spec(spec: TrainSpec) -> TrainSpec:
@@ -92,6 +104,7 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     require_positive("lr", spec.lr)
     if spec.time_budget_s is not None:
         require_positive("time-budget", spec.time_budget_s)
+    require_positive("nproc", spec.nproc)
     return spec
 
 

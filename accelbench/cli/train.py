@@ -20,6 +20,7 @@ from accelbench.cli.common import console, emit
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
+from accelbench.parallel.dist import is_rank_zero
 from accelbench.results.record import Record
 from accelbench.results.recorder import Recorder
 from accelbench.results.store import ResultStore
@@ -52,6 +53,11 @@ JSON_OPT = typer.Option(False, "--json", help="Print the records as JSON.")
 CSV_OPT = typer.Option(False, "--csv", help="Print the records as CSV.")
 OUTPUT_OPT = typer.Option(None, help="Write JSON/CSV here instead of stdout.")
 QUIET_OPT = typer.Option(False, "--quiet", help="No per-step lines.")
+NPROC_OPT = typer.Option(1, help="Processes to start with torchrun (gloo on CPU, NCCL on GPUs); "
+                         "under torchrun or srun the launcher's processes are used.")
+LAYOUT_OPT = typer.Option("", help="dp=..,tp=..,pp=..,vp=..,zero=0-3,sp=0|1,schedule=gpipe|1f1b|"
+                          "interleaved_1f1b (default: data parallel over all processes).")
+CELL_TIMEOUT_OPT = typer.Option(3600.0, help="Seconds before a launched cell is killed.")
 
 Sweep = Callable[[TrainSpec, Sink, Progress | None, Progress | None], list[Outcome]]
 
@@ -60,7 +66,8 @@ def build_train_spec(*, model: str, data: str, seq: str, micro_batch: str, gas: 
                      recompute: str, steps: int, warmup_steps: int, time_budget: float | None,
                      max_micro_batch: bool, lr: float, weight_decay: float, grad_clip: float,
                      compile: bool, tf32: bool, device: str, seed: int, mem_limit: str,
-                     tokenizer: str = "gpt2") -> TrainSpec:
+                     tokenizer: str = "gpt2", nproc: int = 1, layout: str = "",
+                     cell_timeout: float = 3600.0) -> TrainSpec:
     """Command-line values to a validated TrainSpec (ConfigError on the first bad one)."""
     model_cfg, checkpoint = resolve_model_source(model)
     return validate_train_spec(TrainSpec(
@@ -73,7 +80,8 @@ def build_train_spec(*, model: str, data: str, seq: str, micro_batch: str, gas: 
         warmup_steps=warmup_steps, time_budget_s=time_budget, lr=lr, weight_decay=weight_decay,
         grad_clip=grad_clip, compile=compile, tf32=tf32, device=device, seed=seed,
         mem_limit_bytes=parse_bytes("mem-limit", mem_limit) if mem_limit else None,
-        max_micro_batch=max_micro_batch))
+        max_micro_batch=max_micro_batch, nproc=nproc, layout=layout,
+        cell_timeout_s=cell_timeout))
 
 
 def run_and_report(spec: TrainSpec, *, db: Path | None, json_out: bool, csv_out: bool,
@@ -84,6 +92,7 @@ def run_and_report(spec: TrainSpec, *, db: Path | None, json_out: bool, csv_out:
     """Run a sweep, print per-step lines and the table, store every record, emit JSON/CSV."""
     dev = resolve_device(spec.device)
     recorder = Recorder(ResultStore(db), environment(dev))
+    console.quiet = not is_rank_zero()  # under torchrun/srun rank 0 alone prints and records
     console.print(f"[bold]{spec.model.name}[/] training on {dev} "
                   f"({recorder.environment['device_name']}), data {spec.data}; "
                   f"results -> {recorder.store.path}")
@@ -132,13 +141,17 @@ def train(
     csv_out: bool = CSV_OPT,
     output: Path = OUTPUT_OPT,
     quiet: bool = QUIET_OPT,
+    nproc: int = NPROC_OPT,
+    layout: str = LAYOUT_OPT,
+    cell_timeout: float = CELL_TIMEOUT_OPT,
 ) -> None:
     """Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and loss."""
     spec = build_train_spec(
         model=model, data=data, seq=seq, micro_batch=micro_batch, gas=gas, dtype=dtype,
         recompute=recompute, steps=steps, warmup_steps=warmup_steps, time_budget=time_budget,
         max_micro_batch=max_micro_batch, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip,
-        compile=compile, tf32=tf32, device=device, seed=seed, mem_limit=mem_limit)
+        compile=compile, tf32=tf32, device=device, seed=seed, mem_limit=mem_limit, nproc=nproc,
+        layout=layout, cell_timeout=cell_timeout)
     run_and_report(spec, db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet)
 
 

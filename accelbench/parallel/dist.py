@@ -118,3 +118,8 @@ def mean_over_replicas(loss: torch.Tensor | None, layout: Layout, device: torch.
         return float(value)
     dist.all_reduce(value)
     return float(value) / (layout.dp * layout.tp)
+
+
+def is_rank_zero(env: dict[str, str] | None = None) -> bool:
+    """True in a single process and on global rank 0 of a launched group."""
+    return read_env(env).rank == 0

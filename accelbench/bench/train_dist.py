@@ -1,0 +1,188 @@
+"""The training benchmark on many processes (inside torchrun or srun): one cell on a layout.
+
+Every rank builds the same model (same seed), places it with accelbench.parallel, trains on its
+data-parallel share, and times its own steps; rank 0 gathers the ranks' results and makes the
+one outcome: counts summed, memory kept per rank with its maximum, throughput never averaged
+(global tokens over the slowest rank's median step time).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+
+import torch
+
+from accelbench.analytics.cluster import Layout as PlanLayout
+from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
+from accelbench.analytics.memory import memory_per_device
+from accelbench.bench.dtypes import TORCH_DTYPES
+from accelbench.bench.memory import PeakMemory
+from accelbench.bench.optim import lr_at
+from accelbench.bench.outcome import Outcome, Progress
+from accelbench.bench.peak import resolve_peak
+from accelbench.bench.timing import PhaseTimer, summarize
+from accelbench.bench.train import KIND, Diverged, StepLog, cell_spec
+from accelbench.bench.train_data import open_batches
+from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.hardware.detect import detect_spec
+from accelbench.models.gpt import GPT
+from accelbench.parallel.apply import micro_batch_context, prepare_model
+from accelbench.parallel.collectives import bubble_fraction_theory, profile_collectives
+from accelbench.parallel.dist import make_mesh, mean_over_replicas, mesh_coords
+from accelbench.parallel.gather import combine_rank_results, gather_rank_results
+from accelbench.parallel.layout import Layout
+from accelbench.parallel.optim import clip_grad_norm_, make_optimizer
+from accelbench.parallel.pipeline import PipelineRunner
+
+
+def estimate_bytes_per_device(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
+    """The planner's per-device memory estimate for this cell on this layout."""
+    plan = PlanLayout(dp=layout.dp, tp=layout.tp, pp=layout.pp, vp=layout.vp,
+                      mb=cell.micro_batch, zero=layout.zero, recompute=cell.recompute)
+    return memory_per_device(spec.model, cell.seq_len, plan, cell.gas, cell.dtype).total
+
+
+def _build(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device):
+    """The placed model (a module or a PipelineRunner) and its optimizer."""
+    torch.manual_seed(spec.seed)
+    model = GPT(spec.model).to(device)
+    if layout.pp > 1:
+        module = PipelineRunner(model, layout, make_mesh(layout, device), cell.gas, device,
+                                cell.recompute, spec.compile)
+    else:
+        module = prepare_model(model, layout, make_mesh(layout, device), cell.recompute,
+                               spec.compile)
+    return module, make_optimizer(module, layout, spec.lr, spec.weight_decay)
+
+
+def _step(module, cell: TrainCell, layout: Layout, x: torch.Tensor, y: torch.Tensor,
+          device: torch.device) -> torch.Tensor | None:
+    """Forward and backward of one optimizer step's batch on this rank; its loss or None."""
+    autocast = (torch.autocast(device.type, dtype=TORCH_DTYPES[cell.dtype])
+                if cell.dtype != "fp32" else nullcontext())
+    if layout.pp > 1:
+        with autocast:
+            return module.step(x, y)
+    total = torch.zeros((), device=device)
+    for i, (xs, ys) in enumerate(zip(x.chunk(cell.gas), y.chunk(cell.gas), strict=True)):
+        with micro_batch_context(module, is_last=i == cell.gas - 1):
+            with autocast:
+                _, loss = module(xs, ys)
+            (loss / cell.gas).backward()
+        total += loss.detach() / cell.gas
+    return total
+
+
+def _step_batch(batches, cell: TrainCell) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAS micro-batches stacked: the whole step's batch of this data-parallel rank."""
+    pairs = [batches.next() for _ in range(cell.gas)]
+    return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+
+
+def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
+                   progress: Progress | None) -> dict:
+    """This rank's steps; returns what rank 0 needs to combine (times, losses, memory)."""
+    log, collective_s = StepLog(), []
+    with PeakMemory(device) as peak_mem:
+        module, optimizer = _build(spec, cell, layout, device)
+        coords = mesh_coords(module.parallel_mesh)
+        batches = open_batches(replace(spec, seed=spec.seed + coords["dp"]), cell, device)
+        started = time.perf_counter()
+        for step in range(spec.steps):
+            lr = lr_at(step, spec.lr, spec.lr_warmup_steps, spec.steps, spec.min_lr_ratio)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            t0 = time.perf_counter()
+            x, y = _step_batch(batches, cell)
+            log.data_wait_s.append(time.perf_counter() - t0)
+            timer = PhaseTimer(device)
+            with timer.phase("step"), profile_collectives(device) as comm:
+                loss = _step(module, cell, layout, x, y, device)
+                clip_grad_norm_(module, spec.grad_clip, layout)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            log.step_time_s.append(timer.times_s()["step"][0])
+            collective_s.append(comm.time_s)
+            log.loss.append(mean_over_replicas(loss, layout, device))
+            log.lr.append(lr)
+            if progress and torch.distributed.get_rank() == 0:
+                progress(step + 1, spec.steps, f"{log.step_time_s[-1] * 1e3:9.1f} ms  "
+                         f"loss {log.loss[-1]:.4f}")
+            if not math.isfinite(log.loss[-1]):
+                raise Diverged(step, log.loss[-1])
+            if spec.time_budget_s and time.perf_counter() - started > spec.time_budget_s:
+                break
+        batches.close()
+    timed = log.step_time_s[spec.warmup_steps:] or log.step_time_s
+    tokens = cell.micro_batch * cell.gas * cell.seq_len
+    return {"rank": torch.distributed.get_rank(), **coords, "tokens": tokens,
+            "samples": cell.micro_batch * cell.gas, "step_time_s": summarize(timed).median_s,
+            "step_times_s": log.step_time_s, "loss": log.loss, "lr": log.lr,
+            "data_wait_s": log.data_wait_s, "collective_s": collective_s,
+            "collective_source": comm.source, "mem_peak_bytes": peak_mem.peak_bytes,
+            "mem_base_bytes": peak_mem.base_bytes}
+
+
+def dist_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, ranks: list[dict],
+                 device: torch.device) -> dict:
+    """One record's metrics from every rank's results."""
+    combined = combine_rank_results(ranks, model_parallel_size=layout.tp * layout.pp)
+    n = len(ranks)
+    t = combined["step_time_s_max"]
+    tokens = combined["tokens_global"]
+    model_flops = model_flops_per_token(spec.model, cell.seq_len).total * tokens
+    hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute) * tokens
+    peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
+    per_device_flops_per_s = model_flops / t / n
+    collectives = [summarize(r["collective_s"][spec.warmup_steps:] or r["collective_s"])
+                   .median_s for r in ranks]
+    return {
+        **combined, "n_devices": n, "tokens_per_step": tokens, "step_time_s_median": t,
+        "samples_per_s_per_device": combined["samples_per_s_global"] / n,
+        "model_flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
+        "tflops_per_device": per_device_flops_per_s / 1e12,
+        "mfu": per_device_flops_per_s / peak.flops_per_s if peak.flops_per_s else None,
+        "hfu": hw_flops / t / n / peak.flops_per_s if peak.flops_per_s else None,
+        "peak_flops_per_s": peak.flops_per_s, "peak_label": peak.label,
+        "collective_time_s_median_per_rank": collectives,
+        "collective_time_source": ranks[0]["collective_source"],
+        "pipeline_bubble_theory": bubble_fraction_theory(layout.pp, cell.gas, layout.vp),
+        "loss_first": ranks[0]["loss"][0], "loss_last": ranks[0]["loss"][-1],
+        "data_wait_fraction": sum(ranks[0]["data_wait_s"]) / sum(ranks[0]["step_times_s"]),
+        "mem_estimate_bytes": estimate_bytes_per_device(spec, cell, layout),
+        **_worst_rank_memory(ranks),
+    }
+
+
+def _worst_rank_memory(ranks: list[dict]) -> dict:
+    """Peak and base memory of the rank that added the most (what the estimate bounds)."""
+    known = [r for r in ranks if r.get("mem_peak_bytes") is not None]
+    if not known:
+        return {}
+    worst = max(known, key=lambda r: r["mem_peak_bytes"] - r["mem_base_bytes"])
+    return {"mem_peak_bytes": worst["mem_peak_bytes"], "mem_base_bytes": worst["mem_base_bytes"],
+            "mem_peak_rank": worst["rank"]}
+
+
+def run_dist_cell(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
+                  progress: Progress | None = None) -> Outcome | None:
+    """Run one cell on every rank; rank 0 returns the combined outcome, the others None."""
+    record_spec = {**cell_spec(spec, cell, device), "layout": layout.to_dict(),
+                   "world_size": torch.distributed.get_world_size()}
+    try:
+        local = run_rank_steps(spec, cell, layout, device, progress)
+    except Diverged as err:
+        local = {"diverged_step": err.step, "reason": str(err)}
+    ranks = gather_rank_results(local)
+    if torch.distributed.get_rank() != 0:
+        return None
+    if any("diverged_step" in r for r in ranks):
+        bad = next(r for r in ranks if "diverged_step" in r)
+        return Outcome(KIND, "diverged", record_spec, {"diverged_step": bad["diverged_step"]},
+                       reason=bad["reason"])
+    raw = {f"rank{r['rank']}": {k: r[k] for k in ("step_times_s", "loss", "collective_s")}
+           for r in ranks}
+    return Outcome(KIND, "ok", record_spec, dist_metrics(spec, cell, layout, ranks, device), raw)
