@@ -111,6 +111,9 @@ def search_cells(spec: TrainSpec) -> list[TrainCell]:
     if spec.max_micro_batch:
         raise ConfigError("longest-seq", "cannot search sequence and micro-batch at once",
                           "--longest-seq or --max-micro-batch")
+    if spec.nproc > 1 or spec.layout:
+        raise ConfigError("longest-seq", "the search runs on one device, without a layout",
+                          "--nproc 1 and no --layout")
     return spec.cells()
 
 

@@ -89,6 +89,9 @@ def genslm(
     csv_out: bool = train_cli.CSV_OPT,
     output: Path = train_cli.OUTPUT_OPT,
     quiet: bool = train_cli.QUIET_OPT,
+    nproc: int = train_cli.NPROC_OPT,
+    layout: str = train_cli.LAYOUT_OPT,
+    cell_timeout: float = train_cli.CELL_TIMEOUT_OPT,
 ) -> None:
     """GenSLM training on genomes: codons/s, TFLOPS, MFU, HFU, memory, loss; longest sequence."""
     spec = train_cli.build_train_spec(
@@ -96,7 +99,8 @@ def genslm(
         recompute=recompute, steps=steps, warmup_steps=warmup_steps, time_budget=time_budget,
         max_micro_batch=max_micro_batch, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip,
         compile=compile, tf32=tf32, device=device, seed=seed, mem_limit=mem_limit,
-        tokenizer=codon_tokenizer_name(frame))
+        tokenizer=codon_tokenizer_name(frame), nproc=nproc, layout=layout,
+        cell_timeout=cell_timeout)
     if longest_seq:
         search_cells(spec)  # refuse a spec that cannot be searched before anything runs
     train_cli.run_and_report(

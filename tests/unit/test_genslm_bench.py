@@ -159,7 +159,20 @@ def test_learned_positions_limit_the_search_and_the_chosen_length_is_measured():
     (["data", "prepare", "--source", "default", "--genome", "default"], "error: source: give"),
     (["genslm", "--frame", "3"], "error: frame: unknown reading frame 3"),
     (["genslm", "--seq", "128,256", "--longest-seq"], "error: seq: the longest-sequence"),
+    (["genslm", "--nproc", "2", "--longest-seq"], "error: longest-seq: the search runs on one"),
 ])
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, args, message):
     code, _, err = _cli(monkeypatch, capsys, *args)
     assert code == 2 and err.startswith(message) and err.count("\n") == 1
+
+
+def test_genslm_has_every_train_option():
+    import inspect
+
+    from accelbench.cli.genslm import genslm
+    from accelbench.cli.train import train
+
+    train_options = set(inspect.signature(train).parameters)
+    genslm_options = set(inspect.signature(genslm).parameters)
+    assert train_options <= genslm_options
+    assert genslm_options - train_options == {"frame", "longest_seq"}
