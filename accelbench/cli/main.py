@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "block",
     "results",
     "train",
+    "scale",
     "plan",
     "genslm",
 )

@@ -94,3 +94,19 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
         table.caption = (f"MFU/HFU against: {records[0].metrics['peak_label']}; tokens/s global "
                          "over the median step; mem = measured peak above the cell's start")
     return table
+
+
+def scale_table(rows: list[dict], title: str = "Scaling") -> Table:
+    """The study's table II: throughput, speedup and scaling efficiency per device count."""
+    table = Table(title=title)
+    for column in ("devices", "global batch", "status", "tokens/s", "tokens/s/device",
+                   "speedup", "scaling eff.", "MFU", "note"):
+        table.add_column(column, justify="left" if column == "note" else "right",
+                         overflow="fold")
+    for r in rows:
+        table.add_row(str(r["devices"]), str(r["global_batch"]), r["status"],
+                      _num(r.get("tokens_per_s_global"), ",.0f"),
+                      _num(r.get("tokens_per_s_per_device"), ",.0f"),
+                      _num(r.get("speedup"), ".2f"), _pct(r.get("scaling_efficiency")),
+                      _pct(r.get("mfu")), r.get("reason", ""))
+    return table

@@ -42,3 +42,14 @@ def test_a_cell_that_overruns_is_recorded_and_the_sweep_goes_on():
 def test_a_layout_that_does_not_divide_stops_before_launching():
     with pytest.raises(ConfigError, match="layout"):
         run_train_sweep(_spec(layout="dp=3"), lambda o: None)
+
+
+def test_scaling_study_runs_every_count_under_torchrun():
+    from accelbench.bench.scale import ScaleSpec, run_scale, scaling_rows
+
+    base = _spec(nproc=1, gas=(1,))
+    outcomes = run_scale(ScaleSpec(base, (1, 2), "weak"), lambda o: None)
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    rows = scaling_rows(outcomes)
+    assert rows[0]["speedup"] == 1.0 and rows[1]["global_batch"] == 2 * rows[0]["global_batch"]
+    assert rows[1]["scaling_efficiency"] == pytest.approx(rows[1]["speedup"] / 2)

@@ -1,0 +1,104 @@
+"""The scaling study (the study's table II): the same work at several device counts.
+
+Weak scaling keeps the micro-batch per device (global batch grows with the devices); strong
+scaling keeps the global batch (the micro-batch per device shrinks). Every count runs under
+torchrun with data parallelism over its devices, the one-device baseline included, so all
+counts are measured by the same harness. Speedup = throughput / throughput of the smallest
+count; scaling efficiency = speedup / (devices / smallest count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from accelbench.analytics.metrics import scaling_efficiency
+from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.train_launch import run_launched_sweep
+from accelbench.bench.train_spec import TrainSpec, validate_train_spec
+from accelbench.config.errors import ConfigError, require_choice, require_positive
+
+MODES = ("weak", "strong")
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """One training cell (the base) measured at each device count."""
+
+    base: TrainSpec
+    devices: tuple[int, ...] = (1, 2)
+    mode: str = "weak"
+    zero: int = 0
+
+
+def spec_at(scale: ScaleSpec, n: int) -> TrainSpec:
+    """The base cell laid out over n devices, data parallel, per the scaling mode."""
+    micro_batch = scale.base.micro_batches[0]
+    if scale.mode == "strong":
+        if micro_batch % n:
+            raise ConfigError("devices", f"strong scaling splits micro-batch {micro_batch} over "
+                              f"{n} devices, which does not divide it",
+                              f"device counts that divide {micro_batch}")
+        micro_batch //= n
+    layout = f"dp={n},zero={scale.zero}"
+    return replace(scale.base, micro_batches=(micro_batch,), nproc=n, layout=layout)
+
+
+def validate_scale(scale: ScaleSpec) -> ScaleSpec:
+    """One cell, known mode, positive counts that each give a valid spec."""
+    require_choice("mode", scale.mode, MODES)
+    base = scale.base
+    if len(base.cells()) != 1:
+        raise ConfigError("scale", "the scaling study takes one cell (one value per sweep list)",
+                          "single values for --seq, --micro-batch, --gas, --dtype, --recompute")
+    for n in scale.devices:
+        require_positive("devices", n)
+        validate_train_spec(spec_at(scale, n))
+    return scale
+
+
+def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None) -> list[Outcome]:
+    """Measure every device count in turn; each cell's outcome goes to `sink` as it lands."""
+    validate_scale(scale)
+    outcomes = []
+    for i, n in enumerate(scale.devices):
+        if on_cell:
+            on_cell(i, len(scale.devices), f"{n} device(s), {scale.mode} scaling")
+        spec = spec_at(scale, n)
+        outcome = run_launched_sweep(spec, lambda o: None)[0]
+        outcome = replace(outcome, spec={**outcome.spec, "scale_mode": scale.mode,
+                                         "scale_devices": n})
+        sink(outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
+    """Table II's columns per device count: throughput, speedup, scaling efficiency."""
+    ok = [o for o in outcomes if o.status == "ok"]
+    if not ok:
+        return []
+    base = ok[0]
+    base_n, base_tps = base.spec["scale_devices"], base.metrics["tokens_per_s_global"]
+    rows = []
+    for o in outcomes:
+        n = o.spec["scale_devices"]
+        row = {"devices": n, "status": o.status, "reason": o.reason,
+               "global_batch": o.spec["micro_batch"] * o.spec["gas"] * n}
+        if o.status == "ok":
+            tps = o.metrics["tokens_per_s_global"]
+            row.update(tokens_per_s_global=tps, tokens_per_s_per_device=tps / n,
+                       speedup=tps / base_tps,
+                       scaling_efficiency=scaling_efficiency(tps, base_tps, n, base_n),
+                       mfu=o.metrics.get("mfu"))
+        rows.append(row)
+    return rows
+
+
+def summary_outcome(scale: ScaleSpec, outcomes: list[Outcome]) -> Outcome:
+    """The study's table as its own record (kind 'scale'), beside the per-count cells."""
+    rows = scaling_rows(outcomes)
+    status = "ok" if any(r["status"] == "ok" for r in rows) else "error"
+    spec = {"workload": "scale", "model_name": scale.base.model.name, "mode": scale.mode,
+            "devices": list(scale.devices), "zero": scale.zero, "base": scale.base.to_dict()}
+    return Outcome("scale", status, spec, {"rows": rows},
+                   reason="" if status == "ok" else "no device count ran")
