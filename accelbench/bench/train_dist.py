@@ -18,6 +18,7 @@ import torch
 from accelbench.analytics.cluster import Layout as PlanLayout
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
 from accelbench.analytics.memory import memory_per_device
+from accelbench.analytics.params import total_params
 from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.optim import lr_at
@@ -30,12 +31,18 @@ from accelbench.bench.train_spec import TrainCell, TrainSpec
 from accelbench.hardware.detect import detect_spec
 from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import micro_batch_context, prepare_model
-from accelbench.parallel.collectives import bubble_fraction_theory, profile_collectives
+from accelbench.parallel.collectives import (
+    bubble_fraction_theory,
+    comm_bytes_per_step,
+    profile_collectives,
+)
 from accelbench.parallel.dist import make_mesh, mean_over_replicas, mesh_coords
 from accelbench.parallel.gather import combine_rank_results, gather_rank_results
 from accelbench.parallel.layout import Layout
 from accelbench.parallel.optim import clip_grad_norm_, make_optimizer
 from accelbench.parallel.pipeline import PipelineRunner
+
+GRAD_BYTES_PER_PARAM = 4  # gradients stay fp32: autocast keeps fp32 master weights
 
 
 def estimate_bytes_per_device(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
@@ -150,6 +157,10 @@ def dist_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, ranks: list[d
         "collective_time_s_median_per_rank": collectives,
         "collective_time_source": ranks[0]["collective_source"],
         "pipeline_bubble_theory": bubble_fraction_theory(layout.pp, cell.gas, layout.vp),
+        "comm_bytes_per_step_per_rank": comm_bytes_per_step(
+            spec.model, layout, cell.seq_len, cell.micro_batch, cell.gas, cell.dtype,
+            GRAD_BYTES_PER_PARAM * total_params(spec.model) / (layout.tp * layout.pp),
+            cell.recompute),
         "loss_first": ranks[0]["loss"][0], "loss_last": ranks[0]["loss"][-1],
         "data_wait_fraction": sum(ranks[0]["data_wait_s"]) / sum(ranks[0]["step_times_s"]),
         "mem_estimate_bytes": estimate_bytes_per_device(spec, cell, layout),
