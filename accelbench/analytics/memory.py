@@ -17,13 +17,16 @@ BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
                                bytes_per_value: int = 2, tp: int = 1, sp: bool = False,
-                               recompute: str = "none") -> float:
+                               recompute: str = "none", fused_attention: bool = False) -> float:
     """Activations one transformer layer keeps for backward (Korthikanti et al. 2022, sec. 4-5).
 
     The paper's constants assume 16-bit values (34 = bytes per element of s*b*h); other widths
-    scale them. The attention-score term (5*a*s/h) is what flash attention avoids: kept here, so
-    the estimate is an upper bound for fused attention kernels.
+    scale them. The attention-score term (5*a*s/h: softmax output, dropout mask and output) is
+    what a fused attention kernel (flash or memory-efficient SDPA) never stores: with
+    fused_attention the layer keeps what selective recompute keeps.
     """
+    if fused_attention and recompute == "none":
+        recompute = "selective"
     s, b, h, a = seq_len, micro_batch, cfg.d_model, cfg.n_head
     scale = bytes_per_value / 2
     sbh = s * b * h
@@ -39,7 +42,8 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
     return sbh * (10 + 24 / tp + 5 * a * s / (h * tp)) * scale
 
 
-def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) -> float:
+def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
+                      fused_attention: bool = False) -> float:
     """Peak estimate for timing one block forward and backward in `dtype` (micro-benchmark).
 
     Weights and their gradients, the layer's saved activations, plus the block's input, its
@@ -48,7 +52,8 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str) ->
     width = BYTES_PER_VALUE[dtype]
     weights_and_grads = 2 * block_params(cfg) * width
     io = 3 * seq_len * batch * cfg.d_model * width
-    return weights_and_grads + io + activation_bytes_per_layer(cfg, seq_len, batch, width)
+    acts = activation_bytes_per_layer(cfg, seq_len, batch, width, fused_attention=fused_attention)
+    return weights_and_grads + io + acts
 
 
 # --- Model states under ZeRO, pipeline in-flight activations, buffers (the planner's memory) ---
@@ -158,28 +163,32 @@ class MemoryBreakdown:
 
 
 def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
-                 zero: int, recompute: str) -> float:
+                 zero: int, recompute: str, fused_attention: bool = False) -> float:
     """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), and under full
     recompute the working set of the one block being recomputed."""
     width = BYTES_PER_VALUE[dtype]
     gathered = 2 * block_params(cfg) / tp * width if zero == 3 else 0.0
     rerun = 0.0
     if recompute == "full":
-        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp, tp > 1)
+        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp, tp > 1,
+                                           fused_attention=fused_attention)
     return WORKSPACE_BYTES + gathered + rerun
 
 
 def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
                       dtype: str = "bf16", optimizer: str = "adam",
-                      memory_bytes: float = float("inf")) -> MemoryBreakdown:
+                      memory_bytes: float = float("inf"),
+                      fused_attention: bool = False) -> MemoryBreakdown:
     """Peak bytes per device for a layout: the worse of the first and the last pipeline stage.
 
     `n_micro` is the number of micro-batches per step per pipeline (gradient accumulation).
+    fused_attention: the attention scores are never stored (flash / memory-efficient SDPA, as
+    accelbench's own model runs); the planner's published runs predate it and leave it off.
     """
     width = BYTES_PER_VALUE[dtype]
     tp, pp = layout.tp, layout.pp
     per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, width, tp, layout.sp,
-                                           layout.recompute)
+                                           layout.recompute, fused_attention)
     logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp)
     worst: tuple[float, ModelStateBytes, float] | None = None
     for rank, stage in ((0, "first"), (pp - 1, "last")):
@@ -190,7 +199,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
         if worst is None or states.total + acts > worst[0]:
             worst = (states.total + acts, states, acts)
     assert worst is not None
-    buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute)
+    buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
+                           fused_attention)
     return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION)
 
 

@@ -97,7 +97,7 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
     """Measure one cell, or record why it could not run."""
     cfg = spec.model
     record_spec = cell_spec(spec, batch, dtype, device)
-    estimate = block_train_bytes(cfg, spec.seq_len, batch, dtype)
+    estimate = block_train_bytes(cfg, spec.seq_len, batch, dtype, fused_attention=True)
     unsupported = dtype_support(device, dtype)
     if unsupported:
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)

@@ -66,7 +66,8 @@ class StepLog:
 def estimate_bytes(spec: TrainSpec, cell: TrainCell) -> float:
     """The planner's per-device memory estimate for this single-device cell."""
     layout = Layout(dp=1, mb=cell.micro_batch, recompute=cell.recompute)
-    return memory_per_device(spec.model, cell.seq_len, layout, cell.gas, cell.dtype).total
+    return memory_per_device(spec.model, cell.seq_len, layout, cell.gas, cell.dtype,
+                             fused_attention=True).total
 
 
 def build(spec: TrainSpec, cell: TrainCell, device: torch.device):

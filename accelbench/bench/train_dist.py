@@ -49,7 +49,8 @@ def estimate_bytes_per_device(spec: TrainSpec, cell: TrainCell, layout: Layout) 
     """The planner's per-device memory estimate for this cell on this layout."""
     plan = PlanLayout(dp=layout.dp, tp=layout.tp, pp=layout.pp, vp=layout.vp,
                       mb=cell.micro_batch, zero=layout.zero, recompute=cell.recompute)
-    return memory_per_device(spec.model, cell.seq_len, plan, cell.gas, cell.dtype).total
+    return memory_per_device(spec.model, cell.seq_len, plan, cell.gas, cell.dtype,
+                             fused_attention=True).total
 
 
 def _build(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device):

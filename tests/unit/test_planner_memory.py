@@ -83,3 +83,15 @@ def test_memory_per_device_gpt3_megatron_layout() -> None:
     # the same without any parallelism cannot fit on one 80 GB device
     single = memory_per_device(GPT3, 2048, Layout(dp=1), 1, "bf16", "adam", 80e9)
     assert not single.fits
+
+
+def test_fused_attention_stores_no_scores():
+    """Flash/memory-efficient SDPA keeps what selective recompute keeps: sbh(10 + 24/t)."""
+    from accelbench.analytics.memory import activation_bytes_per_layer
+    from accelbench.config.presets import get_preset
+
+    cfg = get_preset("gpt2-xl")
+    s, b, h = 1024, 8, 1600
+    fused = activation_bytes_per_layer(cfg, s, b, 2, fused_attention=True)
+    assert fused == s * b * h * 34
+    assert activation_bytes_per_layer(cfg, s, b, 2) == s * b * h * (34 + 5 * 25 * s / h)
