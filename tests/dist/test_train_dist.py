@@ -13,7 +13,7 @@ TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, vocab_size=1024, n_positi
 
 def _spec(**changes):
     base = dict(model=TINY, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp32",),
-                steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=240)
+                steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600)
     base.update(changes)
     return TrainSpec(**base)
 
