@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
 import torch
@@ -90,10 +91,21 @@ def _step_batch(batches, cell: TrainCell) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
 
 
+@contextmanager
+def _maybe_profile(enabled: bool, device: torch.device, out: dict) -> Iterator[None]:
+    """Time in collectives of one step (torch.profiler), written into `out`, when enabled."""
+    if not enabled:
+        yield
+        return
+    with profile_collectives(device) as comm:
+        yield
+    out.update(time_s=comm.time_s, source=f"{comm.source}, last warm-up step")
+
+
 def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
                    progress: Progress | None) -> dict:
     """This rank's steps; returns what rank 0 needs to combine (times, losses, memory)."""
-    log, collective_s = StepLog(), []
+    log, collectives = StepLog(), {"time_s": None, "source": "not profiled (no warm-up step)"}
     with PeakMemory(device) as peak_mem:
         module, optimizer = _build(spec, cell, layout, device)
         coords = mesh_coords(module.parallel_mesh)
@@ -107,13 +119,14 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
             x, y = _step_batch(batches, cell)
             log.data_wait_s.append(time.perf_counter() - t0)
             timer = PhaseTimer(device)
-            with timer.phase("step"), profile_collectives(device) as comm:
+            # The profiler's overhead stays out of the timed steps: it watches the last warm-up.
+            profiled = step == spec.warmup_steps - 1
+            with timer.phase("step"), _maybe_profile(profiled, device, collectives):
                 loss = _step(module, cell, layout, x, y, device)
                 clip_grad_norm_(module, spec.grad_clip, layout)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             log.step_time_s.append(timer.times_s()["step"][0])
-            collective_s.append(comm.time_s)
             log.loss.append(mean_over_replicas(loss, layout, device))
             log.lr.append(lr)
             if progress and torch.distributed.get_rank() == 0:
@@ -129,8 +142,8 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
     return {"rank": torch.distributed.get_rank(), **coords, "tokens": tokens,
             "samples": cell.micro_batch * cell.gas, "step_time_s": summarize(timed).median_s,
             "step_times_s": log.step_time_s, "loss": log.loss, "lr": log.lr,
-            "data_wait_s": log.data_wait_s, "collective_s": collective_s,
-            "collective_source": comm.source, "mem_peak_bytes": peak_mem.peak_bytes,
+            "data_wait_s": log.data_wait_s, "collective_s": collectives["time_s"],
+            "collective_source": collectives["source"], "mem_peak_bytes": peak_mem.peak_bytes,
             "mem_base_bytes": peak_mem.base_bytes}
 
 
@@ -145,8 +158,6 @@ def dist_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, ranks: list[d
     hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute) * tokens
     peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
     per_device_flops_per_s = model_flops / t / n
-    collectives = [summarize(r["collective_s"][spec.warmup_steps:] or r["collective_s"])
-                   .median_s for r in ranks]
     return {
         **combined, "n_devices": n, "tokens_per_step": tokens, "step_time_s_median": t,
         "samples_per_s_per_device": combined["samples_per_s_global"] / n,
@@ -155,7 +166,7 @@ def dist_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, ranks: list[d
         "mfu": per_device_flops_per_s / peak.flops_per_s if peak.flops_per_s else None,
         "hfu": hw_flops / t / n / peak.flops_per_s if peak.flops_per_s else None,
         "peak_flops_per_s": peak.flops_per_s, "peak_label": peak.label,
-        "collective_time_s_median_per_rank": collectives,
+        "collective_time_s_per_rank": [r["collective_s"] for r in ranks],
         "collective_time_source": ranks[0]["collective_source"],
         "pipeline_bubble_theory": bubble_fraction_theory(layout.pp, cell.gas, layout.vp),
         "comm_bytes_per_step_per_rank": comm_bytes_per_step(
