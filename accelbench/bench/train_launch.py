@@ -87,6 +87,14 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink,
     return outcomes
 
 
+def rank_env(spec: TrainSpec) -> dict[str, str]:
+    """On a CPU a device is one core: one thread per rank, also for a single rank (torchrun sets
+    OMP_NUM_THREADS=1 only from two ranks up, which would give a one-rank baseline every core)."""
+    on_cpu = spec.device.startswith("cpu") or (spec.device == "auto"
+                                               and not torch.cuda.is_available())
+    return {"OMP_NUM_THREADS": "1"} if on_cpu else {}
+
+
 def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
     """Run one cell under torchrun; its outcome, or the failed rank's error as the outcome."""
     single = replace(spec, seq_lens=(cell.seq_len,), micro_batches=(cell.micro_batch,),
@@ -96,7 +104,7 @@ def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "outcome.json"
         spec_path.write_text(json.dumps(single.to_dict()))
         result = launch_torchrun(spec.nproc, ["-m", __name__, str(spec_path), str(out_path)],
-                                 spec.cell_timeout_s)
+                                 spec.cell_timeout_s, env=rank_env(spec))
         if result.ok and out_path.exists():
             return Outcome(**json.loads(out_path.read_text()))
     record_spec = {**cell_spec(spec, cell, torch.device("cpu")), "nproc": spec.nproc,
