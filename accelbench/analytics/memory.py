@@ -46,14 +46,16 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
                       fused_attention: bool = False) -> float:
     """Peak estimate for timing one block forward and backward in `dtype` (micro-benchmark).
 
-    Weights and their gradients, the layer's saved activations, plus the block's input, its
-    gradient and the output gradient (3 * s*b*h values).
+    Weights and their gradients, the layer's saved activations, the block's input, its gradient
+    and the output gradient (3 * s*b*h values), and backward's transient working set: the MLP
+    hidden's gradient and its GELU input's (2 * s*b*f values) and one MLP weight gradient (h*f).
     """
     width = BYTES_PER_VALUE[dtype]
     weights_and_grads = 2 * block_params(cfg) * width
     io = 3 * seq_len * batch * cfg.d_model * width
+    transient = (2 * seq_len * batch + cfg.d_model) * cfg.ffn_dim * width
     acts = activation_bytes_per_layer(cfg, seq_len, batch, width, fused_attention=fused_attention)
-    return weights_and_grads + io + acts
+    return weights_and_grads + io + transient + acts
 
 
 # --- Model states under ZeRO, pipeline in-flight activations, buffers (the planner's memory) ---

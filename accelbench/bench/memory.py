@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import threading
 from types import TracebackType
@@ -9,6 +11,15 @@ from types import TracebackType
 import torch
 
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def trim_host_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc malloc_trim), so that the RSS a window adds
+    is not hidden by memory an earlier cell freed but the allocator kept."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: RSS growth may then under-read
+        pass
 
 
 def rss_bytes() -> int:
@@ -39,6 +50,8 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self.base_bytes = torch.cuda.memory_allocated(self.device)
         else:
+            gc.collect()
+            trim_host_heap()
             self.base_bytes = self._max_rss = rss_bytes()
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
