@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "results",
     "train",
     "scale",
+    "sbatch",
     "plan",
     "genslm",
 )
