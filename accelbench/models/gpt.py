@@ -60,9 +60,15 @@ class Attention(nn.Module):
         self.recompute_core = False  # selective recompute: rerun the attention core in backward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, d_model) -> (batch, seq, d_model)."""
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
+        """(batch, seq, d_model) -> (batch, seq, d_model).
+
+        Widths come from the projection's output, so under tensor parallelism (c_attn holding
+        this rank's heads, n_head set to the local count) the same code runs the local heads.
+        """
+        qkv = self.c_attn(x)
+        b, t, width = qkv.shape
+        c = width // 3
+        q, k, v = qkv.split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         if self.rotary is not None:
             q, k = self.rotary(q, k)

@@ -23,27 +23,8 @@ from torch.distributed.tensor.parallel import (
     SequenceParallel,
     parallelize_module,
 )
-from torch.utils.checkpoint import checkpoint
 
-from accelbench.models.gpt import Attention, Block, _causal_attention
-
-
-class TensorParallelAttention(Attention):
-    """Attention whose c_attn output is this rank's [q | k | v] of n_head local heads."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, d_model) -> (batch, seq, d_model); x may be sequence-sharded (SP)."""
-        qkv = self.c_attn(x)
-        b, t, width = qkv.shape
-        q, k, v = qkv.split(width // 3, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        if self.rotary is not None:
-            q, k = self.rotary(q, k)
-        if self.recompute_core and torch.is_grad_enabled():
-            y = checkpoint(_causal_attention, q, k, v, use_reentrant=False)
-        else:
-            y = _causal_attention(q, k, v)
-        return self.c_proj(y.transpose(1, 2).reshape(b, t, self.n_head * self.head_dim))
+from accelbench.models.gpt import Attention, Block
 
 
 def qkv_rank_order(d_model: int, tp: int) -> torch.Tensor:
@@ -52,16 +33,14 @@ def qkv_rank_order(d_model: int, tp: int) -> torch.Tensor:
 
 
 def _make_tp_attention(attn: Attention, tp: int) -> None:
-    """Reorder the fused QKV rows and switch the module to its local-head forward."""
+    """Reorder the fused QKV rows so each rank holds whole heads, and count local heads."""
     d_model = attn.c_proj.out_features
     order = qkv_rank_order(d_model, tp)
     with torch.no_grad():
         attn.c_attn.weight.copy_(attn.c_attn.weight[order])
         if attn.c_attn.bias is not None:
             attn.c_attn.bias.copy_(attn.c_attn.bias[order])
-    attn.head_dim = d_model // attn.n_head
-    attn.n_head = attn.n_head // tp
-    attn.__class__ = TensorParallelAttention
+    attn.n_head = attn.n_head // tp  # Attention.forward then runs this rank's heads
 
 
 def block_plan(sp: bool) -> dict[str, object]:
