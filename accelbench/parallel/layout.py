@@ -140,10 +140,14 @@ def _check_combinations(layout: Layout) -> None:
         raise ConfigError("layout.sp", "sequence parallelism with pipeline stages is not built "
                           "(stage boundaries would carry sequence-sharded tensors)",
                           "sp=0 with pp > 1")
-    if layout.tp > 1 and (layout.zero == 1 or (layout.zero == 0 and layout.dp > 1)):
+    # DDP and ZeroRedundancyOptimizer do not take tensor-parallel (DTensor) parameters; under
+    # pp > 1 the pipeline runner all-reduces dp gradients itself, so dp x tp x pp runs at zero 0.
+    if layout.tp > 1 and (layout.zero == 1 or (layout.zero == 0 and layout.dp > 1
+                                               and layout.pp == 1)):
         raise ConfigError("layout.zero", f"zero={layout.zero} with tp > 1 is not built: DDP and "
                           "ZeroRedundancyOptimizer do not take tensor-parallel (DTensor) "
-                          "parameters; FSDP2 does", "zero=2 or 3 with dp x tp; zero=0 with dp=1")
+                          "parameters; FSDP2 does", "zero=2 or 3 with dp x tp; zero=0 with dp=1 "
+                          "or with pp > 1 (dp x tp x pp)")
     if layout.pp > 1 and layout.zero >= 2:
         raise ConfigError("layout.zero", f"zero={layout.zero} inside pipeline stages is refused: "
                           "FSDP2 stage modules gave wrong gradients in our equivalence test "

@@ -27,6 +27,7 @@ CASES_4 = {
     "dp_tp_zero2": "dp=2,tp=2,zero=2", "dp_tp_sp_zero3": "dp=2,tp=2,zero=3,sp=1",
     "dp_pp": "dp=2,pp=2", "dp_pp_zero1": "dp=2,pp=2,zero=1", "tp_pp": "tp=2,pp=2",
 }
+CASES_8 = {"dp_tp_pp": "dp=2,tp=2,pp=2"}  # all three on one mesh
 
 
 def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
@@ -39,16 +40,16 @@ def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """Both launches, once per module: 2 processes, then 4."""
+    """The launches, once per module: 2 processes, then 4, then 8."""
     tmp = tmp_path_factory.mktemp("dist")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp), **_run(8, CASES_8, tmp)}
 
 
 def _rel(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
-@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4, *CASES_8])
 def test_losses_equal_single_process(results, case):
     """5 AdamW steps with clipping: every rank's global loss and grad norm match one process."""
     ref = results[case]["reference"]
