@@ -21,7 +21,7 @@ from accelbench.bench.train import KIND, cell_spec
 from accelbench.bench.train_dist import estimate_bytes_per_device, run_dist_cell
 from accelbench.bench.train_spec import TrainCell, TrainSpec, spec_from_dict
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import launch_torchrun
+from accelbench.parallel.launch import LaunchResult, launch_torchrun
 from accelbench.parallel.layout import Layout, parse_layout, validate_layout
 
 
@@ -43,6 +43,7 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = Non
     info, device = init_distributed(device_type)
     outcomes: list[Outcome] = []
     cells = spec.cells()
+    clean = False
     try:
         for i, cell in enumerate(cells):
             layout = group_layout(spec, info.world_size, cell.gas)
@@ -53,8 +54,9 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = Non
             if outcome is not None and info.rank == 0:
                 sink(outcome)
                 outcomes.append(outcome)
+        clean = True
     finally:
-        teardown()
+        teardown(together=clean)
     return outcomes
 
 
@@ -105,13 +107,23 @@ def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
         spec_path.write_text(json.dumps(single.to_dict()))
         result = launch_torchrun(spec.nproc, ["-m", __name__, str(spec_path), str(out_path)],
                                  spec.cell_timeout_s, env=rank_env(spec))
-        if result.ok and out_path.exists():
-            return Outcome(**json.loads(out_path.read_text()))
+        if out_path.exists():  # rank 0 wrote it after gathering every rank: keep the measurement
+            return _with_exit_note(Outcome(**json.loads(out_path.read_text())), result)
     record_spec = {**cell_spec(spec, cell, torch.device("cpu")), "nproc": spec.nproc,
                    "device": spec.device}
     status = "timeout" if result.timed_out else "error"
     rank = f"rank {result.failed_rank}: " if result.failed_rank is not None else ""
     return Outcome(KIND, status, record_spec, reason=f"{rank}{result.error}"[-2000:])
+
+
+def _with_exit_note(outcome: Outcome, result: LaunchResult) -> Outcome:
+    """A rank that failed after the outcome was complete (at teardown) is noted, not fatal."""
+    if result.ok:
+        return outcome
+    rank = f"rank {result.failed_rank}" if result.failed_rank is not None else "a rank"
+    how = "timed out" if result.timed_out else f"failed: {result.error}"
+    note = f"measured in full; afterwards {rank} {how}"[-1000:]
+    return replace(outcome, reason=f"{outcome.reason}; {note}" if outcome.reason else note)
 
 
 def worker_main(spec_path: str, out_path: str) -> None:

@@ -92,9 +92,19 @@ def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_
     return info, device
 
 
-def teardown() -> None:
-    """Leave the process group (safe to call when none exists)."""
-    if dist.is_initialized():
+def teardown(together: bool = False) -> None:
+    """Leave the process group (safe to call when none exists).
+
+    together=True (only on the clean path: a failed rank must exit at once) first waits for
+    every rank, so no rank closes its connections while a peer's transport threads still use
+    them (a gloo rank was seen to abort at exit without it).
+    """
+    if not dist.is_initialized():
+        return
+    try:
+        if together:
+            dist.barrier()
+    finally:
         dist.destroy_process_group()
 
 

@@ -138,7 +138,7 @@ def main() -> None:
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:
             json.dump(results, f)
-    teardown()
+    teardown(together=True)
 
 
 if __name__ == "__main__":
