@@ -40,7 +40,7 @@ def data_tokens(spec: TrainSpec) -> int | None:
         from accelbench.data.defaults import ensure_default_shards
 
         return ensure_default_shards(tokenizer).total_tokens
-    from accelbench.data.shards import open_shards
+    from accelbench.data.shard_format import open_shards
 
     return open_shards(Path(spec.data).expanduser(), tokenizer, verify_hashes=False).total_tokens
 

@@ -11,7 +11,7 @@ from accelbench.bench.train_spec import TrainCell, TrainSpec
 from accelbench.config.errors import ConfigError
 from accelbench.data.loader import Batch, Prefetcher, SyntheticBatches
 from accelbench.data.loader import open_batches as open_host_batches
-from accelbench.data.shards import open_shards
+from accelbench.data.shard_format import open_shards
 from accelbench.data.tokenizer import get_tokenizer
 
 

@@ -23,13 +23,8 @@ from accelbench.data.defaults import (
     default_shards_dir,
 )
 from accelbench.data.genome_corpus import codon_tokenizer_name, resolve_genomes, tokenizer_key
-from accelbench.data.shards import (
-    DEFAULT_CHUNK_CHARS,
-    DEFAULT_SHARD_TOKENS,
-    open_shards,
-    prepare,
-    read_index,
-)
+from accelbench.data.shard_format import open_shards, read_index
+from accelbench.data.shards import DEFAULT_CHUNK_CHARS, DEFAULT_SHARD_TOKENS, prepare
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer, tokenizer_names
 
 data_app = typer.Typer(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from accelbench.data.corpus import Corpus, StdlibDocstringCorpus
 from accelbench.data.genome_corpus import builtin_genome_corpus, is_codon_tokenizer, tokenizer_key
-from accelbench.data.shards import TokenShards, open_shards, prepare
+from accelbench.data.shard_format import TokenShards, open_shards
+from accelbench.data.shards import prepare
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer
 
 # None = the whole built-in corpus (about 0.6 M GPT-2 tokens on Python 3.11, prepared in ~10 s).

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from accelbench.config.errors import ConfigError, require_choice, require_positive
-from accelbench.data.shards import TokenShards, open_shards
+from accelbench.data.shard_format import TokenShards, open_shards
 from accelbench.data.tokenizer import Tokenizer
 
 Batch = tuple[torch.Tensor, torch.Tensor]

@@ -17,7 +17,7 @@ from accelbench.config.presets import get_preset, resolve_model
 from accelbench.data.codon import CodonTokenizer
 from accelbench.data.defaults import ensure_default_shards
 from accelbench.data.fasta import builtin_genomes, read_fasta
-from accelbench.data.shards import open_shards
+from accelbench.data.shard_format import open_shards
 from accelbench.data.tokenizer import get_tokenizer
 from accelbench.hardware.detect import resolve_device
 

@@ -10,7 +10,8 @@ import torch
 
 from accelbench.config.errors import ConfigError
 from accelbench.data.loader import Prefetcher, ShardBatches, SyntheticBatches, open_batches
-from accelbench.data.shards import TokenShards, open_shards, prepare
+from accelbench.data.shard_format import TokenShards, open_shards
+from accelbench.data.shards import prepare
 
 
 class NumberTokenizer:

@@ -20,7 +20,8 @@ import pytest
 from accelbench.config.errors import ConfigError
 from accelbench.data.corpus import FileCorpus, StdlibDocstringCorpus, resolve_source
 from accelbench.data.defaults import ensure_default_shards
-from accelbench.data.shards import INDEX_NAME, open_shards, prepare
+from accelbench.data.shard_format import INDEX_NAME, open_shards
+from accelbench.data.shards import prepare
 from accelbench.data.tokenizer import Gpt2Tokenizer, Tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
