@@ -55,7 +55,8 @@ def prepare_cmd(
     source: str | None = typer.Option(
         None, "--source",
         help="default (offline stand-in for OpenWebText: this Python's stdlib docstrings; the "
-        "default unless --genome), openwebtext (Hugging Face `datasets`), or a "
+        "default unless --genome), openwebtext (Hugging Face `datasets`), hf:NAME[@SPLIT] "
+        "(any `datasets` dataset: a hub id or a local dataset folder), or a "
         ".txt/.jsonl/.parquet file or a folder.",
     ),
     genome: str | None = typer.Option(

@@ -1,4 +1,5 @@
-"""Text sources for token shards: files, folders, OpenWebText, and a built-in offline corpus.
+"""Text sources for token shards: files, folders, Hugging Face datasets (OpenWebText), and a
+built-in offline corpus.
 
 A corpus is anything with a `description` (stored in the shard index) and `documents()`, an
 iterator of document strings in a deterministic order; deterministic order is what lets
@@ -138,29 +139,43 @@ class FileCorpus:
 
 
 @dataclass(frozen=True)
-class OpenWebTextCorpus:
-    """OpenWebText through Hugging Face `datasets` (downloaded and cached by `datasets`)."""
+class HFDatasetCorpus:
+    """A Hugging Face `datasets` dataset (a hub name, cached by `datasets`, or a local folder of
+    data files), streamed in its own order; OpenWebText is the study's."""
 
     hf_name: str = OPENWEBTEXT_HF_NAME
     split: str = "train"
+    text_field: str = "text"
     streaming: bool = True
 
     @property
     def description(self) -> str:
-        """Dataset name and split, as `datasets` knows them."""
-        return f"hf-datasets:{self.hf_name} split={self.split}"
+        """Dataset name, split and column, as `datasets` knows them."""
+        return f"hf-datasets:{self.hf_name} split={self.split} field={self.text_field}"
 
     def documents(self) -> Iterator[str]:
-        """The dataset's "text" column in its own order."""
+        """The dataset's text column, one document a row."""
+        datasets = _import_datasets()
         try:
-            import datasets
-        except ImportError as err:
-            raise ConfigError(
-                "source", "openwebtext needs the package 'datasets' (pip install datasets)"
-            ) from err
-        rows = datasets.load_dataset(self.hf_name, split=self.split, streaming=self.streaming)
+            rows = datasets.load_dataset(self.hf_name, split=self.split, streaming=self.streaming)
+        except (FileNotFoundError, ValueError, ConnectionError) as err:
+            raise ConfigError("source", f"datasets could not open {self.hf_name!r} split "
+                              f"{self.split!r}: {err}".splitlines()[0]) from err
         for row in rows:
-            yield row["text"]
+            if self.text_field not in row:
+                raise ConfigError("text_field", f"{self.hf_name} has no column "
+                                  f"{self.text_field!r}", ", ".join(sorted(row)))
+            yield row[self.text_field]
+
+
+def _import_datasets():
+    """The `datasets` package, or a one-line error saying how to get it."""
+    try:
+        import datasets
+    except ImportError as err:
+        raise ConfigError("source", "Hugging Face sources need the package 'datasets' "
+                          "(pip install 'accelbench[datasets]')") from err
+    return datasets
 
 
 def _stdlib_files(stdlib: Path) -> Iterator[Path]:
@@ -232,23 +247,38 @@ class StdlibDocstringCorpus:
 
 
 SOURCE_KEYWORDS = ("default", "openwebtext")
+HF_PREFIX = "hf:"
+
+
+def parse_hf_source(source: str) -> tuple[str, str]:
+    """'hf:NAME[@SPLIT]' to (NAME, SPLIT); NAME is a hub id or a local dataset folder."""
+    name, _, split = source[len(HF_PREFIX):].partition("@")
+    if not name:
+        raise ConfigError("source", f"{source!r} names no dataset",
+                          "hf:NAME or hf:NAME@SPLIT (a hub id or a local dataset folder)")
+    return name, split or "train"
 
 
 def resolve_source(source: str, text_field: str = "text") -> Corpus:
-    """Map a --source value (default, openwebtext, or a path) to a corpus."""
+    """Map a --source value (default, openwebtext, hf:NAME[@SPLIT], or a path) to a corpus."""
     if source == "default":
         return StdlibDocstringCorpus()
-    if source == "openwebtext":
+    if source == "openwebtext" or source.startswith(HF_PREFIX):
         if importlib.util.find_spec("datasets") is None:
-            raise ConfigError(
-                "source", "openwebtext needs the package 'datasets' (pip install datasets)"
-            )
-        return OpenWebTextCorpus()
+            _import_datasets()
+        if source == "openwebtext":
+            return HFDatasetCorpus(text_field=text_field)
+        name, split = parse_hf_source(source)
+        if name.startswith(("/", ".", "~")) and not Path(name).expanduser().is_dir():
+            raise ConfigError("source", f"{name} is not a folder",
+                              "hf:NAME with a hub id or an existing local dataset folder")
+        return HFDatasetCorpus(str(Path(name).expanduser()) if name[0] in "/.~" else name,
+                               split, text_field)
     path = Path(source).expanduser()
     if not path.exists():
         raise ConfigError(
             "source", f"{source!r} is neither a keyword nor an existing path",
-            "default, openwebtext, or a .txt/.jsonl/.parquet file or folder",
+            "default, openwebtext, hf:NAME[@SPLIT], or a .txt/.jsonl/.parquet file or folder",
         )
     corpus = FileCorpus(path, text_field)
     corpus.files()  # fail now, not halfway, on a folder with nothing to read
