@@ -101,17 +101,21 @@ def model_state_bytes(n_params: float, dp: int = 1, zero: int = 0, dtype: str = 
                            opt / dp if zero >= 1 else opt)
 
 
-def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str) -> float:
+def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
+                 vocab_parallel: bool = True) -> float:
     """Parameters on one rank of the first or last pipeline stage (the two that differ).
 
     Blocks split evenly over stages and over tensor ranks; the token embedding and the output
-    head are vocabulary-parallel (split over tp); learned positions are replicated. A tied head
-    lives on both end stages when pp > 1 (Megatron keeps a copy there), once when pp == 1.
+    head are vocabulary-parallel (split over tp, as Megatron does) unless vocab_parallel=False
+    (accelbench's own tensor parallel replicates them); learned positions are replicated. A tied
+    head lives on both end stages when pp > 1 (Megatron keeps a copy there), once when pp == 1.
     """
     h = cfg.d_model
+    vocab_tp = tp if vocab_parallel else 1
     blocks = cfg.n_layer / pp * block_params(cfg) / tp
-    embed = cfg.vocab_size * h / tp + (cfg.n_positions * h if cfg.position == "learned" else 0)
-    head = cfg.vocab_size * h / tp + 2 * h
+    embed = cfg.vocab_size * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
+                                             else 0)
+    head = cfg.vocab_size * h / vocab_tp + 2 * h
     if pp == 1:
         return blocks + embed + (0 if cfg.tie_embeddings else head - 2 * h) + 2 * h
     return blocks + (embed if stage == "first" else head)
@@ -133,7 +137,8 @@ def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,
 
 
 def logits_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int) -> float:
-    """The output layer's logits in the compute dtype plus fp32 for the loss, vocab-parallel."""
+    """The output layer's logits in the compute dtype plus fp32 for the loss, split over `tp`
+    (pass tp=1 for a replicated head)."""
     return seq_len * micro_batch * cfg.vocab_size / tp * (BYTES_PER_VALUE[dtype] + 4)
 
 
@@ -180,22 +185,25 @@ def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, t
 def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
                       dtype: str = "bf16", optimizer: str = "adam",
                       memory_bytes: float = float("inf"),
-                      fused_attention: bool = False) -> MemoryBreakdown:
+                      fused_attention: bool = False,
+                      vocab_parallel: bool = True) -> MemoryBreakdown:
     """Peak bytes per device for a layout: the worse of the first and the last pipeline stage.
 
     `n_micro` is the number of micro-batches per step per pipeline (gradient accumulation).
     fused_attention: the attention scores are never stored (flash / memory-efficient SDPA, as
     accelbench's own model runs); the planner's published runs predate it and leave it off.
+    vocab_parallel=False: embedding, head and logits are whole on every tensor rank (accelbench's
+    own tensor parallel); the planner assumes Megatron's vocabulary-parallel split.
     """
     width = BYTES_PER_VALUE[dtype]
     tp, pp = layout.tp, layout.pp
     per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, width, tp, layout.sp,
                                            layout.recompute, fused_attention)
-    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp)
+    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp if vocab_parallel else 1)
     worst: tuple[float, ModelStateBytes, float] | None = None
     for rank, stage in ((0, "first"), (pp - 1, "last")):
-        states = model_state_bytes(stage_params(cfg, tp, pp, stage), layout.dp, layout.zero,
-                                   dtype, optimizer)
+        states = model_state_bytes(stage_params(cfg, tp, pp, stage, vocab_parallel),
+                                   layout.dp, layout.zero, dtype, optimizer)
         layers = inflight_layer_microbatches(cfg.n_layer, pp, layout.vp, n_micro, rank)
         acts = per_layer * layers + (logits if rank == pp - 1 else 0.0)
         if worst is None or states.total + acts > worst[0]:

@@ -51,7 +51,7 @@ def estimate_bytes_per_device(spec: TrainSpec, cell: TrainCell, layout: Layout) 
     plan = PlanLayout(dp=layout.dp, tp=layout.tp, pp=layout.pp, vp=layout.vp,
                       mb=cell.micro_batch, zero=layout.zero, recompute=cell.recompute)
     return memory_per_device(spec.model, cell.seq_len, plan, cell.gas, cell.dtype,
-                             fused_attention=True).total
+                             fused_attention=True, vocab_parallel=False).total
 
 
 def _build(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device):

@@ -72,6 +72,21 @@ def test_stage_params_sum_to_model_without_pipeline() -> None:
     assert first + last > total_params(cfg)
 
 
+def test_replicated_vocabulary_keeps_embedding_and_logits_whole() -> None:
+    """accelbench's own tensor parallel (vocab_parallel=False): embedding and head whole."""
+    cfg = get_preset("gpt2-xl")
+    h, v = cfg.d_model, cfg.vocab_size
+    split = stage_params(cfg, 2, 1, "first")
+    whole = stage_params(cfg, 2, 1, "first", vocab_parallel=False)
+    assert whole - split == pytest.approx(v * h / 2)  # the other half of the tied embedding
+    lay = Layout(dp=1, tp=2, mb=4)
+    a = memory_per_device(cfg, 1024, lay, 1, "bf16", vocab_parallel=False)
+    b = memory_per_device(cfg, 1024, lay, 1, "bf16")
+    logits_half = 1024 * 4 * v / 2 * (2 + 4)
+    assert a.activations - b.activations == pytest.approx(logits_half)
+    assert a.states.params - b.states.params == pytest.approx(2 * v * h / 2)  # bf16 bytes
+
+
 def test_memory_per_device_gpt3_megatron_layout() -> None:
     # t=8, p=8, selective + SP, b=1, m=96: the first stage holds 96 layers' 34*sbh/t bytes
     layout = Layout(dp=16, tp=8, pp=8, mb=1, zero=0, recompute="selective")
