@@ -148,10 +148,6 @@ def _check_combinations(layout: Layout) -> None:
                           "ZeroRedundancyOptimizer do not take tensor-parallel (DTensor) "
                           "parameters; FSDP2 does", "zero=2 or 3 with dp x tp; zero=0 with dp=1 "
                           "or with pp > 1 (dp x tp x pp)")
-    if layout.pp > 1 and layout.zero >= 2:
-        raise ConfigError("layout.zero", f"zero={layout.zero} inside pipeline stages is refused: "
-                          "FSDP2 stage modules gave wrong gradients in our equivalence test "
-                          "(torch 2.13, gloo)", "zero=0 or 1 with pp > 1")
 
 
 def validate_layout(layout: Layout, model: ModelConfig, world_size: int,

@@ -3,8 +3,9 @@
 The model is cut into pp x vp stages: token (and position) embeddings go with the first, the
 blocks are divided evenly, the final norm and output head go with the last. Stage s lives on
 pipeline rank s mod pp (the placement interleaved 1F1B expects). Each stage module gets TP,
-recompute like a whole model does under prepare_model; data parallelism (zero 0 and 1) averages
-the gradients over dp with one all-reduce after the schedule has run all micro-batches. A tied
+recompute like a whole model does under prepare_model; data parallelism at zero 0 and 1 averages
+the gradients over dp with one all-reduce after the schedule has run all micro-batches, and at
+zero 2/3 FSDP2 shards each stage module (the schedule defers its reduce-scatter). A tied
 output head (GPT-2) is a second copy on the last stage whose gradient is summed with the
 embedding's after every step, as Megatron's embedding group does.
 """
@@ -27,7 +28,7 @@ from torch.distributed.pipelining import (
 )
 
 from accelbench.models.gpt import GPT, Block
-from accelbench.parallel.apply import set_recompute
+from accelbench.parallel.apply import set_recompute, wrap_data_parallel
 from accelbench.parallel.layout import Layout
 from accelbench.parallel.optim import TIED_COPY_ATTR
 from accelbench.parallel.tp import apply_tensor_parallel
@@ -122,8 +123,15 @@ class PipelineRunner:
         if compile:
             for block in blocks:
                 block.compile()
-        return module  # dp: gradients averaged after the schedule (DDP's bucket bookkeeping
-        # does not follow the schedule's split backward; FSDP2 stages are refused by the layout)
+        if self.layout.zero >= 2:  # FSDP2 on the stage: the schedule defers its reduce-scatter
+            tied_copy = getattr(module.lm_head, "weight", None) if module.lm_head else None
+            marked = tied_copy is not None and getattr(tied_copy, TIED_COPY_ATTR, False)
+            module = wrap_data_parallel(module, blocks, self.layout, self.parallel_mesh)
+            if marked:  # fully_shard swaps in new (DTensor) parameters: mark the copy again
+                setattr(module.lm_head.weight, TIED_COPY_ATTR, True)
+            return module
+        return module  # zero 0/1: gradients averaged after the schedule (DDP's bucket
+        # bookkeeping does not follow the schedule's split backward)
 
     def parameters(self) -> Iterator[nn.Parameter]:
         """Parameters of this rank's stages (for the optimizer)."""
@@ -148,7 +156,7 @@ class PipelineRunner:
 
     def _average_dp_grads(self) -> None:
         """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average."""
-        if self.layout.dp == 1:
+        if self.layout.dp == 1 or self.layout.zero >= 2:
             return
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
