@@ -108,13 +108,15 @@ def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
     """Bytes one rank sends per optimizer step, by kind, from the analytics formulas.
 
     grad_bytes_per_replica: gradient bytes of this rank's model shard before any ZeRO split
-    (what DDP all-reduces or FSDP reduce-scatters). Pipeline sends are those of a middle stage;
-    this layer sends whole b*s*h activations between stages (no scatter/gather over tp).
+    (what DDP all-reduces or FSDP reduce-scatters). Pipeline sends are those of a middle stage:
+    whole b*s*h activations between stages, or 1/tp of them under sequence parallelism (each
+    tp rank sends its sequence shard).
     """
     layers_per_rank = cfg.n_layer // layout.pp
     tp_bytes = (tp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, recompute)
                 * layers_per_rank * n_micro if layout.tp > 1 else 0.0)
-    pp_bytes = (pp_message_bytes(cfg, seq_len, micro_batch, dtype, 1)
+    message_split = layout.tp if layout.sp else 1
+    pp_bytes = (pp_message_bytes(cfg, seq_len, micro_batch, dtype, message_split)
                 * pp_sends_per_microbatch(layout.vp) * n_micro if layout.pp > 1 else 0.0)
     dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, layout.dp, layout.zero, n_micro)
                 if layout.dp > 1 else 0.0)

@@ -136,10 +136,6 @@ def _check_combinations(layout: Layout) -> None:
     if layout.sp and layout.tp < 2:
         raise ConfigError("layout.sp", "sequence parallelism splits the tensor-parallel group's "
                           "norms and needs tp > 1", "sp=0, or tp >= 2")
-    if layout.sp and layout.pp > 1:
-        raise ConfigError("layout.sp", "sequence parallelism with pipeline stages is not built "
-                          "(stage boundaries would carry sequence-sharded tensors)",
-                          "sp=0 with pp > 1")
     # DDP and ZeroRedundancyOptimizer do not take tensor-parallel (DTensor) parameters; under
     # pp > 1 the pipeline runner all-reduces dp gradients itself, so dp x tp x pp runs at zero 0.
     if layout.tp > 1 and (layout.zero == 1 or (layout.zero == 0 and layout.dp > 1

@@ -31,7 +31,7 @@ from accelbench.models.gpt import GPT, Block
 from accelbench.parallel.apply import set_recompute, wrap_data_parallel
 from accelbench.parallel.layout import Layout
 from accelbench.parallel.optim import TIED_COPY_ATTR
-from accelbench.parallel.tp import apply_tensor_parallel
+from accelbench.parallel.tp import apply_sequence_parallel_stage_edges, apply_tensor_parallel
 
 _SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B,
               "interleaved_1f1b": ScheduleInterleaved1F1B}
@@ -118,7 +118,11 @@ class PipelineRunner:
         """TP -> recompute -> compile -> DP on one stage module."""
         blocks: list[Block] = list(module.h)
         if self.layout.tp > 1:
-            apply_tensor_parallel(blocks, self.parallel_mesh["tp"], sp=False)
+            tp_mesh = self.parallel_mesh["tp"]
+            apply_tensor_parallel(blocks, tp_mesh, sp=self.layout.sp)
+            if self.layout.sp:
+                apply_sequence_parallel_stage_edges(module, tp_mesh, module.wte is not None,
+                                                    module.lm_head is not None)
         set_recompute(blocks, recompute)
         if compile:
             for block in blocks:

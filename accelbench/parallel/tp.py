@@ -19,6 +19,7 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
+    PrepareModuleOutput,
     RowwiseParallel,
     SequenceParallel,
     parallelize_module,
@@ -77,3 +78,29 @@ def apply_sequence_parallel_edges(model: nn.Module, tp_mesh: DeviceMesh) -> None
                                       use_local_output=True),
     }
     parallelize_module(model, tp_mesh, plan)  # type: ignore[arg-type]
+
+
+def apply_sequence_parallel_stage_edges(stage: nn.Module, tp_mesh: DeviceMesh, first: bool,
+                                        last: bool) -> None:
+    """SP on one pipeline stage: stages pass their local sequence shards to each other.
+
+    The first stage shards the embeddings' output; a later stage wraps the shard it received
+    as a Shard(1) DTensor; a stage that is not last hands its local shard on (each tp rank to
+    the same tp rank of the next stage, as Megatron does); the last stage gathers the sequence
+    before the head.
+    """
+    seq = Shard(1)
+    entry = Replicate() if first else seq
+    plan: dict[str, object] = {
+        "h.0": PrepareModuleInput(input_layouts=(entry,), desired_input_layouts=(seq,)),
+    }
+    if last:
+        plan["ln_f"] = SequenceParallel()
+        plan["lm_head"] = PrepareModuleInput(input_layouts=(seq,),
+                                             desired_input_layouts=(Replicate(),),
+                                             use_local_output=True)
+    parallelize_module(stage, tp_mesh, plan)  # type: ignore[arg-type]
+    if not last:  # a second call: with one block per stage it is also h.0, whose hooks compose
+        exit_plan = {f"h.{len(stage.h) - 1}": PrepareModuleOutput(
+            output_layouts=(seq,), desired_output_layouts=(seq,), use_local_output=True)}
+        parallelize_module(stage, tp_mesh, exit_plan)  # type: ignore[arg-type]

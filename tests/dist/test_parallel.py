@@ -28,8 +28,9 @@ CASES_4 = {
     "dp_pp": "dp=2,pp=2", "dp_pp_zero1": "dp=2,pp=2,zero=1", "tp_pp": "tp=2,pp=2",
     "dp_pp_zero2": "dp=2,pp=2,zero=2",
     "dp_pp_zero3_interleaved": "dp=2,pp=2,vp=2,zero=3,schedule=interleaved_1f1b",
+    "tp_sp_pp_interleaved": "tp=2,sp=1,pp=2,vp=2,schedule=interleaved_1f1b",
 }
-CASES_8 = {"dp_tp_pp": "dp=2,tp=2,pp=2", "dp_tp_pp_zero3": "dp=2,tp=2,pp=2,zero=3"}  # 3-D mesh
+CASES_8 = {"dp_tp_pp": "dp=2,tp=2,pp=2", "dp_tp_sp_pp_zero3": "dp=2,tp=2,sp=1,pp=2,zero=3"}
 
 
 def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:

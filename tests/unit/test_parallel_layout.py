@@ -62,7 +62,8 @@ def test_validate_layout_accepts():
     for text, world, micro in (("dp=2,zero=1", 2, 1), ("dp=1,zero=1", 1, 1),
                                ("dp=2,tp=2,zero=3,sp=1", 4, 1), ("pp=2,vp=2", 2, 4),
                                ("dp=2,pp=2,zero=1", 4, 2), ("pp=2,zero=3", 2, 2),
-                               ("dp=2,tp=2,pp=2,zero=3", 8, 2), ("dp=2,tp=2,pp=2", 8, 2)):
+                               ("dp=2,tp=2,pp=2,zero=3", 8, 2), ("dp=2,tp=2,pp=2", 8, 2),
+                               ("tp=2,sp=1,pp=2", 4, 2)):
         assert validate_layout(parse_layout(text), cfg, world, micro).world_size == world
     with pytest.raises(ConfigError, match="multiple"):  # interleaved: rounds of pp
         validate_layout(parse_layout("pp=2,vp=2"), cfg, 2, 3)
@@ -136,6 +137,8 @@ def test_comm_bytes_by_hand():
     assert out["tp_bytes_per_step"] == 4 * act * 1 * 2 * 4  # 4 all-reduces of 2(n-1)/n, 2 layers
     out = comm_bytes_per_step(TINY, Layout(pp=2), 32, 2, 4, "fp32", 0.0)
     assert out["pp_bytes_per_step"] == act * 2 * 4
+    out = comm_bytes_per_step(TINY, Layout(tp=2, pp=2, sp=True), 32, 2, 4, "fp32", 0.0)
+    assert out["pp_bytes_per_step"] == act / 2 * 2 * 4  # each tp rank sends its sequence half
     out = comm_bytes_per_step(TINY, Layout(dp=4, zero=3), 32, 2, 4, "fp32", 1000.0)
     assert out["dp_bytes_per_step"] == pytest.approx(3 * 750 * 4)
     assert out["comm_bytes_per_step"] == out["dp_bytes_per_step"]
