@@ -1,7 +1,8 @@
 """Place a model on a mesh in the order that composes: TP (+SP) -> recompute -> compile -> DP.
 
 Data parallelism by ZeRO stage (Rajbhandari et al.):
-- zero=0: DDP (gradients all-reduced, everything replicated).
+- zero=0: DDP (gradients all-reduced, everything replicated); with tp > 1, whose DTensor
+  parameters DDP does not take, DataParallelGradSync (one flat all-reduce per step).
 - zero=1: DDP plus ZeroRedundancyOptimizer (optimizer state sharded; each rank updates its share
   of the parameters and broadcasts them). FSDP2 has no "shard the optimizer only" mode, so DDP +
   ZeroRedundancyOptimizer is the torch-native ZeRO-1.
@@ -22,6 +23,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.models.gpt import GPT, Block
+from accelbench.parallel.grad_sync import DataParallelGradSync
 from accelbench.parallel.layout import Layout
 from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
 
@@ -39,7 +41,8 @@ def set_recompute(blocks: list[Block], mode: str) -> None:
 
 def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
                        mesh: DeviceMesh) -> nn.Module:
-    """DDP (zero 0/1) or FSDP2 per block then root (zero 2/3) over the dp mesh dimension."""
+    """DDP (zero 0/1; zero 0 with tp: DataParallelGradSync) or FSDP2 per block then root
+    (zero 2/3) over the dp mesh dimension."""
     if layout.zero >= 2:
         reshard = layout.zero == 3
         for block in blocks:
@@ -47,6 +50,9 @@ def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
         fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)
         return module
     if layout.dp == 1 and layout.zero == 0:
+        return module
+    if layout.tp > 1 and layout.zero == 0:  # DDP does not take DTensor parameters
+        module.grad_sync = DataParallelGradSync(module, mesh.get_group("dp"), layout.dp)
         return module
     device = next(module.parameters()).device
     ids = [device.index] if device.type == "cuda" else None
@@ -90,4 +96,7 @@ def micro_batch_context(module: nn.Module, is_last: bool) -> AbstractContextMana
     reduce-scatters every micro-batch (ZeRO-2/3 keep no unsharded gradient to accumulate into)."""
     if isinstance(module, DistributedDataParallel) and not is_last:
         return module.no_sync()
+    grad_sync = getattr(module, "grad_sync", None)
+    if grad_sync is not None and not is_last:
+        return grad_sync.no_sync()
     return nullcontext()

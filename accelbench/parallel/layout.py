@@ -136,14 +136,12 @@ def _check_combinations(layout: Layout) -> None:
     if layout.sp and layout.tp < 2:
         raise ConfigError("layout.sp", "sequence parallelism splits the tensor-parallel group's "
                           "norms and needs tp > 1", "sp=0, or tp >= 2")
-    # DDP and ZeroRedundancyOptimizer do not take tensor-parallel (DTensor) parameters; under
-    # pp > 1 the pipeline runner all-reduces dp gradients itself, so dp x tp x pp runs at zero 0.
-    if layout.tp > 1 and (layout.zero == 1 or (layout.zero == 0 and layout.dp > 1
-                                               and layout.pp == 1)):
-        raise ConfigError("layout.zero", f"zero={layout.zero} with tp > 1 is not built: DDP and "
-                          "ZeroRedundancyOptimizer do not take tensor-parallel (DTensor) "
-                          "parameters; FSDP2 does", "zero=2 or 3 with dp x tp; zero=0 with dp=1 "
-                          "or with pp > 1 (dp x tp x pp)")
+    # ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) parameters (zero 0 with
+    # tp averages gradients with its own all-reduce, zero 2/3 is FSDP2 on a 2-D mesh).
+    if layout.tp > 1 and layout.zero == 1:
+        raise ConfigError("layout.zero", "zero=1 with tp > 1 is not built: "
+                          "ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) "
+                          "parameters", "zero=0, 2 or 3 with tp > 1")
 
 
 def validate_layout(layout: Layout, model: ModelConfig, world_size: int,

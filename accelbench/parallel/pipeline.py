@@ -29,6 +29,7 @@ from torch.distributed.pipelining import (
 
 from accelbench.models.gpt import GPT, Block
 from accelbench.parallel.apply import set_recompute, wrap_data_parallel
+from accelbench.parallel.grad_sync import average_grads
 from accelbench.parallel.layout import Layout
 from accelbench.parallel.optim import TIED_COPY_ATTR
 from accelbench.parallel.tp import apply_sequence_parallel_stage_edges, apply_tensor_parallel
@@ -162,13 +163,8 @@ class PipelineRunner:
         """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average."""
         if self.layout.dp == 1 or self.layout.zero >= 2:
             return
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        grads = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, group=self.parallel_mesh.get_group("dp"))
-        flat /= self.layout.dp
-        for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
-            g.copy_(piece.view_as(g))
+        average_grads(list(self.parameters()), self.parallel_mesh.get_group("dp"),
+                      self.layout.dp)
 
     def _sync_tied_grads(self) -> None:
         """Sum the embedding's and the head copy's gradients between the first and last stage."""

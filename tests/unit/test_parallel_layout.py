@@ -48,7 +48,7 @@ def test_parse_layout_rejects(text, field):
     ("pp=2,schedule=interleaved_1f1b", 2, 2, "layout.vp", "needs vp > 1"),
     ("pp=1,vp=2", 1, 2, "layout.vp", "needs pp > 1"),
     ("tp=1,sp=1", 1, 1, "layout.sp", "tp > 1"),
-    ("dp=2,tp=2,zero=0", 4, 1, "layout.zero", "DTensor"),
+    ("dp=2,tp=2,zero=1", 4, 1, "layout.zero", "DTensor"),
     ("dp=2,pp=2,zero=1,tp=2", 8, 2, "layout.zero", "DTensor"),
 ])
 def test_validate_layout_refuses(text, world, micro, field, words):
@@ -63,7 +63,7 @@ def test_validate_layout_accepts():
                                ("dp=2,tp=2,zero=3,sp=1", 4, 1), ("pp=2,vp=2", 2, 4),
                                ("dp=2,pp=2,zero=1", 4, 2), ("pp=2,zero=3", 2, 2),
                                ("dp=2,tp=2,pp=2,zero=3", 8, 2), ("dp=2,tp=2,pp=2", 8, 2),
-                               ("tp=2,sp=1,pp=2", 4, 2)):
+                               ("tp=2,sp=1,pp=2", 4, 2), ("dp=2,tp=2", 4, 1)):
         assert validate_layout(parse_layout(text), cfg, world, micro).world_size == world
     with pytest.raises(ConfigError, match="multiple"):  # interleaved: rounds of pp
         validate_layout(parse_layout("pp=2,vp=2"), cfg, 2, 3)

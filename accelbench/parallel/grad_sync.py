@@ -1,0 +1,63 @@
+"""Data parallel (zero 0) for tensor-parallel models: DDP does not take DTensor parameters.
+
+Each parameter's post-accumulate-grad hook counts it in; when the last micro-batch's backward
+has produced every gradient, one flat all-reduce over the dp group averages the local pieces
+(a DTensor gradient's local shard is what this tp rank holds, and the tp ranks of one dp
+replica hold disjoint or partial pieces, so averaging each over dp is the data-parallel mean).
+Not overlapped with the backward: correct first, one collective per step as the analytics count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The tensor this rank holds (a DTensor's local shard, else the tensor)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def average_grads(params: list[nn.Parameter], group: dist.ProcessGroup, size: int) -> None:
+    """One flat all-reduce of these parameters' local gradients over `group`, then the mean."""
+    grads = [_local(p.grad) for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    flat /= size
+    for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+        g.copy_(piece.view_as(g))
+
+
+class DataParallelGradSync:
+    """All-reduce the gradients over dp once per step, after the last micro-batch's backward."""
+
+    def __init__(self, module: nn.Module, group: dist.ProcessGroup, size: int) -> None:
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.group, self.size = group, size
+        self.sync, self._ready = True, 0
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(self._on_grad)
+
+    def _on_grad(self, _param: torch.Tensor) -> None:
+        """Count a finished gradient; the last one of a syncing backward starts the reduce."""
+        if not self.sync:
+            return
+        self._ready += 1
+        if self._ready == len(self.params):
+            self._ready = 0
+            average_grads(self.params, self.group, self.size)
+
+    @contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Accumulate locally (earlier micro-batches of a step), as DDP's no_sync does."""
+        self.sync, self._ready = False, 0
+        try:
+            yield
+        finally:
+            self.sync = True
