@@ -24,11 +24,14 @@ CASES_2 = {
     "pp_1f1b": "pp=2,schedule=1f1b", "pp_interleaved": "pp=2,vp=2,schedule=interleaved_1f1b",
 }
 CASES_4 = {
-    "dp_tp_zero2": "dp=2,tp=2,zero=2", "dp_tp_sp_zero3": "dp=2,tp=2,zero=3,sp=1",
+    "dp_tp": "dp=2,tp=2", "dp_tp_zero2": "dp=2,tp=2,zero=2",
+    "dp_tp_sp_zero3": "dp=2,tp=2,zero=3,sp=1",
     "dp_pp": "dp=2,pp=2", "dp_pp_zero1": "dp=2,pp=2,zero=1", "tp_pp": "tp=2,pp=2",
     "dp_pp_zero2": "dp=2,pp=2,zero=2",
     "dp_pp_zero3_interleaved": "dp=2,pp=2,vp=2,zero=3,schedule=interleaved_1f1b",
     "tp_sp_pp_interleaved": "tp=2,sp=1,pp=2,vp=2,schedule=interleaved_1f1b",
+    # GenSLM's GPT-NeoX form: rotary on a quarter of each head, parallel residual, untied head
+    "neox_dp_tp_sp_zero3": "dp=2,tp=2,sp=1,zero=3", "neox_tp_sp_pp": "tp=2,sp=1,pp=2",
 }
 CASES_8 = {"dp_tp_pp": "dp=2,tp=2,pp=2", "dp_tp_sp_pp_zero3": "dp=2,tp=2,sp=1,pp=2,zero=3"}
 

@@ -2,7 +2,9 @@
 process (the reference), recorded per rank and written as JSON by rank 0.
 
 Usage: torchrun --nproc-per-node N tests/dist/worker.py OUT.json case1 case2 ...
-A case is 'name:layout' with the layout string of accelbench.parallel.layout.parse_layout.
+A case is 'name:layout' with the layout string of accelbench.parallel.layout.parse_layout; a
+name starting with 'neox' trains the GPT-NeoX form (GenSLM's: rotary on a quarter of each head,
+parallel attention and MLP, untied head) instead of GPT-2's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ MAX_NORM = 0.5  # below the tiny model's gradient norms, so clipping acts on eve
 SEED = 1234
 CFG = get_preset("gpt2-tiny").with_changes(name="tiny-test", n_layer=4, n_positions=64,
                                            vocab_size=1024)
+NEOX_CFG = CFG.with_changes(name="tiny-neox-test", position="rotary", rotary_pct=0.25,
+                            parallel_residual=True, tie_embeddings=False)
+
+
+def config_for(case_name: str):
+    """The model a case trains: GPT-NeoX form for names starting with 'neox', else GPT-2."""
+    return NEOX_CFG if case_name.startswith("neox") else CFG
 
 
 def batches(global_batch: int) -> torch.Tensor:
@@ -42,10 +51,10 @@ def batches(global_batch: int) -> torch.Tensor:
     return torch.randint(0, CFG.vocab_size, (STEPS, global_batch, SEQ + 1), generator=gen)
 
 
-def reference(data: torch.Tensor) -> dict[str, list[float]]:
+def reference(data: torch.Tensor, cfg=CFG) -> dict[str, list[float]]:
     """One process, the whole global batch at once: the losses every layout must reproduce."""
     torch.manual_seed(SEED)
-    model = GPT(CFG)
+    model = GPT(cfg)
     opt = torch.optim.AdamW(_groups(model), lr=LR, betas=(0.9, 0.95), eps=1e-8)
     losses, norms = [], []
     for step in range(STEPS):
@@ -64,15 +73,15 @@ def _groups(model: torch.nn.Module) -> list[dict]:
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
-def run_case(layout_text: str, device: torch.device) -> dict:
+def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank."""
-    layout = validate_layout(parse_layout(layout_text), CFG, layout_world(), GAS)
+    layout = validate_layout(parse_layout(layout_text), cfg, layout_world(), GAS)
     mesh = make_mesh(layout, device)
     coords = {n: mesh.get_local_rank(n) for n in ("pp", "dp", "tp")}
     data = batches(layout.dp * GAS * MICRO_BATCH)
     rows = slice(coords["dp"] * GAS * MICRO_BATCH, (coords["dp"] + 1) * GAS * MICRO_BATCH)
     torch.manual_seed(SEED)
-    model = GPT(CFG)
+    model = GPT(cfg)
     if layout.pp > 1:
         module = PipelineRunner(model, layout, mesh, GAS, device)
     else:
@@ -132,8 +141,9 @@ def main() -> None:
     results = {}
     for case in cases:
         name, _, layout_text = case.partition(":")
-        ranks = gather_rank_results(run_case(layout_text, device))
-        ref = reference(batches(parse_layout(layout_text).dp * GAS * MICRO_BATCH))
+        cfg = config_for(name)
+        ranks = gather_rank_results(run_case(layout_text, device, cfg))
+        ref = reference(batches(parse_layout(layout_text).dp * GAS * MICRO_BATCH), cfg)
         results[name] = {"layout": layout_text, "ranks": ranks, "reference": ref}
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:
