@@ -67,21 +67,27 @@ def model_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int) -
     return model_flops_per_token(cfg, seq_len).scaled(tokens_per_step)
 
 
-def recompute_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str) -> float:
+def recompute_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
+                              early_stop: bool = False) -> float:
     """Forward FLOPs that activation recompute reruns per token (hardware, not model, FLOPs).
 
     full: every block's forward again; selective: the attention core (Korthikanti et al. 2022).
+    early_stop: torch's non-reentrant checkpoint (our measured runs) stops rerunning once every
+    saved tensor is back, so each block's last matmul (the MLP's output projection, whose
+    output nothing saves) is not rerun; Megatron's full recompute reruns the whole block.
     """
     if recompute == "none":
         return 0.0
     if recompute == "full":
-        return cfg.n_layer * block_forward_per_token(cfg, seq_len)
+        skipped = 2.0 * cfg.ffn_dim * cfg.d_model if early_stop else 0.0
+        return cfg.n_layer * (block_forward_per_token(cfg, seq_len) - skipped)
     if recompute == "selective":
         return cfg.n_layer * attention_core_forward_per_token(cfg, seq_len)
     raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {recompute!r}")
 
 
-def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str) -> float:
+def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
+                             early_stop: bool = False) -> float:
     """Training FLOPs the hardware executes per token: model FLOPs plus recompute."""
     model = model_flops_per_token(cfg, seq_len).total
-    return model + recompute_flops_per_token(cfg, seq_len, recompute)
+    return model + recompute_flops_per_token(cfg, seq_len, recompute, early_stop)

@@ -156,7 +156,8 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, log: StepLog, device: torch.d
     tokens = cell.micro_batch * cell.gas * cell.seq_len
     t = stats.median_s
     model_flops = model_flops_per_token(spec.model, cell.seq_len).total * tokens
-    hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute) * tokens
+    hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute,
+                                        early_stop=True) * tokens
     peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
     waits = log.data_wait_s[spec.warmup_steps:]
     return {

@@ -155,7 +155,8 @@ def dist_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, ranks: list[d
     t = combined["step_time_s_max"]
     tokens = combined["tokens_global"]
     model_flops = model_flops_per_token(spec.model, cell.seq_len).total * tokens
-    hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute) * tokens
+    hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute,
+                                        early_stop=True) * tokens
     peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
     per_device_flops_per_s = model_flops / t / n
     return {
