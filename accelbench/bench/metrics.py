@@ -23,3 +23,15 @@ def phase_metrics(phase: str, stats: TimingStats, flops: float, tokens: int,
         f"{phase}_tokens_per_s_per_device": per_second(tokens, t),
         f"{phase}_mfu": utilisation(flops, t, peak.flops_per_s),
     }
+
+
+def peak_warning(metrics: dict) -> str:
+    """A note when a utilisation exceeds 100%: impossible against a true peak, so the measured
+    GEMM peak under-read the device (a machine busy while it was measured, or a kernel path
+    faster than the GEMMs tried); the number is kept, but not silently."""
+    worst = max((v for k, v in metrics.items() if k.endswith(("mfu", "hfu"))
+                 and isinstance(v, float)), default=0.0)
+    if worst <= 1.0:
+        return ""
+    return (f"utilisation {100 * worst:.0f}% > 100% against {metrics.get('peak_label')}: the peak "
+            "under-reads this device; compare TFLOPS, not MFU")

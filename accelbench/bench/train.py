@@ -32,6 +32,7 @@ from accelbench.bench.guard import (
     release_device_memory,
 )
 from accelbench.bench.memory import PeakMemory
+from accelbench.bench.metrics import peak_warning
 from accelbench.bench.optim import lr_at, make_adamw
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.bench.peak import resolve_peak
@@ -217,7 +218,7 @@ def run_train_cell(spec: TrainSpec, cell: TrainCell, device: torch.device,
         metrics.update(mem_estimate_bytes=estimate, mem_peak_bytes=peak_mem.peak_bytes,
                        mem_base_bytes=peak_mem.base_bytes, mem_method=peak_mem.method,
                        optimizer=f"AdamW ({flavour})")
-        return Outcome(KIND, "ok", record_spec, metrics, vars(log))
+        return Outcome(KIND, "ok", record_spec, metrics, vars(log), reason=peak_warning(metrics))
 
     return guarded(KIND, record_spec, device, body)
 

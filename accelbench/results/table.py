@@ -40,10 +40,23 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
             _num(peak and peak / GIB, ".2f"),
             _num(m.get("mem_estimate_bytes", 0) / GIB, ".2f"), r.reason,
         )
-    if records and records[0].metrics.get("peak_label"):
-        table.caption = (f"MFU against: {records[0].metrics['peak_label']}; mem = measured peak "
-                         "above the cell's start, est. = analytics estimate")
+    peaks = peak_captions(records)
+    if peaks:
+        table.caption = (f"MFU against: {peaks}; mem = measured peak above the cell's start, "
+                         "est. = analytics estimate")
     return table
+
+
+def peak_captions(records: list[Record]) -> str:
+    """Each precision's peak once, with where it came from (dtypes of a sweep have their own)."""
+    seen: dict[str, str] = {}
+    for r in records:
+        m = r.metrics
+        if m.get("peak_label") and m.get("peak_precision") not in seen:
+            value = m.get("peak_flops_per_s")
+            tflops = "" if value is None else f" {value / 1e12:.3g} TFLOPS"
+            seen[m["peak_precision"]] = f"{m['peak_precision']}{tflops}, {m['peak_label']}"
+    return "; ".join(seen.values())
 
 
 def summary_table(records: list[Record]) -> Table:
@@ -90,9 +103,10 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             _pct(m.get("mfu")), _pct(m.get("hfu")), _num(peak and peak / GIB, ".2f"),
             _num(m.get("mem_estimate_bytes", 0) / GIB, ".2f"), loss,
             _pct(m.get("data_wait_fraction")), r.reason)
-    if records and records[0].metrics.get("peak_label"):
-        table.caption = (f"MFU/HFU against: {records[0].metrics['peak_label']}; tokens/s global "
-                         "over the median step; mem = measured peak above the cell's start")
+    peaks = peak_captions(records)
+    if peaks:
+        table.caption = (f"MFU/HFU against: {peaks}; tokens/s global over the median step; "
+                         "mem = measured peak above the cell's start")
     return table
 
 

@@ -51,3 +51,13 @@ def test_fp32_with_tf32_uses_the_tf32_column_only_on_cuda():
 def test_unknown_device_key():
     with pytest.raises(ConfigError, match="allowed"):
         get_spec("a200")
+
+
+def test_bf16_matmul_support_from_cpu_flags():
+    from accelbench.hardware.detect import cpu_has_bf16_matmul
+
+    assert cpu_has_bf16_matmul("processor: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n")
+    assert cpu_has_bf16_matmul("flags : fpu avx2 amx_bf16 amx_tile\n")
+    assert cpu_has_bf16_matmul("Features\t: fp asimd bf16 i8mm\n")
+    assert not cpu_has_bf16_matmul("flags\t\t: fpu sse fma avx avx2\n")
+    assert not cpu_has_bf16_matmul("")
