@@ -57,6 +57,12 @@ class PeakMemory:
             self._thread.start()
         return self
 
+    def current_peak_bytes(self) -> int:
+        """Peak so far above the window's start, for per-step reports inside the window."""
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self.base_bytes
+        return max(self._max_rss, rss_bytes()) - self.base_bytes
+
     def _sample(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._max_rss = max(self._max_rss, rss_bytes())

@@ -47,11 +47,11 @@ KIND = "train"
 
 
 class Diverged(Exception):
-    """The loss became NaN or infinite."""
+    """The loss became NaN or infinite at `step` (1-based, as the per-step lines count)."""
 
-    def __init__(self, step: int, loss: float) -> None:
+    def __init__(self, step: int, loss: float, log: StepLog) -> None:
         super().__init__(f"loss {loss} at step {step}")
-        self.step = step
+        self.step, self.log = step, log
 
 
 @dataclass
@@ -132,9 +132,9 @@ def run_steps(spec: TrainSpec, cell: TrainCell, device: torch.device,
             log.loss.append(loss_value)
             log.lr.append(lr)
             if progress:
-                progress(step + 1, spec.steps, _step_line(cell, log))
+                progress(step + 1, spec.steps, _step_line(spec, cell, log, device, peak_mem))
             if not math.isfinite(loss_value):
-                raise Diverged(step, loss_value)
+                raise Diverged(step + 1, loss_value, log)
             if spec.time_budget_s and time.perf_counter() - started > spec.time_budget_s:
                 break
         batches.close()
@@ -142,12 +142,20 @@ def run_steps(spec: TrainSpec, cell: TrainCell, device: torch.device,
     return log, peak_mem, flavour
 
 
-def _step_line(cell: TrainCell, log: StepLog) -> str:
-    """What one step reports as it happens: time, throughput, loss, data wait."""
+def _step_line(spec: TrainSpec, cell: TrainCell, log: StepLog, device: torch.device,
+               peak_mem: PeakMemory) -> str:
+    """What one step reports as it happens: time, tokens/s, samples/s, TFLOPS, MFU, memory so
+    far, loss, learning rate, data wait (single device: global = per device)."""
     t = log.step_time_s[-1]
     tokens = cell.micro_batch * cell.gas * cell.seq_len
-    return (f"{t * 1e3:9.1f} ms  {tokens / t:12,.0f} tok/s  loss {log.loss[-1]:.4f}  "
-            f"lr {log.lr[-1]:.2e}  data wait {log.data_wait_s[-1] * 1e3:.1f} ms")
+    flops = model_flops_per_token(spec.model, cell.seq_len).total * tokens
+    peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
+    mfu = f"{100 * flops / t / peak.flops_per_s:5.1f}%" if peak.flops_per_s else "    -"
+    return (f"{t * 1e3:9.1f} ms  {tokens / t:12,.0f} tok/s  "
+            f"{cell.micro_batch * cell.gas / t:8.2f} samples/s  {flops / t / 1e12:7.2f} TFLOPS  "
+            f"MFU {mfu}  mem {peak_mem.current_peak_bytes() / 2**30:6.2f} GiB  "
+            f"loss {log.loss[-1]:.4f}  lr {log.lr[-1]:.2e}  "
+            f"data wait {log.data_wait_s[-1] * 1e3:.1f} ms")
 
 
 def cell_metrics(spec: TrainSpec, cell: TrainCell, log: StepLog, device: torch.device) -> dict:
@@ -208,8 +216,9 @@ def run_train_cell(spec: TrainSpec, cell: TrainCell, device: torch.device,
         try:
             log, peak_mem, flavour = run_steps(spec, cell, device, progress)
         except Diverged as err:
-            return Outcome(KIND, "diverged", record_spec, {"diverged_step": err.step},
-                           reason=str(err))
+            return Outcome(KIND, "diverged", record_spec,
+                           {"diverged_step": err.step, "mem_estimate_bytes": estimate},
+                           raw=vars(err.log), reason=str(err))
         if len(log.step_time_s) <= spec.warmup_steps:
             return Outcome(KIND, "timeout", record_spec, raw=vars(log),
                            reason=f"time budget ended after {len(log.step_time_s)} steps, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -49,7 +50,22 @@ def check_data(spec: TrainSpec) -> None:
                           f"the model's vocabulary is {spec.model.vocab_size}",
                           f"a model with vocab_size >= {tokenizer.vocab_size}")
     if spec.data != "default":
-        open_shards(Path(spec.data).expanduser(), tokenizer)
+        directory = Path(spec.data).expanduser().resolve()
+        _verify_shards(str(directory), spec.tokenizer, _mtimes_ns(directory))
+
+
+def _mtimes_ns(directory: Path) -> tuple[int, ...]:
+    """Modification times of the folder's files: a shard rewritten since is hashed again."""
+    if not directory.is_dir():
+        return ()
+    return tuple(sorted(f.stat().st_mtime_ns for f in directory.iterdir() if f.is_file()))
+
+
+@cache
+def _verify_shards(directory: str, tokenizer_name: str, _mtimes: tuple[int, ...]) -> None:
+    """Hash every shard once per process (a sweep's cells then open them unhashed: hashing
+    an 18 GB corpus again for each cell would cost more than the cell)."""
+    open_shards(directory, get_tokenizer(tokenizer_name))
 
 
 def open_batches(spec: TrainSpec, cell: TrainCell, device: torch.device) -> BatchSource:
@@ -59,6 +75,8 @@ def open_batches(spec: TrainSpec, cell: TrainCell, device: torch.device) -> Batc
                                      seed=spec.seed, device=device)
         return BatchSource(iter(synthetic), device)
     tokenizer = get_tokenizer(spec.tokenizer)
-    host = open_host_batches(spec.data, tokenizer, cell.seq_len, cell.micro_batch, seed=spec.seed)
+    check_data(spec)  # hashes the shards unless this process already has
+    host = open_host_batches(spec.data, tokenizer, cell.seq_len, cell.micro_batch, seed=spec.seed,
+                             verify_hashes=False)
     prefetcher = Prefetcher(host, depth=2, pin_memory=device.type == "cuda")
     return BatchSource(iter(prefetcher), device, prefetcher)

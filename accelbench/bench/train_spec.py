@@ -102,6 +102,10 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
         raise ConfigError("warmup-steps", f"must be in [0, steps), got {spec.warmup_steps}",
                           f"0 to {spec.steps - 1}")
     require_positive("lr", spec.lr)
+    for name, value in (("lr-warmup-steps", spec.lr_warmup_steps),
+                        ("weight-decay", spec.weight_decay), ("grad-clip", spec.grad_clip)):
+        if value < 0:
+            raise ConfigError(name, f"must be 0 or more, got {value}", ">= 0 (0: off)")
     if spec.time_budget_s is not None:
         require_positive("time-budget", spec.time_budget_s)
     require_positive("nproc", spec.nproc)

@@ -77,6 +77,7 @@ def genslm(
     time_budget: float = train_cli.TIME_BUDGET_OPT,
     max_micro_batch: bool = train_cli.MAX_MICRO_BATCH_OPT,
     lr: float = train_cli.LR_OPT,
+    lr_warmup_steps: int = train_cli.LR_WARMUP_OPT,
     weight_decay: float = train_cli.WEIGHT_DECAY_OPT,
     grad_clip: float = train_cli.GRAD_CLIP_OPT,
     compile: bool = train_cli.COMPILE_OPT,
@@ -100,7 +101,7 @@ def genslm(
         max_micro_batch=max_micro_batch, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip,
         compile=compile, tf32=tf32, device=device, seed=seed, mem_limit=mem_limit,
         tokenizer=codon_tokenizer_name(frame), nproc=nproc, layout=layout,
-        cell_timeout=cell_timeout)
+        cell_timeout=cell_timeout, lr_warmup_steps=lr_warmup_steps)
     if longest_seq:
         search_cells(spec)  # refuse a spec that cannot be searched before anything runs
     train_cli.run_and_report(

@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.bench.train import run_train_sweep
+from accelbench.bench.train_data import check_data
 from accelbench.bench.train_spec import TrainSpec, resolve_model_source, validate_train_spec
 from accelbench.cli.common import console, emit
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
@@ -41,6 +42,8 @@ TIME_BUDGET_OPT = typer.Option(None, help="Seconds per cell before stopping earl
 MAX_MICRO_BATCH_OPT = typer.Option(False, "--max-micro-batch",
                                    help="Find and run the largest micro-batch that fits.")
 LR_OPT = typer.Option(3e-4, help="Peak learning rate (warm-up then cosine).")
+LR_WARMUP_OPT = typer.Option(10, help="Steps of linear learning-rate warm-up before the cosine "
+                             "decay (to 10% of --lr at the last step).")
 WEIGHT_DECAY_OPT = typer.Option(0.1, help="AdamW weight decay.")
 GRAD_CLIP_OPT = typer.Option(1.0, help="Gradient clipping norm (0: off).")
 COMPILE_OPT = typer.Option(False, "--compile/--no-compile", help="torch.compile the model.")
@@ -67,10 +70,11 @@ def build_train_spec(*, model: str, data: str, seq: str, micro_batch: str, gas: 
                      max_micro_batch: bool, lr: float, weight_decay: float, grad_clip: float,
                      compile: bool, tf32: bool, device: str, seed: int, mem_limit: str,
                      tokenizer: str = "gpt2", nproc: int = 1, layout: str = "",
-                     cell_timeout: float = 3600.0) -> TrainSpec:
-    """Command-line values to a validated TrainSpec (ConfigError on the first bad one)."""
+                     cell_timeout: float = 3600.0, lr_warmup_steps: int = 10) -> TrainSpec:
+    """Command-line values to a validated TrainSpec, its data checked too (ConfigError on the
+    first bad one, before a banner is printed or a results file is made)."""
     model_cfg, checkpoint = resolve_model_source(model)
-    return validate_train_spec(TrainSpec(
+    spec = validate_train_spec(TrainSpec(
         model=model_cfg, init_checkpoint=checkpoint, data=data, tokenizer=tokenizer,
         seq_lens=parse_int_list("seq", seq),
         micro_batches=parse_int_list("micro-batch", micro_batch),
@@ -81,7 +85,9 @@ def build_train_spec(*, model: str, data: str, seq: str, micro_batch: str, gas: 
         grad_clip=grad_clip, compile=compile, tf32=tf32, device=device, seed=seed,
         mem_limit_bytes=parse_bytes("mem-limit", mem_limit) if mem_limit else None,
         max_micro_batch=max_micro_batch, nproc=nproc, layout=layout,
-        cell_timeout_s=cell_timeout))
+        cell_timeout_s=cell_timeout, lr_warmup_steps=lr_warmup_steps))
+    check_data(spec)
+    return spec
 
 
 def run_and_report(spec: TrainSpec, *, db: Path | None, json_out: bool, csv_out: bool,
@@ -129,6 +135,7 @@ def train(
     time_budget: float = TIME_BUDGET_OPT,
     max_micro_batch: bool = MAX_MICRO_BATCH_OPT,
     lr: float = LR_OPT,
+    lr_warmup_steps: int = LR_WARMUP_OPT,
     weight_decay: float = WEIGHT_DECAY_OPT,
     grad_clip: float = GRAD_CLIP_OPT,
     compile: bool = COMPILE_OPT,
@@ -151,7 +158,7 @@ def train(
         recompute=recompute, steps=steps, warmup_steps=warmup_steps, time_budget=time_budget,
         max_micro_batch=max_micro_batch, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip,
         compile=compile, tf32=tf32, device=device, seed=seed, mem_limit=mem_limit, nproc=nproc,
-        layout=layout, cell_timeout=cell_timeout)
+        layout=layout, cell_timeout=cell_timeout, lr_warmup_steps=lr_warmup_steps)
     run_and_report(spec, db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet)
 
 

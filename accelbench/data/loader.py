@@ -203,9 +203,11 @@ def open_batches(
     rank: int = 0,
     world_size: int = 1,
     default_max_tokens: int | None = None,
+    verify_hashes: bool = True,
 ) -> Batches:
     """--data value to batches: "synthetic", "default" (built-in corpus, prepared on first use)
-    or a folder of prepared shards (checked against `tokenizer`)."""
+    or a folder of prepared shards (checked against `tokenizer`; hashed unless the caller
+    already verified them)."""
     if data == "synthetic":
         return SyntheticBatches(tokenizer.vocab_size, seq_len, micro_batch, seed=seed + rank)
     if data == "default":
@@ -213,6 +215,6 @@ def open_batches(
 
         shards = ensure_default_shards(tokenizer, max_tokens=default_max_tokens)
     else:
-        shards = open_shards(Path(data).expanduser(), tokenizer)
+        shards = open_shards(Path(data).expanduser(), tokenizer, verify_hashes=verify_hashes)
     return ShardBatches(shards, seq_len, micro_batch, seed=seed, mode=mode, rank=rank,
                         world_size=world_size)

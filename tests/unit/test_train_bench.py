@@ -49,7 +49,10 @@ def test_nan_loss_is_recorded_as_diverged_with_its_step(monkeypatch):
 
     monkeypatch.setattr(train_mod, "train_step", poisoned)
     outcomes = run_train_sweep(_spec(steps=6), lambda o: None)
-    assert outcomes[0].status == "diverged" and outcomes[0].metrics["diverged_step"] == 2
+    diverged = outcomes[0]
+    assert diverged.status == "diverged" and diverged.metrics["diverged_step"] == 3  # 1-based
+    assert "at step 3" in diverged.reason
+    assert len(diverged.raw["loss"]) == 3 and diverged.metrics["mem_estimate_bytes"] > 0
 
 
 def test_fp16_uses_loss_scaling_and_runs():
@@ -81,6 +84,9 @@ def test_max_micro_batch_on_cpu_comes_from_the_estimate():
     ({"dtypes": ("fp64",)}, "dtype: unknown value 'fp64'"),
     ({"recomputes": ("some",)}, "recompute: unknown value 'some'"),
     ({"warmup_steps": 4}, "warmup-steps: must be in [0, steps)"),
+    ({"grad_clip": -1.0}, "grad-clip: must be 0 or more"),
+    ({"weight_decay": -5.0}, "weight-decay: must be 0 or more"),
+    ({"lr_warmup_steps": -1}, "lr-warmup-steps: must be 0 or more"),
 ])
 def test_bad_input(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -147,3 +153,20 @@ def test_missing_or_corrupt_shards_stop_before_running(tmp_path, problem):
         run_train_sweep(TrainSpec(model, data=str(folder), seq_lens=(16,), micro_batches=(1,),
                                   dtypes=("fp32",), steps=2, warmup_steps=0, device="cpu"),
                         lambda o: None)
+
+
+def test_bad_shards_on_the_command_line_stop_before_a_results_file_exists(tmp_path, monkeypatch,
+                                                                          capsys):
+    """One line, exit 2, and no banner or database first: the data is checked with the spec."""
+    import sys
+
+    from accelbench.cli.main import main
+
+    db = tmp_path / "r.db"
+    monkeypatch.setattr(sys, "argv", ["accelbench", "train", "--model", "gpt2-tiny", "--seq", "64",
+                                      "--data", str(tmp_path / "absent"), "--db", str(db)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    out = capsys.readouterr()
+    assert exit_info.value.code == 2 and not db.exists() and out.out == ""
+    assert len(out.err.strip().splitlines()) == 1 and out.err.startswith("error: data")
