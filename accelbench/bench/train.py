@@ -115,6 +115,8 @@ def run_steps(spec: TrainSpec, cell: TrainCell, device: torch.device,
               progress: Progress | None) -> tuple[StepLog, PeakMemory, str]:
     """Build, then run up to spec.steps steps (or until the time budget); raise Diverged."""
     log = StepLog()
+    # The peak first: its GEMM operands (1 GiB at n=8192) must stay out of the memory window.
+    resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
     with PeakMemory(device) as peak_mem:
         model, module, optimizer, scaler, flavour = build(spec, cell, device)
         batches = open_batches(spec, cell, device)
