@@ -91,13 +91,17 @@ def make_cluster(device: str | DeviceSpec, nodes: int, devices_per_node: int | N
     spec = device if isinstance(device, DeviceSpec) else get_spec(device)
     gpn, intra, intra_lat, inter, inter_lat = _LINK_DEFAULTS.get(spec.key, _GENERIC_LINKS)
     cluster = ClusterSpec(
-        spec, devices_per_node or gpn, nodes,
+        spec, gpn if devices_per_node is None else devices_per_node, nodes,
         intra if intra_gb_per_s is None else intra_gb_per_s,
         intra_lat if intra_latency_s is None else intra_latency_s,
         inter if inter_gb_per_s is None else inter_gb_per_s,
         inter_lat if inter_latency_s is None else inter_latency_s)
     for field in ("devices_per_node", "nodes", "intra_gb_per_s", "inter_gb_per_s"):
         require_positive(f"cluster.{field}", getattr(cluster, field))
+    for field in ("intra_latency_s", "inter_latency_s"):
+        if getattr(cluster, field) < 0:
+            raise ConfigError(f"cluster.{field}", f"must not be negative, got "
+                              f"{getattr(cluster, field)!r}", ">= 0")
     if not spec.memory_gb:
         raise ConfigError("device", f"{spec.key} has no memory size in the device table",
                           "a device with memory_gb")
@@ -116,7 +120,8 @@ class Layout:
     """How a job is split: data x tensor x pipeline ranks (tensor innermost, pipeline outermost).
 
     vp: virtual stages (model chunks) per pipeline rank; mb: micro-batch in sequences;
-    sp: sequence parallel on the tensor-parallel group (Korthikanti et al.), on when tp > 1.
+    sp: sequence parallel on the tensor-parallel group (Korthikanti et al.); left as None it
+    follows tp > 1 (Megatron's usual choice), but the search tries both when tp > 1.
     """
 
     dp: int
@@ -126,11 +131,12 @@ class Layout:
     mb: int = 1
     zero: int = 0
     recompute: str = "none"
+    sp: bool | None = None
 
-    @property
-    def sp(self) -> bool:
-        """Sequence parallelism rides on tensor parallelism."""
-        return self.tp > 1
+    def __post_init__(self) -> None:
+        """Resolve sp=None to on with tensor parallelism, off without (frozen: set once)."""
+        if self.sp is None:
+            object.__setattr__(self, "sp", self.tp > 1)
 
     @property
     def n_devices(self) -> int:
@@ -144,30 +150,40 @@ class Layout:
     def label(self) -> str:
         """The --layout string that reproduces this layout."""
         return (f"dp={self.dp},tp={self.tp},pp={self.pp},vp={self.vp},mb={self.mb},"
-                f"zero={self.zero},recompute={self.recompute}")
+                f"zero={self.zero},recompute={self.recompute},sp={'on' if self.sp else 'off'}")
 
 
 _LAYOUT_INT_KEYS = ("dp", "tp", "pp", "vp", "mb", "zero")
+_LAYOUT_KEYS = (*_LAYOUT_INT_KEYS, "recompute", "sp")
+_SP_VALUES = {"on": True, "off": False, "1": True, "0": False, "true": True, "false": False}
 
 
-def parse_layout(text: str) -> dict[str, int | str]:
-    """'dp=16,tp=8,pp=8,mb=1' -> the fields given; unknown keys and bad values raise ConfigError."""
-    fields: dict[str, int | str] = {}
+def _parse_value(key: str, value: str) -> int | str | bool:
+    """One --layout value, checked: recompute kind, sp on/off, ZeRO stage or a positive int."""
+    if key == "recompute":
+        return require_choice("layout.recompute", value, RECOMPUTE_KINDS)
+    if key == "sp":
+        require_choice("layout.sp", value.lower(), tuple(_SP_VALUES))
+        return _SP_VALUES[value.lower()]
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"layout.{key}", f"must be an integer, got {value!r}") from None
+    if key == "zero":
+        require_choice("layout.zero", str(number), [str(z) for z in ZERO_STAGES])
+    else:
+        require_positive(f"layout.{key}", number)
+    return number
+
+
+def parse_layout(text: str) -> dict[str, int | str | bool]:
+    """'dp=16,tp=8,pp=8,mb=1,sp=off' -> the fields given; unknown keys and bad values raise
+    ConfigError."""
+    fields: dict[str, int | str | bool] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, eq, value = item.partition("=")
         key = key.strip()
-        if not eq or key not in (*_LAYOUT_INT_KEYS, "recompute"):
-            raise ConfigError("layout", f"bad item {item!r}", ", ".join((*_LAYOUT_INT_KEYS,
-                                                                          "recompute")))
-        if key == "recompute":
-            fields[key] = require_choice("layout.recompute", value.strip(), RECOMPUTE_KINDS)
-            continue
-        try:
-            fields[key] = int(value)
-        except ValueError:
-            raise ConfigError(f"layout.{key}", f"must be an integer, got {value!r}") from None
-        if key == "zero":
-            require_choice("layout.zero", str(fields[key]), [str(z) for z in ZERO_STAGES])
-        else:
-            require_positive(f"layout.{key}", fields[key])
+        if not eq or key not in _LAYOUT_KEYS:
+            raise ConfigError("layout", f"bad item {item!r}", ", ".join(_LAYOUT_KEYS))
+        fields[key] = _parse_value(key, value.strip())
     return fields

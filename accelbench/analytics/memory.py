@@ -15,31 +15,48 @@ from accelbench.config.model import ModelConfig
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 
+def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int
+                           ) -> tuple[float, float, float]:
+    """Bytes (16-bit) one layer saves, split as tensor parallelism splits them.
+
+    Korthikanti et al. 2022 sec. 4.1, with the MLP at its real width f instead of 4h, so that
+    narrow MLPs (GenSLM's f ~ h) are not charged for a 4h one. Returns (replicated, split,
+    scores): replicated = LayerNorm inputs (4sbh) + QKV and fc1 inputs (2sbh each) + the two
+    dropout masks (sbh each) = 10sbh; split over t = Q, K (4sbh), V (2sbh), projection input
+    (2sbh), GELU input and output (2sbf each) = 8sbh + 4sbf; scores = 5as^2b (softmax output,
+    its dropout mask and output). With f = 4h: 34sbh + 5as^2b, the paper's. A parallel-residual
+    block (GPT-NeoX) feeds both LayerNorms the same tensor, which autograd saves once: 2sbh.
+    """
+    s, b, h, f, a = seq_len, micro_batch, cfg.d_model, cfg.ffn_dim, cfg.n_head
+    layer_norm_inputs = 1 if cfg.parallel_residual else 2
+    replicated = (2 * layer_norm_inputs + 2 + 2 + 1 + 1) * s * b * h
+    split = 8 * s * b * h + 4 * s * b * f
+    scores = 5 * a * s * s * b
+    return float(replicated), float(split), float(scores)
+
+
 def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
                                bytes_per_value: int = 2, tp: int = 1, sp: bool = False,
                                recompute: str = "none", fused_attention: bool = False) -> float:
     """Activations one transformer layer keeps for backward (Korthikanti et al. 2022, sec. 4-5).
 
-    The paper's constants assume 16-bit values (34 = bytes per element of s*b*h); other widths
-    scale them. The attention-score term (5*a*s/h: softmax output, dropout mask and output) is
-    what a fused attention kernel (flash or memory-efficient SDPA) never stores: with
-    fused_attention the layer keeps what selective recompute keeps.
+    The paper's constants assume 16-bit values; other widths scale them. Tensor parallelism
+    splits the `split` and `scores` terms of layer_activation_terms over tp, sequence
+    parallelism also the replicated one. Selective recompute drops the scores; so does a fused
+    attention kernel (flash or memory-efficient SDPA), which never stores them. Full recompute
+    keeps only the layer's input (2sbh, split over tp under sequence parallelism).
     """
-    if fused_attention and recompute == "none":
-        recompute = "selective"
-    s, b, h, a = seq_len, micro_batch, cfg.d_model, cfg.n_head
-    scale = bytes_per_value / 2
-    sbh = s * b * h
-    if recompute == "full":
-        return 2 * sbh * scale / (tp if sp else 1)
-    if recompute == "selective":
-        per = 34 / tp if sp else 10 + 24 / tp
-        return sbh * per * scale
-    if recompute != "none":
+    if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute must be none, selective or full, got {recompute!r}")
-    if sp:
-        return sbh / tp * (34 + 5 * a * s / h) * scale
-    return sbh * (10 + 24 / tp + 5 * a * s / (h * tp)) * scale
+    scale = bytes_per_value / 2
+    replicated_div = tp if sp else 1
+    if recompute == "full":
+        return 2 * seq_len * micro_batch * cfg.d_model * scale / replicated_div
+    replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch)
+    kept = replicated / replicated_div + split / tp
+    if recompute == "none" and not fused_attention:
+        kept += scores / tp
+    return kept * scale
 
 
 def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
@@ -170,14 +187,16 @@ class MemoryBreakdown:
 
 
 def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
-                 zero: int, recompute: str, fused_attention: bool = False) -> float:
+                 zero: int, recompute: str, fused_attention: bool = False,
+                 sp: bool | None = None) -> float:
     """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), and under full
-    recompute the working set of the one block being recomputed."""
+    recompute the working set of the one block being recomputed (sp None: on when tp > 1)."""
     width = BYTES_PER_VALUE[dtype]
     gathered = 2 * block_params(cfg) / tp * width if zero == 3 else 0.0
     rerun = 0.0
     if recompute == "full":
-        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp, tp > 1,
+        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp,
+                                           tp > 1 if sp is None else sp,
                                            fused_attention=fused_attention)
     return WORKSPACE_BYTES + gathered + rerun
 
@@ -191,7 +210,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
 
     `n_micro` is the number of micro-batches per step per pipeline (gradient accumulation).
     fused_attention: the attention scores are never stored (flash / memory-efficient SDPA, as
-    accelbench's own model runs); the planner's published runs predate it and leave it off.
+    accelbench's own model runs). The planner passes TrainSetup.fused_attention (default on);
+    the published runs say per run whether they stored the scores.
     vocab_parallel=False: embedding, head and logits are whole on every tensor rank (accelbench's
     own tensor parallel); the planner assumes Megatron's vocabulary-parallel split.
     """
@@ -210,7 +230,7 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
             worst = (states.total + acts, states, acts)
     assert worst is not None
     buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
-                           fused_attention)
+                           fused_attention, bool(layout.sp))
     return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION)
 
 

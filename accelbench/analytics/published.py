@@ -70,6 +70,8 @@ class PublishedRun:
     oracle_kind: "mfu" (fraction), "tokens_per_s_per_device", or "tflops_per_device" (hardware
     FLOP/s counting recompute, as Megatron-LM reports; identical to accelbench's hardware FLOPs
     with full recompute: 96*l*h^2*(1 + s/(6h) + V/(16*l*h)) per token).
+    fused_attention: the run used flash-style attention (scores never stored); runs before
+    FlashAttention (2022) and PaLM's XLA attention stored them.
     """
 
     name: str
@@ -87,6 +89,7 @@ class PublishedRun:
     setup_tag: str = "V"
     mfu_as_published: float | None = None
     notes: str = ""
+    fused_attention: bool = False  # whether the run's attention kernel never stored the scores
 
     def published_mfu(self) -> float:
         """The oracle as MFU under accelbench's FLOPs formula (so errors compare tokens/s)."""
@@ -115,12 +118,17 @@ _TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1); RE
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Megatron-LM 1T, 3072 A100", SHAPES["megatron-1t"], _A100, 3072, 8, 3072, 2048,
-                 Layout(dp=6, tp=8, pp=64, mb=1, recompute="full"), "tflops_per_device", 163,
-                 "V", _NARAYANAN, setup_tag="U", notes="layout and batch from Table 1 (recalled)"),
+                 Layout(dp=6, tp=8, pp=64, mb=1, recompute="full", sp=False),
+                 "tflops_per_device", 163, "V", _NARAYANAN, setup_tag="U",
+                 notes="layout and batch from Table 1 (recalled); predates sequence parallelism "
+                       "and flash attention"),
     PublishedRun("Megatron-LM GPT-3 175B, 1024 A100", SHAPES["gpt3-175b"], _A100, 1024, 8, 1536,
-                 2048, Layout(dp=16, tp=8, pp=8, mb=1, recompute="full"), "tflops_per_device",
-                 140, "V", _NARAYANAN + " sec. 5.1 (via secondary note)", setup_tag="U",
-                 notes="batch 1536 from sec. 5.1; t=8, p=8 assumed as in Table 1"),
+                 2048, Layout(dp=16, tp=8, pp=8, mb=1, recompute="full", sp=False),
+                 "tflops_per_device", 140, "V",
+                 "Narayanan et al. SC21 (arXiv 2104.04473) sec. 5.1, via a secondary note; "
+                 "REFERENCE.md sec. 2", setup_tag="U",
+                 notes="batch 1536 from sec. 5.1; t=8, p=8 assumed as in Table 1; predates "
+                       "sequence parallelism and flash attention"),
     PublishedRun("PaLM 540B, 6144 TPU v4 (one pod modelled)", SHAPES["palm-540b"],
                  get_spec("tpu-v4"), 3072, 3072, 1024, 2048,
                  Layout(dp=256, tp=12, pp=1, mb=4, zero=3, recompute="full"),
@@ -128,11 +136,15 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
                  "Chowdhery et al. 2022 (arXiv 2204.02311) Table 3; REFERENCE.md sec. 2",
                  setup_tag="U", mfu_as_published=0.462,
                  notes="2 pods x (12-way model x 256-way sharded data); one pod with half the "
-                       "batch is modelled, the cross-pod gradient exchange is not"),
+                       "batch is modelled, the cross-pod gradient exchange is not; attention "
+                       "scores assumed stored (XLA on TPU v4 in 2022: no flash attention), which "
+                       "with full rematerialisation only sizes the recomputed block's buffer"),
     PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
                  Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective"), "mfu", 0.552,
                  "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract; REFERENCE.md sec. 2",
-                 setup_tag="U", notes="MegaScale overlaps TP/PP/DP traffic; the model does not"),
+                 setup_tag="U", fused_attention=True,
+                 notes="MegaScale overlaps TP/PP/DP traffic; the model does not. Its use of "
+                       "FlashAttention-2 is recalled from the paper (sec. 3), not verified"),
     PublishedRun("Korthikanti 530B, selective, 2240 A100", SHAPES["megatron-530b"], _A100, 2240,
                  8, 2240, 2048, Layout(dp=8, tp=8, pp=35, mb=1, recompute="selective"), "mfu",
                  0.542, "V", _KORTHIKANTI, setup_tag="U"),
@@ -141,21 +153,25 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
                  0.421, "V", _KORTHIKANTI, setup_tag="U"),
     PublishedRun("Korthikanti 1T, selective, 512 A100", SHAPES["megatron-1t"], _A100, 512, 8,
                  512, 2048, Layout(dp=1, tp=8, pp=64, mb=1, recompute="selective"), "mfu",
-                 0.563, "V", _KORTHIKANTI + " (1T via secondary note)", setup_tag="U"),
+                 0.563, "V", "Korthikanti et al. 2022 (arXiv 2205.05198), 1T via a secondary note; "
+                 "REFERENCE.md sec. 2", setup_tag="U"),
     PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
                  8, 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 2973, "V", _TITAN_OLD, mfu_as_published=0.582,
+                 fused_attention=True,
                  notes="torchtitan then counted the input embedding in N (58.2%)"),
     PublishedRun("torchtitan Llama 3 70B, 64 A100, full AC", SHAPES["llama3-70b"], _A100, 64, 8,
                  64, 8192, Layout(dp=64, mb=1, zero=3, recompute="full"),
-                 "tokens_per_s_per_device", 331, "V", _TITAN_OLD, mfu_as_published=0.517),
+                 "tokens_per_s_per_device", 331, "V", _TITAN_OLD, mfu_as_published=0.517,
+                 fused_attention=True),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W, 8,
                  8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
-                 "tokens_per_s_per_device", 5762, "V", _TITAN_NEW,
+                 "tokens_per_s_per_device", 5762, "V", _TITAN_NEW, fused_attention=True,
                  notes="500 W power cap: below the SXM peak used for MFU"),
     PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
                  128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5605, "V", _TITAN_NEW, setup_tag="U",
+                 fused_attention=True,
                  notes="local batch 2 and selective AC assumed as in Table 1"),
 )
 
@@ -185,6 +201,10 @@ class ValidationRow:
     limiter: str
     oracle_tag: str
     setup_tag: str
+    source: str = ""
+    oracle_kind: str = "mfu"
+    oracle_value: float = 0.0
+    fused_attention: bool = True
 
     @property
     def error(self) -> float:
@@ -197,8 +217,7 @@ class ValidationRow:
 
 
 def _predict(cfg: ModelConfig, device: DeviceSpec, n_devices: int, devices_per_node: int,
-             global_batch: int, seq_len: int, layout: Layout, dtype: str,
-             efficiency: float | None) -> PlanResult:
+             setup: TrainSetup, layout: Layout, efficiency: float | None) -> PlanResult:
     """The planner's prediction for a run as it was laid out (its own divisibility unchecked:
     published runs used tricks, such as uneven stages, the planner does not enumerate)."""
     nodes = max(1, n_devices // devices_per_node)
@@ -206,7 +225,6 @@ def _predict(cfg: ModelConfig, device: DeviceSpec, n_devices: int, devices_per_n
         else device
     cluster = replace(make_cluster(links_of, nodes, min(devices_per_node, n_devices)),
                       device=device)
-    setup = TrainSetup(global_batch, seq_len, dtype)
     return evaluate(cfg, cluster, setup, layout, efficiency)
 
 
@@ -215,12 +233,15 @@ def validate_published(efficiency: float | None = None,
     """Each published run's predicted MFU against its published one (accelbench's formula)."""
     rows = []
     for run in runs:
-        result = _predict(run.model, run.device, run.n_devices, run.devices_per_node,
-                          run.global_batch, run.seq_len, run.layout, "bf16", efficiency)
+        setup = TrainSetup(run.global_batch, run.seq_len, "bf16",
+                           fused_attention=run.fused_attention)
+        result = _predict(run.model, run.device, run.n_devices, run.devices_per_node, setup,
+                          run.layout, efficiency)
         rows.append(ValidationRow(
             run.name, run.device.key, run.published_mfu(), result.step.mfu,
             result.step.tokens_per_s / run.n_devices, result.memory.total / 1e9,
-            result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag))
+            result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag, run.source,
+            run.oracle_kind, run.oracle_value, run.fused_attention))
     return rows
 
 
@@ -248,7 +269,8 @@ def validate_measured_runs(runs: list[dict[str, Any]],
                            efficiency: float | None = None) -> list[ValidationRow]:
     """Measured runs (dicts with MEASURED_RUN_KEYS) against the planner's prediction.
 
-    One node is assumed when n_devices fits the device's default node size.
+    One node is assumed when n_devices fits the device's default node size; accelbench's model
+    runs SDPA, so attention is fused.
     """
     rows = []
     for run in runs:
@@ -260,13 +282,14 @@ def validate_measured_runs(runs: list[dict[str, Any]],
         device = get_spec(str(run["device_key"]))
         n = int(run["n_devices"])
         gpn = min(n, make_cluster(device, 1).devices_per_node)
-        batch = layout.dp * layout.mb * int(run["gas"])
-        result = _predict(cfg, device, n, gpn, batch, int(run["seq_len"]), layout,
-                          str(run["dtype"]), efficiency)
+        setup = TrainSetup(layout.dp * layout.mb * int(run["gas"]), int(run["seq_len"]),
+                           str(run["dtype"]), fused_attention=True)
+        result = _predict(cfg, device, n, gpn, setup, layout, efficiency)
         rows.append(ValidationRow(
             f"{run['model']} {n}x{device.key} {layout.label()}", device.key, float(run["mfu"]),
             result.step.mfu, result.step.tokens_per_s / n, result.memory.total / 1e9,
-            result.memory.fits, result.limiter, "measured", "V"))
+            result.memory.fits, result.limiter, "measured", "V", "accelbench results store",
+            "mfu", float(run["mfu"]), True))
     return rows
 
 

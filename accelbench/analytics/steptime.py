@@ -41,12 +41,14 @@ HBM_EFFICIENCY = 0.8  # achieved over peak memory bandwidth for the streaming op
 
 @dataclass(frozen=True)
 class TrainSetup:
-    """What is trained: global batch in sequences, sequence length, precision, optimizer."""
+    """What is trained: global batch in sequences, sequence length, precision, optimizer, and
+    whether attention is fused (flash / SDPA: the scores are never stored, the usual case)."""
 
     global_batch: int
     seq_len: int
     dtype: str = "bf16"
     optimizer: str = "adam"
+    fused_attention: bool = True
 
     @property
     def tokens_per_step(self) -> int:

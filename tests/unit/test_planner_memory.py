@@ -110,3 +110,63 @@ def test_fused_attention_stores_no_scores():
     fused = activation_bytes_per_layer(cfg, s, b, 2, fused_attention=True)
     assert fused == s * b * h * 34
     assert activation_bytes_per_layer(cfg, s, b, 2) == s * b * h * (34 + 5 * 25 * s / h)
+
+
+def _sequential(d_ff: int) -> ModelConfig:
+    """GenSLM-2.5B's widths (h=3840, 32 heads) with a sequential residual and MLP width d_ff."""
+    return ModelConfig("narrow", 28, 32, 3840, 69, 2048, d_ff=d_ff)
+
+
+def test_mlp_share_scales_with_the_mlp_width() -> None:
+    """Korthikanti's MLP share 19sbh is 3sbh + 4sbf at f = 4h; a narrow MLP costs less."""
+    s, b, h, f, a = 256, 1, 3840, 4096, 32
+    sbh, sbf = s * b * h, s * b * f
+    cfg = _sequential(f)
+    assert activation_bytes_per_layer(cfg, s, b, fused_attention=True) == 18 * sbh + 4 * sbf
+    assert activation_bytes_per_layer(cfg, s, b) == 18 * sbh + 4 * sbf + 5 * a * s * s * b
+    # d_ff = 4h explicitly is the paper's 34sbh (as d_ff = 0 is)
+    assert activation_bytes_per_layer(_sequential(4 * h), s, b, recompute="selective") == \
+        34 * sbh
+    # the old 34sbh charged GenSLM-2.5B's f ~ 1.07h MLP as if it were 4h: 33.4 MB at s=256
+    assert activation_bytes_per_layer(cfg, s, b, fused_attention=True) < 0.66 * 34 * sbh
+
+
+def test_mlp_width_under_tensor_and_sequence_parallel() -> None:
+    """Only the split part (8sbh + 4sbf) and the scores shrink with t; SP splits the rest."""
+    s, b, h, f, a, t = 512, 2, 3840, 4096, 32, 4
+    sbh, sbf, scores = s * b * h, s * b * f, 5 * a * s * s * b
+    cfg = _sequential(f)
+    split = 8 * sbh + 4 * sbf
+    assert activation_bytes_per_layer(cfg, s, b, tp=t) == pytest.approx(
+        10 * sbh + (split + scores) / t)
+    assert activation_bytes_per_layer(cfg, s, b, tp=t, sp=True) == pytest.approx(
+        (10 * sbh + split + scores) / t)
+    assert activation_bytes_per_layer(cfg, s, b, tp=t, recompute="selective") == pytest.approx(
+        10 * sbh + split / t)
+    assert activation_bytes_per_layer(cfg, s, b, tp=t, sp=True, recompute="full") == \
+        pytest.approx(2 * sbh / t)
+    # fp32 doubles every term
+    assert activation_bytes_per_layer(cfg, s, b, 4, tp=t) == pytest.approx(
+        2 * activation_bytes_per_layer(cfg, s, b, 2, tp=t))
+
+
+def test_parallel_residual_saves_one_layer_norm_input() -> None:
+    """GPT-NeoX's two LayerNorms read the same tensor, which autograd keeps once: -2sbh."""
+    s, b, t = 256, 1, 4
+    neox = get_preset("genslm-2.5b")
+    assert neox.parallel_residual and neox.ffn_dim == 4096
+    sbh, sbf = s * b * neox.d_model, s * b * neox.ffn_dim
+    assert activation_bytes_per_layer(neox, s, b, fused_attention=True) == 16 * sbh + 4 * sbf
+    sequential = _sequential(neox.ffn_dim)
+    assert (activation_bytes_per_layer(sequential, s, b, tp=t, sp=True)
+            - activation_bytes_per_layer(neox, s, b, tp=t, sp=True)) == pytest.approx(2 * sbh / t)
+
+
+def test_sequence_parallel_is_a_choice_of_the_layout() -> None:
+    """sp follows tp > 1 unless given; TP without SP keeps the replicated 10sbh whole."""
+    assert Layout(dp=1, tp=8).sp is True and Layout(dp=8).sp is False
+    off, on = Layout(dp=16, tp=8, pp=8, sp=False), Layout(dp=16, tp=8, pp=8)
+    a = memory_per_device(GPT3, 2048, off, 96, fused_attention=True)
+    b = memory_per_device(GPT3, 2048, on, 96, fused_attention=True)
+    sbh = 2048 * 12288
+    assert a.activations - b.activations == pytest.approx(96 * 10 * sbh * (1 - 1 / 8))

@@ -10,13 +10,14 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.cluster import Layout, make_cluster, parse_layout
 from accelbench.analytics.memory import memory_per_device
 from accelbench.analytics.planner import layout_problem, plan_fixed, search
 from accelbench.analytics.published import (
     PUBLISHED_RUNS,
     SHAPES,
     needed_efficiency,
+    resolve_shape,
     validate_measured_runs,
     validate_published,
 )
@@ -43,7 +44,8 @@ def test_every_returned_layout_divides_and_fits(device: str, nodes: int, batch: 
         assert layout_problem(GPT3, cluster, setup, lay) is None
         n_micro = batch // (lay.dp * lay.mb)
         mem = memory_per_device(GPT3, seq, lay, n_micro, "bf16", "adam",
-                                cluster.memory_bytes_per_device)
+                                cluster.memory_bytes_per_device,
+                                fused_attention=setup.fused_attention)
         assert mem.total <= cluster.memory_bytes_per_device * 0.92
     tokens = [r.step.tokens_per_s for r in found.best]
     assert tokens == sorted(tokens, reverse=True)
@@ -96,6 +98,9 @@ def test_cli_validate_and_plan_json() -> None:
     data = json.loads(out.stdout)
     assert len(data["published"]) == len(PUBLISHED_RUNS)
     assert all("error" in row for row in data["published"])
+    assert all(row["source"] and row["oracle_kind"] in ("mfu", "tflops_per_device",
+                                                        "tokens_per_s_per_device")
+               for row in data["published"])
     out = runner.invoke(app, ["plan", "--model", "gpt3-175b", "--device", "a100-80gb",
                               "--nodes", "16", "--global-batch", "512", "--top", "3", "--json"])
     assert out.exit_code == 0, out.output
@@ -106,3 +111,93 @@ def test_analytics_never_imports_torch() -> None:
     code = ("import sys; import accelbench.analytics.planner, accelbench.analytics.published; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_planner_assumes_fused_attention_unless_told() -> None:
+    """GenSLM-2.5B at 10240 on 8 GPUs, ZeRO-3, no recompute: the 5as/h scores term decides."""
+    cfg = resolve_shape("genslm-2.5b-10k")
+    cluster = make_cluster("a100-80gb", 1)
+    fields = {"dp": 8, "tp": 1, "pp": 1, "vp": 1, "mb": 1, "zero": 3, "recompute": "none"}
+    fused = plan_fixed(cfg, cluster, TrainSetup(8, 10240), fields)
+    stored = plan_fixed(cfg, cluster, TrainSetup(8, 10240, fused_attention=False), fields)
+    assert fused.memory.fits and not stored.memory.fits
+    s, a = 10240, cfg.n_head
+    scores = cfg.n_layer * 5 * a * s * s  # bytes the stored scores add over all layers
+    assert stored.memory.activations - fused.memory.activations == pytest.approx(scores)
+    found = search(cfg, cluster, TrainSetup(8, 10240), {"recompute": "none"})
+    assert found.best and all(r.memory.fits for r in found.best)
+
+
+def test_published_runs_say_whether_attention_was_fused() -> None:
+    by_name = {run.name: run for run in PUBLISHED_RUNS}
+    for run in PUBLISHED_RUNS:
+        fused = run.name.startswith(("MegaScale", "torchtitan"))
+        assert run.fused_attention is fused, run.name
+    for name in ("Megatron-LM 1T, 3072 A100", "Megatron-LM GPT-3 175B, 1024 A100"):
+        assert by_name[name].layout.sp is False  # 2021: before sequence parallelism
+    rows = validate_published()
+    assert [r.fused_attention for r in rows] == [r.fused_attention for r in PUBLISHED_RUNS]
+
+
+def test_validation_rows_carry_source_and_published_figure() -> None:
+    rows = validate_published()
+    for run, row in zip(PUBLISHED_RUNS, rows, strict=True):
+        assert row.source == run.source and row.source
+        assert (row.oracle_kind, row.oracle_value) == (run.oracle_kind, run.oracle_value)
+    megatron = rows[0]
+    assert megatron.oracle_kind == "tflops_per_device" and megatron.oracle_value == 163
+
+
+def test_pipeline_needs_at_least_pp_micro_batches() -> None:
+    """gpt3-175b on 64 x 8 A100-80GB with global batch 32: d*p >= 64 > 32, so no layout has
+    m >= p, and the search says so instead of returning one."""
+    cluster, setup = make_cluster("a100-80gb", 64), TrainSetup(32, 2048)
+    found = search(GPT3, cluster, setup)
+    assert found.best == [] and found.rejected.get("micro-batches", 0) > 0
+    assert "fewer than pp" in found.rejection_summary()
+    with pytest.raises(ConfigError, match="m >= pp"):
+        plan_fixed(GPT3, cluster, setup, {"dp": 4, "tp": 8, "pp": 16, "vp": 1, "mb": 1,
+                                          "zero": 1, "recompute": "none"})
+    found = search(GPT3, cluster, TrainSetup(512, 2048), top=10_000)
+    assert found.best
+    assert all(512 // (r.layout.dp * r.layout.mb) >= r.layout.pp for r in found.best)
+
+
+def test_search_tries_tensor_parallel_without_sequence_parallel() -> None:
+    cluster, setup = make_cluster("a100-80gb", 16), TrainSetup(512, 2048)
+    found = search(GPT3, cluster, setup, {"tp": 8, "pp": 8, "mb": 1, "vp": 1, "zero": 1,
+                                          "recompute": "selective"}, top=10)
+    assert {r.layout.sp for r in found.best} == {True, False}
+    on, off = sorted(found.best, key=lambda r: r.memory.total)
+    assert on.layout.sp and not off.layout.sp
+    with pytest.raises(ConfigError, match="sequence parallelism needs tp > 1"):
+        plan_fixed(GPT3, make_cluster("a100-80gb", 128), TrainSetup(1536, 2048),
+                   {"tp": 1, "pp": 8, "mb": 1, "vp": 1, "zero": 1, "recompute": "full",
+                    "sp": True})
+
+
+def test_zero_needs_data_parallelism() -> None:
+    cluster, setup = make_cluster("a100-80gb", 1), TrainSetup(8, 2048)
+    with pytest.raises(ConfigError, match="needs dp > 1"):
+        plan_fixed(GPT3, cluster, setup, {"dp": 1, "tp": 8, "pp": 1, "vp": 1, "mb": 1,
+                                          "zero": 3, "recompute": "full"})
+    found = search(GPT3, cluster, setup, {"dp": 1, "tp": 8, "zero": 3})
+    assert found.best == [] and set(found.rejected) == {"zero without dp"}
+
+
+def test_fixed_values_that_do_not_divide_are_rejected_with_a_reason() -> None:
+    found = search(GPT3, make_cluster("a100-80gb", 1), TrainSetup(8, 2048), {"tp": 3})
+    assert found.best == [] and found.n_evaluated > 0
+    assert "tp*pp = 3 does not divide the cluster's 8 devices" in found.rejection_summary()
+
+
+def test_layout_label_round_trips() -> None:
+    lay = Layout(dp=16, tp=8, pp=8, vp=2, mb=1, zero=1, recompute="full", sp=False)
+    assert Layout(**parse_layout(lay.label())) == lay
+
+
+def test_make_cluster_keeps_an_explicit_zero_and_rejects_negative_latency() -> None:
+    with pytest.raises(ConfigError, match="devices_per_node"):
+        make_cluster("a100-80gb", 1, devices_per_node=0)
+    with pytest.raises(ConfigError, match="inter_latency_s"):
+        make_cluster("a100-80gb", 2, inter_latency_s=-1e-6)
