@@ -50,6 +50,8 @@ class BlockSpec:
         require_positive("repeats", self.repeats)
         if self.warmup < 0:
             raise ConfigError("warmup", f"must be 0 or more, got {self.warmup}", ">= 0")
+        if self.compile and self.warmup < 1:  # else compilation lands in the first timed window
+            raise ConfigError("warmup", "--compile needs at least 1 warm-up repetition", ">= 1")
         for batch in self.batches:
             require_positive("batch", batch)
         for dtype in self.dtypes:

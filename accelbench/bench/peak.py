@@ -58,7 +58,7 @@ def _gemm_call(device: torch.device, dtype: torch.dtype, kernel: str, m: int, k:
 
 
 def _gemm_flops_per_s(device: torch.device, dtype: torch.dtype, kernel: str,
-                      shape: tuple[int, int, int], repeats: int = 5) -> float:
+                      shape: tuple[int, int, int], repeats: int = 5, warmup: int = 2) -> float:
     """Best FLOP/s of one GEMM layout and (m, k, n) shape over `repeats` timed calls."""
     call = _gemm_call(device, dtype, kernel, *shape)
 
@@ -66,52 +66,51 @@ def _gemm_flops_per_s(device: torch.device, dtype: torch.dtype, kernel: str,
         with timer.phase("gemm"):
             call()
 
-    best_s = run_timed(step, device, warmup=2, repeats=repeats)["gemm"].min_s
+    best_s = run_timed(step, device, warmup=warmup, repeats=repeats)["gemm"].min_s
     return 2.0 * shape[0] * shape[1] * shape[2] / best_s
 
 
 @cache
-def measured_gemm_flops_per_s(device_str: str, dtype_name: str, n: int, tf32: bool) -> float:
-    """Best FLOP/s in this dtype: every layout of GEMM_KERNELS on the square shape, then the
-    fastest layout on the other shapes of gemm_shapes(n). A peak, not a mean."""
+def fastest_layout(device_str: str, dtype_name: str, tf32: bool) -> str:
+    """The GEMM_KERNELS layout this device runs fastest in this dtype, from warmed 256^3
+    products (cheap even where a slow layout is emulated; the peak then measures this one)."""
     device = torch.device(device_str)
+    _allow_tf32(device, tf32)
+    dtype = parse_dtype(dtype_name)
+    rates = {kernel: _gemm_flops_per_s(device, dtype, kernel, (256, 256, 256), repeats=3,
+                                       warmup=1) for kernel in GEMM_KERNELS}
+    return max(rates, key=rates.__getitem__)
+
+
+@cache
+def measured_gemm_flops_per_s(device_str: str, dtype_name: str, n: int, tf32: bool) -> float:
+    """Best FLOP/s in this dtype: the fastest layout over the shapes of gemm_shapes(n).
+    A peak, not a mean."""
+    device = torch.device(device_str)
+    _allow_tf32(device, tf32)
+    kernel = fastest_layout(device_str, dtype_name, tf32)
+    dtype = parse_dtype(dtype_name)
+    return max(_gemm_flops_per_s(device, dtype, kernel, shape) for shape in gemm_shapes(n))
+
+
+def _allow_tf32(device: torch.device, tf32: bool) -> None:
+    """fp32 GEMMs on CUDA run as TF32 exactly when the benchmark allowed it."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    dtype = parse_dtype(dtype_name)
-    square, *others = gemm_shapes(n)
-    by_kernel = {kernel: _gemm_flops_per_s(device, dtype, kernel, square, repeats=3)
-                 for kernel in GEMM_KERNELS}
-    fastest = max(by_kernel, key=by_kernel.__getitem__)
-    return max([by_kernel[fastest]]
-               + [_gemm_flops_per_s(device, dtype, fastest, shape) for shape in others])
 
 
 def _fitting_gemm_size(device: torch.device, dtype: str, tf32: bool) -> int:
     """Largest size up to gemm_size whose largest GEMM (4 n^3 multiply-adds) takes under 0.2 s
-    in its fastest layout (slow dtypes on CPUs)."""
+    in the fastest layout, from a warmed probe (a cold one picked n = 512 or 1024 at random)."""
+    kernel = fastest_layout(str(device), dtype, tf32)
     n = gemm_size(device)
     while n > 128:
-        one_call_s = 8.0 * n**3 / _quick_flops_per_s(str(device), dtype, n, tf32)
-        if one_call_s < 0.2:
+        rate = _gemm_flops_per_s(device, parse_dtype(dtype), kernel, (n, n, n), repeats=2,
+                                 warmup=1)
+        if 8.0 * n**3 / rate < 0.2:
             break
         n //= 2
     return n
-
-
-@cache
-def _quick_flops_per_s(device_str: str, dtype_name: str, n: int, tf32: bool) -> float:
-    """One untimed-warm-up probe of the GEMM rate, to size the real measurement."""
-    device = torch.device(device_str)
-    calls = [_gemm_call(device, parse_dtype(dtype_name), kernel, n, n, n)
-             for kernel in GEMM_KERNELS]
-
-    def step(timer: PhaseTimer) -> None:
-        for kernel, call in zip(GEMM_KERNELS, calls, strict=True):
-            with timer.phase(kernel):
-                call()
-
-    stats = run_timed(step, device, warmup=0, repeats=1)
-    return 2.0 * n**3 / min(stats[kernel].min_s for kernel in GEMM_KERNELS)
 
 
 def resolve_peak(spec: DeviceSpec | None, device: torch.device, dtype: str, tf32: bool,

@@ -101,6 +101,8 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     if not 0 <= spec.warmup_steps < spec.steps:
         raise ConfigError("warmup-steps", f"must be in [0, steps), got {spec.warmup_steps}",
                           f"0 to {spec.steps - 1}")
+    if spec.compile and spec.warmup_steps < 1:  # else compilation lands in a timed step
+        raise ConfigError("warmup-steps", "--compile needs at least 1 warm-up step", ">= 1")
     require_positive("lr", spec.lr)
     for name, value in (("lr-warmup-steps", spec.lr_warmup_steps),
                         ("weight-decay", spec.weight_decay), ("grad-clip", spec.grad_clip)):

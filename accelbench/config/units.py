@@ -19,9 +19,10 @@ def parse_bytes(field: str, text: str) -> int:
     try:
         value = float(match.group(1)) * _BYTE_UNITS[unit]
     except ValueError:
-        raise ConfigError(field, f"cannot read size {text!r}") from None
-    if value <= 0:
-        raise ConfigError(field, f"must be positive, got {text!r}", "> 0")
+        raise ConfigError(field, f"cannot read size {text!r}",
+                          "a number with B, MB, GB, MiB, GiB") from None
+    if not value >= 1:  # also NaN; 0.5B would round to 0, which reads as "no limit"
+        raise ConfigError(field, f"must be at least one byte, got {text!r}", ">= 1B")
     return int(value)
 
 

@@ -16,7 +16,7 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "xpu", "mps")
 # (pattern on the device name, memory range in GB or None, spec key); first match wins.
 _NAME_RULES: tuple[tuple[str, tuple[float, float] | None, str], ...] = (
     (r"H100.*PCIe", None, "h100-pcie"),
-    (r"H100 NVL|GH200", None, ""),  # different parts: no spec rather than a wrong one
+    (r"H100 NVL|H200 NVL|GH200", None, ""),  # other parts: no spec, not a wrong one
     (r"H100", None, "h100-sxm"),
     (r"H200", None, "h200"),
     (r"B200", None, "b200"),
@@ -24,7 +24,10 @@ _NAME_RULES: tuple[tuple[str, tuple[float, float] | None, str], ...] = (
     (r"A100", (30, 50), "a100-40gb"),
     (r"A100", (70, 90), "a100-80gb"),
     (r"MI300X", None, "mi300x"),
+    (r"MI250X/MI250", None, ""),  # ROCm's name for either part: which one is unknown
+    (r"MI250X", (0, 70), "mi250x-gcd"),  # torch sees one GCD (64 GB), half a module
     (r"MI250X", None, "mi250x"),
+    (r"MI250", (0, 70), "mi250-gcd"),
     (r"MI250", None, "mi250"),
 )
 
@@ -43,7 +46,21 @@ def resolve_device(requested: str = "auto") -> torch.device:
     module = getattr(torch, kind, None)
     if kind != "cpu" and (module is None or not module.is_available()):
         raise ConfigError("device", f"{kind} requested but not available here", "auto, cpu")
-    return torch.device(requested)
+    return _checked_index(requested, kind, module)
+
+
+def _checked_index(requested: str, kind: str, module: object) -> torch.device:
+    """torch.device(requested), its index checked against the devices there are."""
+    try:
+        device = torch.device(requested)
+    except RuntimeError:
+        raise ConfigError("device", f"cannot read {requested!r}",
+                          f"{kind} or {kind}:N with N a device index") from None
+    count = module.device_count() if kind != "cpu" and hasattr(module, "device_count") else 1
+    if device.index is not None and not 0 <= device.index < count:
+        raise ConfigError("device", f"{requested!r} names device {device.index} but there are "
+                          f"{count}", f"{kind}:0 to {kind}:{count - 1}")
+    return device
 
 
 def cpu_model_name() -> str:

@@ -22,6 +22,8 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE TRIGGER IF NOT EXISTS results_immutable BEFORE UPDATE ON results
 BEGIN SELECT RAISE(ABORT, 'result records are immutable'); END;
+CREATE TRIGGER IF NOT EXISTS results_undeletable BEFORE DELETE ON results
+BEGIN SELECT RAISE(ABORT, 'result records are immutable: not deleted'); END;
 """
 
 

@@ -30,6 +30,11 @@ def _run_main(monkeypatch, capsys, *args):
     (["--model", "gpt2:layers=0"], "model.n_layer: must be a positive number"),
     (["--device", "tpu"], "device: unknown device 'tpu'"),
     (["--mem-limit", "lots"], "mem-limit: cannot read size"),
+    (["--mem-limit", "1e"], "mem-limit: cannot read size '1e' (allowed: a number with B"),
+    (["--mem-limit", "0.5B"], "mem-limit: must be at least one byte"),
+    (["--device", "cpu:abc"], "device: cannot read 'cpu:abc'"),
+    (["--device", "cpu:3"], "device: 'cpu:3' names device 3 but there are 1"),
+    (["--compile", "--warmup", "0"], "warmup: --compile needs at least 1 warm-up"),
 ])
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, args, field):
     code, out, err = _run_main(monkeypatch, capsys, "block", *args)

@@ -27,7 +27,9 @@ def test_dense_peaks(key, dtype, tflops):
 @pytest.mark.parametrize("name,mem_gb,key", [
     ("NVIDIA H100 80GB HBM3", 85, "h100-sxm"), ("NVIDIA H100 PCIe", 85, "h100-pcie"),
     ("NVIDIA A100-SXM4-40GB", 42, "a100-40gb"), ("NVIDIA A100 80GB PCIe", 85, "a100-80gb"),
-    ("NVIDIA H200", 150, "h200"), ("AMD Instinct MI250X", 68, "mi250x"),
+    ("NVIDIA H200", 150, "h200"), ("NVIDIA H200 NVL", 150, None),
+    ("AMD Instinct MI250X", 68.7, "mi250x-gcd"), ("AMD Instinct MI250X", 137, "mi250x"),
+    ("AMD Instinct MI250", 68.7, "mi250-gcd"), ("AMD Instinct MI250X/MI250", 68.7, None),
     ("NVIDIA GeForce RTX 4090", 24, None), ("NVIDIA GH200 480GB", 100, None)])
 def test_name_matching(name, mem_gb, key):
     spec = match_spec(name, int(mem_gb * 1e9))
@@ -61,3 +63,11 @@ def test_bf16_matmul_support_from_cpu_flags():
     assert cpu_has_bf16_matmul("Features\t: fp asimd bf16 i8mm\n")
     assert not cpu_has_bf16_matmul("flags\t\t: fpu sse fma avx avx2\n")
     assert not cpu_has_bf16_matmul("")
+
+
+def test_a_gcd_row_is_half_its_module():
+    for module in ("mi250", "mi250x"):
+        whole, gcd = get_spec(module), get_spec(f"{module}-gcd")
+        for dtype, tflops in gcd.peak_tflops.items():
+            assert tflops == pytest.approx(whole.peak_tflops[dtype] / 2)
+        assert gcd.memory_gb == whole.memory_gb / 2

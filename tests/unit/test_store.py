@@ -34,6 +34,8 @@ def test_records_are_immutable(tmp_path):
     conn = sqlite3.connect(tmp_path / "s.db")
     with pytest.raises(sqlite3.DatabaseError, match="immutable"):
         conn.execute("UPDATE results SET status = 'error'")
+    with pytest.raises(sqlite3.DatabaseError, match="not deleted"):
+        conn.execute("DELETE FROM results")
 
 
 def test_filters_and_exports(tmp_path):
