@@ -154,9 +154,11 @@ def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,
 
 
 def logits_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int) -> float:
-    """The output layer's logits in the compute dtype plus fp32 for the loss, split over `tp`
-    (pass tp=1 for a replicated head)."""
-    return seq_len * micro_batch * cfg.vocab_size / tp * (BYTES_PER_VALUE[dtype] + 4)
+    """The loss's peak over the logits, split over `tp` (pass tp=1 for a replicated head): the
+    logits in the compute dtype, then, when backward reaches the fp32 cross-entropy, the saved
+    log-softmax output, its gradient and the logits' fp32 gradient live at once (3 x 4 bytes;
+    counting only logits + one fp32 copy under-read measured CPU peaks by 2x)."""
+    return seq_len * micro_batch * cfg.vocab_size / tp * (BYTES_PER_VALUE[dtype] + 12)
 
 
 @dataclass(frozen=True)
