@@ -26,11 +26,14 @@ def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int
     (2sbh), GELU input and output (2sbf each) = 8sbh + 4sbf; scores = 5as^2b (softmax output,
     its dropout mask and output). With f = 4h: 34sbh + 5as^2b, the paper's. A parallel-residual
     block (GPT-NeoX) feeds both LayerNorms the same tensor, which autograd saves once: 2sbh.
+    Rotary embeddings add the rotated Q and K (4sbh, split): attention saves those while V, a
+    view of the QKV output, keeps all of that output alive too.
     """
     s, b, h, f, a = seq_len, micro_batch, cfg.d_model, cfg.ffn_dim, cfg.n_head
     layer_norm_inputs = 1 if cfg.parallel_residual else 2
     replicated = (2 * layer_norm_inputs + 2 + 2 + 1 + 1) * s * b * h
-    split = 8 * s * b * h + 4 * s * b * f
+    rotated_qk = 4 * s * b * h if cfg.position == "rotary" else 0
+    split = 8 * s * b * h + 4 * s * b * f + rotated_qk
     scores = 5 * a * s * s * b
     return float(replicated), float(split), float(scores)
 

@@ -151,15 +151,20 @@ def test_mlp_width_under_tensor_and_sequence_parallel() -> None:
 
 
 def test_parallel_residual_saves_one_layer_norm_input() -> None:
-    """GPT-NeoX's two LayerNorms read the same tensor, which autograd keeps once: -2sbh."""
+    """GPT-NeoX's two LayerNorms read the same tensor, which autograd keeps once: -2sbh; its
+    rotary Q and K are saved beside the QKV output that V keeps alive: +4sbh."""
     s, b, t = 256, 1, 4
     neox = get_preset("genslm-2.5b")
-    assert neox.parallel_residual and neox.ffn_dim == 4096
+    assert neox.parallel_residual and neox.ffn_dim == 4096 and neox.position == "rotary"
     sbh, sbf = s * b * neox.d_model, s * b * neox.ffn_dim
-    assert activation_bytes_per_layer(neox, s, b, fused_attention=True) == 16 * sbh + 4 * sbf
+    assert activation_bytes_per_layer(neox, s, b, fused_attention=True) == 20 * sbh + 4 * sbf
     sequential = _sequential(neox.ffn_dim)
-    assert (activation_bytes_per_layer(sequential, s, b, tp=t, sp=True)
+    rotary_sequential = sequential.with_changes(position="rotary", rotary_pct=0.25)
+    assert (activation_bytes_per_layer(rotary_sequential, s, b, tp=t, sp=True)
             - activation_bytes_per_layer(neox, s, b, tp=t, sp=True)) == pytest.approx(2 * sbh / t)
+    assert (activation_bytes_per_layer(rotary_sequential, s, b, tp=t, sp=True)
+            - activation_bytes_per_layer(sequential, s, b, tp=t, sp=True)) == pytest.approx(
+                4 * sbh / t)
 
 
 def test_sequence_parallel_is_a_choice_of_the_layout() -> None:
