@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from accelbench.analytics.flops import RECOMPUTE_KINDS
 from accelbench.bench.dtypes import TORCH_DTYPES
@@ -115,7 +116,16 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
 
 
 def resolve_model_source(text: str) -> tuple[ModelConfig, str | None]:
-    """A --model value: a preset spec, or 'hf:DIR' (a Hugging Face GPT-2 folder, weights too)."""
+    """A --model value: a preset spec, 'hf:DIR' (a Hugging Face GPT-2 folder, weights too) or
+    'neox:FILE' (a GPT-NeoX config.json such as GenSLM's; the shape only, random weights)."""
+    if text.startswith("neox:"):
+        from accelbench.config.genslm import model_from_neox_config
+
+        path = Path(text[5:]).expanduser()
+        if not path.is_file():
+            raise ConfigError("model", f"no GPT-NeoX config file at {str(path)!r}",
+                              "neox:PATH to a GPTNeoXConfig JSON file")
+        return model_from_neox_config(path), None
     if text.startswith("hf:"):
         from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
 

@@ -28,8 +28,8 @@ from accelbench.results.store import ResultStore
 from accelbench.results.table import train_table
 
 RECOMPUTE = ("none", "selective", "full")
-MODEL_HELP = ("Preset, preset:overrides, custom:layers=..., or hf:DIR (a Hugging Face GPT-2 "
-              "checkpoint folder).")
+MODEL_HELP = ("Preset, preset:overrides, custom:layers=..., hf:DIR (a Hugging Face GPT-2 "
+              "checkpoint folder) or neox:FILE (a GPT-NeoX config.json, e.g. GenSLM's).")
 SEQ_HELP = "Sequence length(s), comma-separated."
 
 MICRO_BATCH_OPT = typer.Option("8", help="Micro-batch size(s), comma-separated.")

@@ -154,3 +154,15 @@ def test_genslm_model_trains_on_real_codons() -> None:
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert model.wte.weight.grad.abs().sum() > 0
+
+
+def test_command_line_builds_a_model_from_a_neox_file() -> None:
+    """--model neox:FILE: a user's GPT-NeoX config.json; the published 25B one fails clearly."""
+    from accelbench.bench.train_spec import resolve_model_source
+
+    cfg, checkpoint = resolve_model_source(f"neox:{GENSLM_ASSETS / 'neox_25,290,752.json'}")
+    assert total_params(cfg) == 25_290_752 and checkpoint is None
+    with pytest.raises(ConfigError, match="8196"):
+        resolve_model_source(f"neox:{GENSLM_ASSETS / 'neox_25,076,188,032.json'}")
+    with pytest.raises(ConfigError, match="no GPT-NeoX config file"):
+        resolve_model_source("neox:/no/such/config.json")
