@@ -1,19 +1,28 @@
 """A torchrun entry point that fails on purpose (no torch import: starts fast).
 
-argv[1]: 'exit' (rank 1 writes an error and exits with 3) or 'hang' (rank 1 sleeps forever).
+argv[1]: 'exit' (rank 1 writes an error and exits with 3) or 'hang' (rank 1 says so and stops
+itself with SIGSTOP, which only SIGKILL ends; rank 0 keeps sleeping). argv[2], optional: a folder
+where each rank writes '<rank>.pid' so a test can check that no worker outlives the launch.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 rank = int(os.environ["RANK"])
+if len(sys.argv) > 2:
+    Path(sys.argv[2], f"{rank}.pid").write_text(str(os.getpid()))
 if rank == 1 and sys.argv[1] == "exit":
     print("rank 1 failing on purpose: simulated crash", file=sys.stderr, flush=True)
     os._exit(3)
-if rank == 1 and sys.argv[1] == "hang":
+if sys.argv[1] == "hang":
+    print(f"rank {rank} reached the hang", file=sys.stderr, flush=True)
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)  # a stopped rank ignores SIGTERM
     while True:
         time.sleep(1)
-time.sleep(30 if sys.argv[1] == "exit" else 0)  # rank 0: still running when rank 1 dies
+time.sleep(30)  # rank 0: still running when rank 1 dies

@@ -110,10 +110,24 @@ def test_killed_rank_reported():
     assert result.wall_s < 25
 
 
-def test_hung_rank_killed_at_deadline():
-    """A rank that never finishes does not hang the caller: killed at the timeout."""
-    result = launch_torchrun(2, [str(HERE / "crash_worker.py"), "hang"], timeout_s=8,
-                             cwd=str(ROOT))
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def test_hung_rank_killed_at_deadline(tmp_path):
+    """A stopped rank (SIGSTOP: deaf to SIGTERM) does not hang the caller and does not outlive
+    the launch: torchrun's workers sit in sessions of their own, out of reach of killpg."""
+    result = launch_torchrun(2, [str(HERE / "crash_worker.py"), "hang", str(tmp_path)],
+                             timeout_s=8, cwd=str(ROOT))
     assert result.timed_out and result.returncode is None
-    assert "timed out" in result.error
+    assert result.error.startswith("timed out after 8 s")
+    assert "rank 1 silent for" in result.error and "rank 1 reached the hang" in result.error
     assert result.wall_s < 8 + 12
+    pids = [int(p.read_text()) for p in sorted(tmp_path.glob("*.pid"))]
+    assert len(pids) == 2
+    assert not [pid for pid in pids if _running(pid)]
