@@ -3,8 +3,10 @@
 Weak scaling keeps the micro-batch per device (global batch grows with the devices); strong
 scaling keeps the global batch (the micro-batch per device shrinks). Every count runs under
 torchrun with data parallelism over its devices, the one-device baseline included, so all
-counts are measured by the same harness. Speedup = throughput / throughput of the smallest
-count; scaling efficiency = speedup / (devices / smallest count).
+counts are measured by the same harness. Counts are ordered smallest first whatever order they
+were given in; speedup = throughput / throughput of the smallest count that ran (ok), and
+scaling efficiency = speedup / (devices / that count). When that is not one device (no 1-device
+run, or it failed), every row and the summary say so.
 """
 
 from __future__ import annotations
@@ -72,20 +74,34 @@ def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None) -> 
     return outcomes
 
 
+def baseline_note(outcomes: list[Outcome], base_n: int | None) -> str:
+    """Which count the speedups are over, and why when it is not one device."""
+    if base_n is None:
+        return "no device count ran: no speedup"
+    one = [o for o in outcomes if o.spec["scale_devices"] == 1]
+    if base_n == 1:
+        return "speedup over 1 device"
+    if not one:
+        return f"speedup over {base_n} devices (no 1-device run)"
+    return f"speedup over {base_n} devices (the 1-device run ended {one[0].status})"
+
+
 def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
-    """Table II's columns per device count: throughput, speedup, scaling efficiency."""
-    ok = [o for o in outcomes if o.status == "ok"]
-    if not ok:
-        return []
-    base = ok[0]
-    base_n, base_tps = base.spec["scale_devices"], base.metrics["tokens_per_s_global"]
+    """Table II's columns per device count, smallest count first: throughput, speedup and
+    scaling efficiency over the smallest count that ran (baseline_devices in every row)."""
+    ordered = sorted(outcomes, key=lambda o: o.spec["scale_devices"])
+    ok = [o for o in ordered if o.status == "ok"]
+    base = ok[0] if ok else None
+    base_n = base.spec["scale_devices"] if base else None
+    note = baseline_note(ordered, base_n)
     rows = []
-    for o in outcomes:
+    for o in ordered:
         n = o.spec["scale_devices"]
-        row = {"devices": n, "status": o.status, "reason": o.reason,
+        row = {"devices": n, "status": o.status, "reason": o.reason or note,
+               "baseline_devices": base_n,
                "global_batch": o.spec["micro_batch"] * o.spec["gas"] * n}
-        if o.status == "ok":
-            tps = o.metrics["tokens_per_s_global"]
+        if base is not None and o.status == "ok":
+            tps, base_tps = o.metrics["tokens_per_s_global"], base.metrics["tokens_per_s_global"]
             row.update(tokens_per_s_global=tps, tokens_per_s_per_device=tps / n,
                        speedup=tps / base_tps,
                        scaling_efficiency=scaling_efficiency(tps, base_tps, n, base_n),
@@ -100,5 +116,6 @@ def summary_outcome(scale: ScaleSpec, outcomes: list[Outcome]) -> Outcome:
     status = "ok" if any(r["status"] == "ok" for r in rows) else "error"
     spec = {"workload": "scale", "model_name": scale.base.model.name, "mode": scale.mode,
             "devices": list(scale.devices), "zero": scale.zero, "base": scale.base.to_dict()}
-    return Outcome("scale", status, spec, {"rows": rows},
-                   reason="" if status == "ok" else "no device count ran")
+    base_n = rows[0]["baseline_devices"] if rows else None
+    return Outcome("scale", status, spec, {"rows": rows, "baseline_devices": base_n},
+                   reason=baseline_note(outcomes, base_n))
