@@ -13,7 +13,7 @@ import torch
 
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
-from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype
+from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
 from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.metrics import peak_warning, phase_metrics
@@ -108,7 +108,7 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
         return Outcome(KIND, "oom", record_spec, {"mem_estimate_bytes": estimate}, reason=refusal)
 
     def body() -> Outcome:
-        _set_tf32(device, spec.tf32)
+        set_tf32(device, spec.tf32)
         stats, peak_mem = time_block(cfg, spec.seq_len, batch, dtype, device, spec)
         peak = resolve_peak(detect_spec(device), device, dtype, spec.tf32)
         flops = block_flops(cfg, spec.seq_len, batch)
@@ -124,13 +124,6 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
         return Outcome(KIND, "ok", record_spec, metrics, raw, reason=peak_warning(metrics))
 
     return guarded(KIND, record_spec, device, body)
-
-
-def _set_tf32(device: torch.device, tf32: bool) -> None:
-    """Allow or forbid TF32 for fp32 matmuls and convolutions (CUDA only)."""
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
 
 
 def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = None) -> list[Outcome]:

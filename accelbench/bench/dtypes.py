@@ -25,3 +25,11 @@ def dtype_support(device: torch.device, name: str) -> str | None:
     if device.type == "mps" and name == "bf16" and not torch.backends.mps.is_macos_or_newer(14, 0):
         return "bf16 on MPS needs macOS 14"
     return None
+
+
+def set_tf32(device: torch.device, tf32: bool) -> None:
+    """Allow or forbid TF32 for fp32 matmuls and convolutions (CUDA only), as --tf32 says: the
+    peak an fp32 MFU is divided by follows the same flag."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32

@@ -23,7 +23,7 @@ from accelbench.analytics.flops import (
 )
 from accelbench.analytics.memory import memory_per_device
 from accelbench.bench.bisection import largest_that_fits
-from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support
+from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, set_tf32
 from accelbench.bench.guard import (
     guarded,
     is_oom,
@@ -214,7 +214,7 @@ def run_train_cell(spec: TrainSpec, cell: TrainCell, device: torch.device,
         return Outcome(KIND, "oom", record_spec, {"mem_estimate_bytes": estimate}, reason=refusal)
 
     def body() -> Outcome:
-        _set_tf32(device, spec.tf32)
+        set_tf32(device, spec.tf32)
         try:
             log, peak_mem, flavour = run_steps(spec, cell, device, progress)
         except Diverged as err:
@@ -232,12 +232,6 @@ def run_train_cell(spec: TrainSpec, cell: TrainCell, device: torch.device,
         return Outcome(KIND, "ok", record_spec, metrics, vars(log), reason=peak_warning(metrics))
 
     return guarded(KIND, record_spec, device, body)
-
-
-def _set_tf32(device: torch.device, tf32: bool) -> None:
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
 
 
 def run_train_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = None,

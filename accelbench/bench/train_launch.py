@@ -15,11 +15,12 @@ from pathlib import Path
 
 import torch
 
-from accelbench.bench.guard import memory_budget_bytes, refuse_if_too_big
+from accelbench.bench.guard import is_oom, memory_budget_bytes, refuse_if_too_big
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.bench.train import KIND, cell_spec
 from accelbench.bench.train_dist import estimate_bytes_per_device, run_dist_cell
 from accelbench.bench.train_spec import TrainCell, TrainSpec, spec_from_dict
+from accelbench.config.errors import ConfigError
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun
 from accelbench.parallel.layout import Layout, parse_layout, validate_layout
@@ -31,9 +32,25 @@ def in_process_group() -> bool:
 
 
 def group_layout(spec: TrainSpec, world_size: int, gas: int) -> Layout:
-    """The spec's layout (data parallel over the world when none is given), validated."""
+    """The spec's layout (data parallel over the world when none is given), validated, and
+    the options that several processes cannot honour refused."""
     layout = parse_layout(spec.layout) if spec.layout else Layout(dp=world_size)
-    return validate_layout(layout, spec.model, world_size, gas)
+    layout = validate_layout(layout, spec.model, world_size, gas)
+    if world_size > 1:
+        check_dist_options(spec, layout)
+    return layout
+
+
+def check_dist_options(spec: TrainSpec, layout: Layout) -> None:
+    """Refuse, rather than silently ignore, what the multi-process path does not do."""
+    if spec.max_micro_batch:
+        raise ConfigError("max-micro-batch", "the largest-micro-batch search runs on one "
+                          "process only, not with --nproc or under torchrun/srun",
+                          "off; give --micro-batch values")
+    if "fp16" in spec.dtypes and (layout.tp > 1 or layout.pp > 1):
+        raise ConfigError("dtype", f"fp16 on layout {layout.label()}: its loss scaling is built "
+                          "for data-parallel layouts only (the overflow check must agree on "
+                          "every rank)", "fp32 or bf16 with tp/pp; fp16 with dp and zero 0-3")
 
 
 def run_group_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = None,
@@ -71,7 +88,8 @@ def _refusal(spec: TrainSpec, cell: TrainCell, layout: Layout,
     reason = refuse_if_too_big(estimate * local, budget)
     if reason is None:
         return None
-    record_spec = {**cell_spec(spec, cell, device), "layout": layout.to_dict()}
+    record_spec = {**cell_spec(spec, cell, device), "layout": layout.to_dict(),
+                   "world_size": read_env().world_size}
     return Outcome(KIND, "oom", record_spec, {"mem_estimate_bytes": estimate}, reason=reason)
 
 
@@ -98,10 +116,11 @@ def rank_env(spec: TrainSpec) -> dict[str, str]:
 
 
 def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
-    """Run one cell under torchrun; its outcome, or the failed rank's error as the outcome."""
+    """Run one cell under torchrun; its outcome, or the failed rank's error as the outcome.
+    Every outcome records the cell's layout and world size (nproc)."""
+    layout = group_layout(spec, spec.nproc, cell.gas)
     single = replace(spec, seq_lens=(cell.seq_len,), micro_batches=(cell.micro_batch,),
-                     gas=(cell.gas,), dtypes=(cell.dtype,), recomputes=(cell.recompute,),
-                     nproc=1)
+                     gas=(cell.gas,), dtypes=(cell.dtype,), recomputes=(cell.recompute,))
     with tempfile.TemporaryDirectory(prefix="accelbench-cell-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "outcome.json"
         spec_path.write_text(json.dumps(single.to_dict()))
@@ -109,11 +128,19 @@ def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
                                  spec.cell_timeout_s, env=rank_env(spec))
         if out_path.exists():  # rank 0 wrote it after gathering every rank: keep the measurement
             return _with_exit_note(Outcome(**json.loads(out_path.read_text())), result)
-    record_spec = {**cell_spec(spec, cell, torch.device("cpu")), "nproc": spec.nproc,
-                   "device": spec.device}
-    status = "timeout" if result.timed_out else "error"
+    record_spec = {**cell_spec(spec, cell, torch.device("cpu")), "device": spec.device,
+                   "layout": layout.to_dict(), "world_size": spec.nproc}
     rank = f"rank {result.failed_rank}: " if result.failed_rank is not None else ""
-    return Outcome(KIND, status, record_spec, reason=f"{rank}{result.error}"[-2000:])
+    return Outcome(KIND, failure_status(result), record_spec,
+                   reason=f"{rank}{result.error}"[-2000:])
+
+
+def failure_status(result: LaunchResult) -> str:
+    """timeout (the deadline ended it), oom (the failed rank ran out of memory: a rank cannot
+    record that itself while its peers wait in a collective) or error."""
+    if result.timed_out:
+        return "timeout"
+    return "oom" if is_oom(RuntimeError(result.error)) else "error"
 
 
 def _with_exit_note(outcome: Outcome, result: LaunchResult) -> Outcome:

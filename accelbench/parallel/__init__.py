@@ -5,5 +5,6 @@ Modules: layout (Layout, parse_layout, validate_layout), dist (init_distributed,
 apply (prepare_model, micro_batch_context), optim (make_optimizer, clip_grad_norm_,
 local_state_bytes), pipeline (PipelineRunner), launch (launch_torchrun, sbatch_script),
 gather (gather_rank_results, combine_rank_results), collectives (profile_collectives, bubble,
-comm_bytes_per_step). See docs/parallel.md.
+comm_bytes_per_step: what this implementation sends; ideal_comm_bytes_per_step). See
+docs/parallel.md.
 """

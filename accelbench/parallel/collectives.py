@@ -1,5 +1,7 @@
 """What a parallel step spends on communication: measured time in collectives (profiler),
-pipeline bubble against the (p-1)/m theory, and bytes per step from accelbench.analytics.comm.
+pipeline bubble against the (p-1)/m theory, and bytes per step: what this implementation sends
+(comm_bytes_per_step, checked against the profiler's collectives) and Megatron's ideal volume
+from accelbench.analytics.comm (ideal_comm_bytes_per_step, the planner's model).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from accelbench.analytics.comm import (
     pp_sends_per_microbatch,
     tp_bytes_per_layer,
 )
+from accelbench.analytics.memory import BYTES_PER_VALUE
 from accelbench.config.model import ModelConfig
 from accelbench.parallel.layout import Layout
 
@@ -102,10 +105,11 @@ def bubble_fraction_measured(step_time_pp_s: float, step_time_single_s: float, p
     return (step_time_pp_s - ideal_s) / ideal_s
 
 
-def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
+def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
                         n_micro: int, dtype: str, grad_bytes_per_replica: float,
                         recompute: str = "none") -> dict[str, float]:
-    """Bytes one rank sends per optimizer step, by kind, from the analytics formulas.
+    """Megatron's ideal bytes one rank sends per optimizer step, by kind (the planner's
+    accelbench.analytics.comm formulas), recorded beside what this implementation sends.
 
     grad_bytes_per_replica: gradient bytes of this rank's model shard before any ZeRO split
     (what DDP all-reduces or FSDP reduce-scatters). Pipeline sends are those of a middle stage:
@@ -122,3 +126,144 @@ def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
                 if layout.dp > 1 else 0.0)
     return {"tp_bytes_per_step": tp_bytes, "pp_bytes_per_step": pp_bytes,
             "dp_bytes_per_step": dp_bytes, "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes}
+
+
+# What this implementation sends (measured with the profiler at dp=2, gas=2, gloo; see
+# docs/parallel.md): parameters and gradients are fp32 (autocast keeps fp32 master weights),
+# and so is the residual stream, hence pipeline messages and SP's all-gathers of norm outputs.
+FP32_BYTES = 4
+COMM_KINDS = ("tp", "pp", "dp", "tied")
+
+
+@dataclass(frozen=True)
+class CommCall:
+    """Collectives of one kind that one rank issues per optimizer step."""
+
+    kind: str  # what for: 'tp', 'pp' (stage messages), 'dp', 'tied' (embedding and head copy)
+    op: str  # all_reduce, all_gather, reduce_scatter, broadcast or send
+    buffer_bytes: float  # one call's whole (unsharded) buffer
+    calls: float  # calls per optimizer step
+    group_size: int
+
+
+def call_bytes_sent(call: CommCall, backend: str = "nccl") -> float:
+    """Bytes one rank sends for these calls: ring all-reduce 2(n-1)/n of the buffer, all-gather,
+    reduce-scatter and broadcast (n-1)/n, a send the buffer. gloo runs a reduce-scatter as an
+    all-reduce of the whole buffer (seen in the profiler), so it costs an all-reduce there."""
+    op = "all_reduce" if call.op == "reduce_scatter" and backend == "gloo" else call.op
+    n = call.group_size
+    factor = 1.0 if op == "send" else (n - 1) / n * (2 if op == "all_reduce" else 1)
+    return factor * call.buffer_bytes * call.calls
+
+
+def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> float:
+    """Parameters one rank holds before any ZeRO split: its blocks with the TP-split matrices
+    and column biases over tp, norms and row-parallel biases whole; embeddings (first stage),
+    final norm and head (last stage) whole on every tensor rank; under pp a tied head is a copy."""
+    h, f = cfg.d_model, cfg.ffn_dim
+    block = (4 * h * h + 2 * h * f + 3 * h + f) / layout.tp + 6 * h
+    count = cfg.n_layer // layout.pp * block
+    if pp_rank == 0:
+        count += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
+    if pp_rank == layout.pp - 1:
+        count += 2 * h + (cfg.vocab_size * h if layout.pp > 1 or not cfg.tie_embeddings else 0)
+    return count
+
+
+def _tp_calls(cfg: ModelConfig, layout: Layout, act_bytes_fp32: float, compute_bytes: int,
+              n_micro: int, recompute: str, pp_rank: int) -> list[CommCall]:
+    """Per layer and micro-batch: 2 forward collectives in the compute dtype (row-parallel
+    outputs) and 2 backward in fp32 (input gradients of the column-parallel layers, whose
+    input, a norm output, is fp32); full recompute reruns the forward ones. SP splits each
+    all-reduce into all-gather + reduce-scatter and gathers at the model's edges in fp32."""
+    if layout.tp == 1:
+        return []
+    t, layers = layout.tp, cfg.n_layer // layout.pp * n_micro
+    act_compute = act_bytes_fp32 / FP32_BYTES * compute_bytes
+    fwd = 4 if recompute == "full" else 2
+    if not layout.sp:
+        return [CommCall("tp", "all_reduce", act_compute, fwd * layers, t),
+                CommCall("tp", "all_reduce", act_bytes_fp32, 2 * layers, t)]
+    edges = (pp_rank == 0) + (pp_rank == layout.pp - 1)  # embedding grads, head input
+    return [CommCall("tp", "all_gather", act_bytes_fp32, fwd * layers + edges * n_micro, t),
+            CommCall("tp", "reduce_scatter", act_compute, fwd * layers, t),
+            CommCall("tp", "all_gather", act_compute, 2 * layers, t),
+            CommCall("tp", "reduce_scatter", act_bytes_fp32, 2 * layers, t)]
+
+
+def _pp_calls(layout: Layout, act_bytes_fp32: float, n_micro: int,
+              pp_rank: int) -> list[CommCall]:
+    """Each of this rank's stages sends its fp32 output forward (not the last stage) and its
+    input gradient backward (not the first) per micro-batch; under SP each tp rank its shard."""
+    if layout.pp == 1:
+        return []
+    n_stages = layout.n_stages
+    sends = sum((s < n_stages - 1) + (s > 0) for s in range(pp_rank, n_stages, layout.pp))
+    message = act_bytes_fp32 / (layout.tp if layout.sp else 1)
+    return [CommCall("pp", "send", message, sends * n_micro, 2)]
+
+
+def _dp_calls(layout: Layout, grad_bytes: float, n_micro: int) -> list[CommCall]:
+    """ZeRO 0: one all-reduce per step (DDP's no_sync, or one flat all-reduce); ZeRO 1 adds
+    ZeroRedundancyOptimizer's broadcast of the updated parameters; FSDP2 (ZeRO 2/3) gathers
+    and reduce-scatters every micro-batch, ZeRO-3 gathers again for the backward. Under pp
+    the schedule keeps FSDP's parameters gathered through a step's micro-batches after a
+    backward and defers the reduce-scatter to the step's end."""
+    n = layout.dp
+    if n == 1:
+        return []
+    reduce = CommCall("dp", "all_reduce", grad_bytes, 1, n)
+    if layout.zero <= 1:
+        return [reduce] + ([CommCall("dp", "broadcast", grad_bytes, 1, n)] if layout.zero else [])
+    if layout.pp > 1:
+        gathers, scatters = (n_micro + 1 if layout.zero == 3 else 1), 1
+    else:
+        gathers, scatters = (2 * n_micro if layout.zero == 3 else n_micro), n_micro
+    return [CommCall("dp", "all_gather", grad_bytes, gathers, n),
+            CommCall("dp", "reduce_scatter", grad_bytes, scatters, n)]
+
+
+def _tied_calls(cfg: ModelConfig, layout: Layout, pp_rank: int) -> list[CommCall]:
+    """Under pp a tied head's copy and the embedding sum their gradients once per step between
+    the first and last stage (each tensor rank whole; each dp rank its shard under ZeRO 2/3)."""
+    if not cfg.tie_embeddings or layout.pp == 1 or 0 < pp_rank < layout.pp - 1:
+        return []
+    grad = FP32_BYTES * cfg.vocab_size * cfg.d_model / (layout.dp if layout.zero >= 2 else 1)
+    return [CommCall("tied", "all_reduce", grad, 1, 2)]
+
+
+def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
+                        n_micro: int, dtype: str, recompute: str = "none",
+                        pp_rank: int = 0) -> list[CommCall]:
+    """The collectives one rank at pipeline position pp_rank issues per step in this
+    implementation (scalar ones, the loss and the gradient norm, and SP's small all-reduces
+    of norm and bias gradients left out)."""
+    act = FP32_BYTES * micro_batch * seq_len * cfg.d_model
+    grad_bytes = FP32_BYTES * local_param_count(cfg, layout, pp_rank)
+    return (_tp_calls(cfg, layout, act, BYTES_PER_VALUE[dtype], n_micro, recompute, pp_rank)
+            + _pp_calls(layout, act, n_micro, pp_rank) + _dp_calls(layout, grad_bytes, n_micro)
+            + _tied_calls(cfg, layout, pp_rank))
+
+
+def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
+                        n_micro: int, dtype: str, recompute: str = "none", pp_rank: int = 0,
+                        backend: str = "nccl") -> dict[str, float]:
+    """Bytes one rank at pipeline position pp_rank sends per optimizer step, by kind, as this
+    implementation communicates (comm_calls_per_step), and their sum."""
+    calls = comm_calls_per_step(cfg, layout, seq_len, micro_batch, n_micro, dtype, recompute,
+                                pp_rank)
+    out = {f"{kind}_bytes_per_step": sum(call_bytes_sent(c, backend) for c in calls
+                                         if c.kind == kind) for kind in COMM_KINDS}
+    out["comm_bytes_per_step"] = sum(out.values())
+    return out
+
+
+def busiest_rank_comm_bytes(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
+                            n_micro: int, dtype: str, recompute: str = "none",
+                            backend: str = "nccl") -> tuple[int, dict[str, float]]:
+    """(pipeline rank, its bytes by kind) of the pipeline position that sends the most; every
+    rank of one pipeline position sends the same."""
+    per_rank = [comm_bytes_per_step(cfg, layout, seq_len, micro_batch, n_micro, dtype,
+                                    recompute, r, backend) for r in range(layout.pp)]
+    busiest = max(range(layout.pp), key=lambda r: per_rank[r]["comm_bytes_per_step"])
+    return busiest, per_rank[busiest]

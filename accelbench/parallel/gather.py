@@ -2,7 +2,8 @@
 
 Rules (issue 4): counts sum over the ranks that own distinct data; memory is kept per rank and
 its maximum reported; throughput is never averaged over ranks: the global rate is the global
-token count over the slowest rank's step time, since a synchronous step ends with its last rank.
+token count over the slowest rank's median step time (step_time_s_median_max_rank), since a
+synchronous step ends with its last rank.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def combine_rank_results(results: list[dict[str, Any]],
     """One record from rank dicts holding 'step_time_s', 'tokens', 'samples' and 'mem_*' keys.
 
     model_parallel_size = tp x pp: that many ranks work on the same tokens, so the summed counts
-    are divided by it. Keys: n_ranks, tokens_global, samples_global, step_time_s_max,
-    step_time_s_per_rank, tokens_per_s_global, tokens_per_s_per_device, and for each mem_* key
+    are divided by it. Keys: n_ranks, tokens_global, samples_global,
+    step_time_s_median_max_rank (the largest of the ranks' step_time_s), step_time_s_per_rank,
+    tokens_per_s_global, tokens_per_s_per_device, and for each mem_* key
     its per-rank list '<key>_per_rank' and maximum '<key>_max'.
     """
     if not results:
@@ -44,7 +46,7 @@ def combine_rank_results(results: list[dict[str, Any]],
     if times:
         slowest = max(times)
         out["step_time_s_per_rank"] = times
-        out["step_time_s_max"] = slowest
+        out["step_time_s_median_max_rank"] = slowest
         for key in COUNT_KEYS:
             if f"{key}_global" in out and slowest > 0:
                 out[f"{key}_per_s_global"] = out[f"{key}_global"] / slowest

@@ -1,5 +1,7 @@
 """`accelbench train` on several processes: launched cells, layouts, timeouts, bad layouts."""
 
+import math
+
 import pytest
 
 from accelbench.bench.train import run_train_sweep
@@ -27,16 +29,67 @@ def test_launched_cell_combines_the_ranks(layout):
     dp = 2 if layout.startswith("dp") else 1
     assert m["n_devices"] == 2 and m["n_ranks"] == 2
     assert m["tokens_global"] == dp * 2 * 2 * 32  # micro-batch x gas x seq per replica
-    assert m["tokens_per_s_global"] == pytest.approx(m["tokens_global"] / m["step_time_s_max"])
+    assert m["step_time_s_median"] == m["step_time_s_median_max_rank"]
+    assert m["tokens_per_s_global"] == pytest.approx(m["tokens_global"] / m["step_time_s_median"])
     assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s_global"] / 2)
+    assert m["timed_steps"] == 2 and m["few_samples"] is True
+    assert m["step_time_s_min"] <= m["step_time_s_median"] <= m["step_time_s_max"]
+    assert m["step_time_s_iqr"] >= 0 and m["step_time_slowest_rank"] in (0, 1)
+    assert m["comm_bytes_per_step_per_rank"]["comm_bytes_per_step"] > 0
+    assert "comm_bytes_per_step" in m["comm_bytes_per_step_ideal_per_rank"]
     assert len(m["mem_peak_bytes_per_rank"]) == 2
     assert set(outcome.raw) == {"rank0", "rank1"} and sink == [outcome]
+    assert outcome.spec["nproc"] == 2 and outcome.spec["world_size"] == 2
 
 
-def test_a_cell_that_overruns_is_recorded_and_the_sweep_goes_on():
-    outcomes = run_train_sweep(_spec(micro_batches=(1, 2), cell_timeout_s=1.0), lambda o: None)
+def test_a_cell_that_overruns_is_recorded_with_its_layout_and_the_sweep_goes_on():
+    outcomes = run_train_sweep(_spec(micro_batches=(1, 2), cell_timeout_s=3.0, layout="tp=2"),
+                               lambda o: None)
     assert [o.status for o in outcomes] == ["timeout", "timeout"]
     assert "timed out" in outcomes[0].reason
+    for o in outcomes:
+        assert (o.spec["layout"]["tp"], o.spec["layout"]["dp"]) == (2, 1)
+        assert o.spec["world_size"] == 2 and o.spec["nproc"] == 2
+
+
+def test_a_time_budget_that_ends_in_the_warm_up_is_a_timeout_on_every_rank():
+    """Rank 0 decides to stop and every rank stops at the same step: no hang, no mixed steps."""
+    outcome = run_train_sweep(_spec(steps=4, warmup_steps=2, time_budget_s=1e-6),
+                              lambda o: None)[0]
+    assert outcome.status == "timeout" and "warm-up" in outcome.reason
+    assert [len(r["step_times_s"]) for r in outcome.raw.values()] == [1, 1]
+
+
+@pytest.mark.parametrize("layout", ["dp=2,zero=1", "dp=2,zero=3"])
+def test_fp16_runs_with_loss_scaling_on_data_parallel_layouts(layout):
+    outcome = run_train_sweep(_spec(layout=layout, dtypes=("fp16",)), lambda o: None)[0]
+    assert outcome.status == "ok", outcome.reason
+    losses = outcome.raw["rank0"]["loss"]
+    assert losses == outcome.raw["rank1"]["loss"] and all(0 < x < 10 for x in losses)
+
+
+def test_an_initial_checkpoint_is_loaded_on_every_rank(tmp_path):
+    """tp = 2 feeds the same rows as one process: the first loss (before any update) equals
+    the single-process loss from the same Hugging Face weights."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from accelbench.bench.train_spec import resolve_model_source
+
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1024,
+                                    n_positions=64))
+    with torch.no_grad():
+        hf.transformer.wte.weight.mul_(20.0)  # far from a fresh model's loss of ln(1024)
+    hf.save_pretrained(tmp_path)
+    cfg, path = resolve_model_source(f"hf:{tmp_path}")
+    single = run_train_sweep(_spec(model=cfg, init_checkpoint=path, steps=2, nproc=1),
+                             lambda o: None)[0]
+    launched = run_train_sweep(_spec(model=cfg, init_checkpoint=path, steps=2, layout="tp=2"),
+                               lambda o: None)[0]
+    first = single.metrics["loss_first"]
+    assert abs(first - math.log(1024)) > 0.5  # not what fresh weights give
+    assert launched.metrics["loss_first"] == pytest.approx(first, rel=1e-5)
 
 
 def test_a_layout_that_does_not_divide_stops_before_launching():
@@ -48,8 +101,9 @@ def test_scaling_study_runs_every_count_under_torchrun():
     from accelbench.bench.scale import ScaleSpec, run_scale, scaling_rows
 
     base = _spec(nproc=1, gas=(1,))
-    outcomes = run_scale(ScaleSpec(base, (1, 2), "weak"), lambda o: None)
+    outcomes = run_scale(ScaleSpec(base, (2, 1), "weak"), lambda o: None)
     assert [o.status for o in outcomes] == ["ok", "ok"]
     rows = scaling_rows(outcomes)
+    assert [r["devices"] for r in rows] == [1, 2] and rows[0]["baseline_devices"] == 1
     assert rows[0]["speedup"] == 1.0 and rows[1]["global_batch"] == 2 * rows[0]["global_batch"]
     assert rows[1]["scaling_efficiency"] == pytest.approx(rows[1]["speedup"] / 2)

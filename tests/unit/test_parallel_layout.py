@@ -11,7 +11,7 @@ from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import (
     bubble_fraction_measured,
     bubble_fraction_theory,
-    comm_bytes_per_step,
+    ideal_comm_bytes_per_step,
 )
 from accelbench.parallel.dist import first_slurm_host, read_env
 from accelbench.parallel.gather import combine_rank_results
@@ -89,7 +89,7 @@ def test_combine_never_averages_throughput():
              for t, m in ((1.0, 10), (2.0, 30), (1.5, 20), (1.0, 5))]
     out = combine_rank_results(ranks, model_parallel_size=2)
     assert out["tokens_global"] == 8192
-    assert out["step_time_s_max"] == 2.0
+    assert out["step_time_s_median_max_rank"] == 2.0
     assert out["tokens_per_s_global"] == 4096  # 8192 / 2 s, not the mean rate
     assert out["tokens_per_s_per_device"] == 1024
     assert out["mem_peak_bytes_per_rank"] == [10, 30, 20, 5]
@@ -130,15 +130,16 @@ def test_bubble_theory_and_measure():
     assert bubble_fraction_measured(11 / 8 * 1.0 / 4 * 4, 4.0, 4) == pytest.approx(3 / 8)
 
 
-def test_comm_bytes_by_hand():
-    """gpt2-tiny, seq 32, micro-batch 2, 4 micro-batches, fp32."""
+def test_ideal_comm_bytes_by_hand():
+    """Megatron's ideal volumes (the planner's): gpt2-tiny, seq 32, micro-batch 2, 4
+    micro-batches, fp32."""
     act = 32 * 2 * 128 * 4  # one b*s*h message: 32768 bytes
-    out = comm_bytes_per_step(TINY, Layout(tp=2), 32, 2, 4, "fp32", 0.0)
+    out = ideal_comm_bytes_per_step(TINY, Layout(tp=2), 32, 2, 4, "fp32", 0.0)
     assert out["tp_bytes_per_step"] == 4 * act * 1 * 2 * 4  # 4 all-reduces of 2(n-1)/n, 2 layers
-    out = comm_bytes_per_step(TINY, Layout(pp=2), 32, 2, 4, "fp32", 0.0)
+    out = ideal_comm_bytes_per_step(TINY, Layout(pp=2), 32, 2, 4, "fp32", 0.0)
     assert out["pp_bytes_per_step"] == act * 2 * 4
-    out = comm_bytes_per_step(TINY, Layout(tp=2, pp=2, sp=True), 32, 2, 4, "fp32", 0.0)
+    out = ideal_comm_bytes_per_step(TINY, Layout(tp=2, pp=2, sp=True), 32, 2, 4, "fp32", 0.0)
     assert out["pp_bytes_per_step"] == act / 2 * 2 * 4  # each tp rank sends its sequence half
-    out = comm_bytes_per_step(TINY, Layout(dp=4, zero=3), 32, 2, 4, "fp32", 1000.0)
+    out = ideal_comm_bytes_per_step(TINY, Layout(dp=4, zero=3), 32, 2, 4, "fp32", 1000.0)
     assert out["dp_bytes_per_step"] == pytest.approx(3 * 750 * 4)
     assert out["comm_bytes_per_step"] == out["dp_bytes_per_step"]

@@ -1,11 +1,16 @@
-"""A launched cell whose rank fails after rank 0 wrote the outcome keeps the measurement."""
+"""Launched cells: a rank that fails after rank 0 wrote the outcome keeps the measurement;
+failed cells keep their layout; a rank out of memory is an oom; refused multi-process options."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from accelbench.bench import train_launch
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.train_spec import TrainSpec
+from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.parallel.launch import LaunchResult
 
@@ -51,3 +56,52 @@ def test_clean_launch_returns_the_outcome_unchanged(monkeypatch):
     monkeypatch.setattr(train_launch, "launch_torchrun", _fake_launch(True, ok))
     outcome = train_launch.launch_cell(SPEC, SPEC.cells()[0])
     assert outcome.status == "ok" and outcome.reason == ""
+
+
+def test_a_failed_cell_records_its_layout_and_world_size(monkeypatch):
+    """`train --nproc 2 --layout tp=2` that times out is stored as tp=2 on 2 processes."""
+    monkeypatch.setattr(train_launch, "launch_torchrun", _fake_launch(False, _failed(True)))
+    spec = replace(SPEC, layout="tp=2")
+    outcome = train_launch.launch_cell(spec, spec.cells()[0])
+    assert outcome.status == "timeout"
+    assert (outcome.spec["layout"]["tp"], outcome.spec["layout"]["dp"]) == (2, 1)
+    assert outcome.spec["world_size"] == 2 and outcome.spec["nproc"] == 2
+
+
+def test_the_launched_ranks_get_the_real_process_count(monkeypatch):
+    """Rank 0 records the spec it was given: nproc must be the launch's, not 1."""
+    seen = {}
+
+    def launch(nproc, argv, timeout_s, env=None, cwd=None):
+        seen.update(json.loads(Path(argv[-2]).read_text()))
+        return LaunchResult(returncode=0, timed_out=False, wall_s=1.0, output="")
+
+    monkeypatch.setattr(train_launch, "launch_torchrun", launch)
+    train_launch.launch_cell(SPEC, SPEC.cells()[0])
+    assert seen["nproc"] == 2
+
+
+def test_a_rank_out_of_memory_is_an_oom_record(monkeypatch):
+    oom = LaunchResult(returncode=1, timed_out=False, wall_s=1.0, output="", failed_rank=1,
+                       error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
+    monkeypatch.setattr(train_launch, "launch_torchrun", _fake_launch(False, oom))
+    outcome = train_launch.launch_cell(SPEC, SPEC.cells()[0])
+    assert outcome.status == "oom" and "rank 1" in outcome.reason
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"max_micro_batch": True}, "max-micro-batch"),
+    ({"dtypes": ("fp16",), "layout": "tp=2"}, "dtype"),
+    ({"dtypes": ("bf16", "fp16"), "layout": "pp=2", "gas": (2,)}, "dtype"),
+])
+def test_options_several_processes_cannot_honour_are_refused(changes, field):
+    spec = replace(SPEC, **changes)
+    with pytest.raises(ConfigError, match=f"^{field}:"):
+        train_launch.group_layout(spec, 2, spec.gas[0])
+
+
+def test_fp16_on_data_parallel_and_one_process_options_pass():
+    fp16 = replace(SPEC, dtypes=("fp16",), layout="dp=2,zero=3")
+    assert train_launch.group_layout(fp16, 2, 1).zero == 3
+    search = replace(SPEC, max_micro_batch=True, nproc=1, layout="dp=1")
+    assert train_launch.group_layout(search, 1, 1).dp == 1  # one process: the search runs

@@ -1,0 +1,104 @@
+"""Run under torchrun: per case, one step of the training benchmark's own code path
+(accelbench.bench.train_dist) under the profiler; every rank records the buffers of the gloo
+collectives it ran and what comm_calls_per_step says it runs; rank 0 writes both as JSON.
+
+Usage: torchrun --nproc-per-node N tests/dist/comm_worker.py OUT.json name:dtype:layout ...
+Every process group in the cases has 2 ranks, so an all-gather's whole buffer is twice the
+shard the profiler records.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from accelbench.bench.train_dist import _build, _forward_backward, _optimizer_step
+from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.config.presets import get_preset
+from accelbench.parallel.collectives import comm_calls_per_step
+from accelbench.parallel.dist import init_distributed, mesh_coords, teardown
+from accelbench.parallel.gather import gather_rank_results
+from accelbench.parallel.layout import parse_layout, validate_layout
+
+CFG = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
+SEQ, MICRO_BATCH, GAS, GROUP = 32, 2, 2, 2
+# Left out of the accounting: all-reduces of scalars (loss, norm) and SP's of norm and bias
+# gradients (h values each), and DDP's integer bookkeeping broadcasts.
+MIN_ALL_REDUCE_BYTES = 1024
+SIZES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2}
+
+
+def profiled_buffers(trace: dict) -> dict[str, float]:
+    """Bytes of whole buffers by collective, from the gloo records of a chrome trace."""
+    out: dict[str, float] = defaultdict(float)
+    for event in trace["traceEvents"]:
+        name = event.get("name", "")
+        if not name.startswith("gloo:") or name == "gloo:recv":
+            continue
+        args = event["args"]
+        if args["Input type"][0] not in SIZES:
+            continue
+        numel = 1
+        for dim in args["Input Dims"][0]:
+            numel *= dim
+        size = numel * SIZES[args["Input type"][0]] * (GROUP if name == "gloo:all_gather" else 1)
+        op = name.removeprefix("gloo:")
+        if op != "all_reduce" or size >= MIN_ALL_REDUCE_BYTES:
+            out[op] += size
+    return dict(out)
+
+
+def accounted_buffers(layout, dtype: str, pp_rank: int) -> dict[str, float]:
+    """comm_calls_per_step by collective; gloo runs a reduce-scatter as an all-reduce."""
+    out: dict[str, float] = defaultdict(float)
+    for call in comm_calls_per_step(CFG, layout, SEQ, MICRO_BATCH, GAS, dtype, "none", pp_rank):
+        op = "all_reduce" if call.op == "reduce_scatter" else call.op
+        out[op] += call.buffer_bytes * call.calls
+    return dict(out)
+
+
+def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
+    """Two steps (the second profiled) as train_dist runs them; both accounts of this rank."""
+    world = torch.distributed.get_world_size()
+    layout = validate_layout(parse_layout(layout_text), CFG, world, GAS)
+    spec = TrainSpec(CFG, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
+                     dtypes=(dtype,), device="cpu")
+    cell = TrainCell(SEQ, MICRO_BATCH, GAS, dtype, "none")
+    trainer = _build(spec, cell, layout, device)
+    x = torch.randint(0, CFG.vocab_size, (MICRO_BATCH * GAS, SEQ + 1))
+    _forward_backward(trainer, cell, layout, x[:, :-1], x[:, 1:], device)  # first-step set-up
+    _optimizer_step(trainer, layout, 1.0)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        _forward_backward(trainer, cell, layout, x[:, :-1], x[:, 1:], device)
+        _optimizer_step(trainer, layout, 1.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        trace = json.loads(path.read_text())
+    coords = mesh_coords(trainer.module.parallel_mesh)
+    return {"rank": torch.distributed.get_rank(), **coords,
+            "profiled": profiled_buffers(trace),
+            "accounted": accounted_buffers(layout, dtype, coords["pp"])}
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    _, device = init_distributed("cpu", timeout_s=120)
+    results = {}
+    for case in cases:
+        name, dtype, layout_text = case.split(":")
+        results[name] = gather_rank_results(run_case(dtype, layout_text, device))
+    if torch.distributed.get_rank() == 0:
+        Path(out_path).write_text(json.dumps(results))
+    teardown(together=True)
+
+
+if __name__ == "__main__":
+    main()
