@@ -53,7 +53,8 @@ GRAD_BYTES_PER_PARAM = 4  # gradients stay fp32: autocast keeps fp32 master weig
 def estimate_bytes_per_device(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     """The planner's per-device memory estimate for this cell on this layout."""
     plan = PlanLayout(dp=layout.dp, tp=layout.tp, pp=layout.pp, vp=layout.vp,
-                      mb=cell.micro_batch, zero=layout.zero, recompute=cell.recompute)
+                      mb=cell.micro_batch, zero=layout.zero, recompute=cell.recompute,
+                      sp=bool(layout.sp))
     return memory_per_device(spec.model, cell.seq_len, plan, cell.gas, cell.dtype,
                              fused_attention=True, vocab_parallel=False).total
 
@@ -141,13 +142,13 @@ def _run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.de
     lr = lr_at(step, spec.lr, spec.lr_warmup_steps, spec.steps, spec.min_lr_ratio)
     for group in trainer.optimizer.param_groups:
         group["lr"] = lr
-    t0 = time.perf_counter()
-    x, y = _step_batch(batches, cell)
-    log.data_wait_s.append(time.perf_counter() - t0)
     timer = PhaseTimer(device)
     # The profiler's overhead stays out of the timed steps: it watches the last warm-up.
     profiled = step == spec.warmup_steps - 1
     with timer.phase("step"), _maybe_profile(profiled, device, collectives):
+        t0 = time.perf_counter()  # inside the step, as on one device: a data stall is slower
+        x, y = _step_batch(batches, cell)
+        log.data_wait_s.append(time.perf_counter() - t0)
         loss = _forward_backward(trainer, cell, layout, x, y, device)
         _optimizer_step(trainer, layout, spec.grad_clip)
     log.step_time_s.append(timer.times_s()["step"][0])
