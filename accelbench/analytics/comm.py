@@ -66,25 +66,33 @@ def pp_sends_per_microbatch(vp: int) -> int:
     return 2 * vp
 
 
-def dp_bytes_per_rank(grad_bytes: float, dp: int, zero: int, n_micro: int = 1) -> float:
+def dp_bytes_per_rank(grad_bytes: float, dp: int, zero: int, n_micro: int = 1,
+                      pp: int = 1) -> float:
     """Data-parallel bytes each rank sends per optimizer step.
 
     ZeRO 0 and 1: one all-reduce (or reduce-scatter + all-gather) of the gradients, 2(n-1)/n.
     ZeRO 2: gradients are sharded, so they are reduce-scattered after every micro-batch, and
     the updated weights all-gathered once. ZeRO 3: every micro-batch all-gathers the weights
     for the forward and again for the backward and reduce-scatters the gradients: 3(n-1)/n.
-    With one micro-batch this is ZeRO's 2 : 2 : 2 : 3.
+    With one micro-batch this is ZeRO's 2 : 2 : 2 : 3. Under a pipeline (FSDP per stage, as
+    accelbench and torchtitan run it) the reduce-scatter waits for the step's last micro-batch:
+    ZeRO 2 then gathers once and reduce-scatters once; ZeRO 3 gathers m + 1 times (every
+    forward, and once more for the backwards, measured by accelbench's profiler test).
     """
     one = gather_bytes_per_rank(grad_bytes, dp)
     if zero <= 1:
         return 2 * one
+    if pp > 1:
+        return 2 * one if zero == 2 else (n_micro + 2) * one
     if zero == 2:
         return (n_micro + 1) * one
     return 3 * one * n_micro
 
 
-def dp_collective_ops(zero: int, n_micro: int) -> int:
+def dp_collective_ops(zero: int, n_micro: int, pp: int = 1) -> int:
     """Collective calls per step, for the latency term (bucketing ignored)."""
     if zero <= 1:
         return 1
+    if pp > 1:
+        return 2 if zero == 2 else n_micro + 2
     return n_micro + 1 if zero == 2 else 3 * n_micro

@@ -111,9 +111,6 @@ _REASONS: dict[str, _Rule] = {
                                               f"to be a multiple of pp={lay.pp}",
     "zero without dp": lambda c, cl, st, lay, m: f"ZeRO-{lay.zero} shards over data-parallel "
                                                  "ranks and needs dp > 1",
-    "zero with pp": lambda c, cl, st, lay, m: "ZeRO-2/3 shard gradients per micro-batch and "
-                                              "are not combined with pipeline parallelism "
-                                              "(DeepSpeed's rule)",
 }
 
 
@@ -132,7 +129,6 @@ def _broken_rule(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay:
         ("micro-batches", lay.pp > 1 and m < lay.pp),
         ("interleaving", lay.vp > 1 and lay.pp > 1 and m % lay.pp != 0),
         ("zero without dp", lay.zero > 0 and lay.dp == 1),
-        ("zero with pp", lay.zero >= 2 and lay.pp > 1),
     )
     return next((key for key, failed in rules if failed), None)
 
@@ -153,10 +149,9 @@ def layout_problem(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
 
 
 def _zero_choices(dp: int, pp: int) -> tuple[int, ...]:
-    """ZeRO stages worth trying: none without data parallelism, at most 1 with a pipeline."""
-    if dp == 1:
-        return (0,)
-    return (0, 1) if pp > 1 else (0, 1, 2, 3)
+    """ZeRO stages worth trying: none without data parallelism; all four with a pipeline too
+    (FSDP per stage, as accelbench's runtime and torchtitan run it)."""
+    return (0,) if dp == 1 else (0, 1, 2, 3)
 
 
 def _pick(fixed: dict[str, int | str | bool], key: str, default: list[Any]) -> list[Any]:

@@ -136,12 +136,14 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     if layout.dp == 1:
         return 0.0
     grad_bytes = stage_params(cfg, layout.tp, layout.pp, "first") * BYTES_PER_VALUE[setup.dtype]
-    volume = comm.dp_bytes_per_rank(grad_bytes, layout.dp, layout.zero, n_micro)
+    volume = comm.dp_bytes_per_rank(grad_bytes, layout.dp, layout.zero, n_micro, layout.pp)
     bw, lat = cluster.link(layout.spans()["dp"])
     total = comm.collective_time_s(volume, layout.dp, bw, lat,
-                                   comm.dp_collective_ops(layout.zero, n_micro))
+                                   comm.dp_collective_ops(layout.zero, n_micro, layout.pp))
     backward = slot_model_s * 2 / 3 + slot_rerun_s
-    window = {0: backward, 1: backward, 2: n_micro * backward}.get(
+    # Under a pipeline ZeRO-2's one gather and deferred reduce-scatter overlap one backward.
+    zero2_window = backward if layout.pp > 1 else n_micro * backward
+    window = {0: backward, 1: backward, 2: zero2_window}.get(
         layout.zero, n_micro * (slot_model_s + slot_rerun_s))
     return max(0.0, total - window)
 

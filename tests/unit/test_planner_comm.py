@@ -28,6 +28,18 @@ def test_zero_dp_volumes_match_zero_paper() -> None:
     assert comm.dp_bytes_per_rank(psi, n, 3) == pytest.approx(1.5 * base)
 
 
+def test_zero_under_a_pipeline_defers_the_reduce_scatter() -> None:
+    """FSDP per stage (accelbench's runtime, torchtitan): with m = 8 micro-batches ZeRO-2
+    gathers and reduce-scatters once a step; ZeRO-3 gathers m + 1 times and scatters once,
+    the counts accelbench's profiler test measures (parallel/collectives.py)."""
+    psi, n, m = 1e9, 8, 8
+    one = psi * (n - 1) / n
+    assert comm.dp_bytes_per_rank(psi, n, 2, m, pp=4) == pytest.approx(2 * one)
+    assert comm.dp_bytes_per_rank(psi, n, 3, m, pp=4) == pytest.approx((m + 2) * one)
+    assert comm.dp_bytes_per_rank(psi, n, 2, m) == pytest.approx((m + 1) * one)  # no pipeline
+    assert comm.dp_collective_ops(3, m, pp=4) == m + 2 and comm.dp_collective_ops(2, m, 4) == 2
+
+
 def test_tp_bytes_per_layer_by_hand() -> None:
     # 4 all-reduces of b*s*h bf16 values per layer, ring over t=8: 4 * 2*7/8 * 2048*12288*2
     expected = 4 * 2 * 7 / 8 * 2048 * 12288 * 2

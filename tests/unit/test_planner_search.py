@@ -201,3 +201,11 @@ def test_make_cluster_keeps_an_explicit_zero_and_rejects_negative_latency() -> N
         make_cluster("a100-80gb", 1, devices_per_node=0)
     with pytest.raises(ConfigError, match="inter_latency_s"):
         make_cluster("a100-80gb", 2, inter_latency_s=-1e-6)
+
+
+def test_zero_3_with_a_pipeline_is_a_layout_like_any_other() -> None:
+    """FSDP x PP runs in accelbench (and torchtitan): the search may return it."""
+    cluster, setup = make_cluster("a100-80gb", 8), TrainSetup(512, 2048)
+    assert layout_problem(GPT3, cluster, setup, Layout(dp=4, tp=2, pp=8, mb=1, zero=3)) is None
+    found = search(GPT3, cluster, setup, {"zero": 3, "pp": 8})
+    assert found.best and all(r.layout.zero == 3 and r.layout.pp == 8 for r in found.best)
