@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from types import ModuleType
 
+import click
 import typer
 
 from accelbench.config.errors import ConfigError
@@ -33,13 +35,55 @@ for _name in _COMMAND_MODULES:
     importlib.import_module(f"accelbench.cli.{_name}").register(app)
 
 
-def main() -> None:
-    """Entry point: bad input becomes one line on stderr and exit code 2."""
+def _parser_exceptions() -> list[ModuleType]:
+    """The exception modules of the click that typer runs: recent typer vendors its own copy
+    (typer._click), older typer uses click itself; both are caught."""
+    modules = [click.exceptions]
     try:
-        app()  # standalone: click reports usage errors itself (exit 2)
+        from typer._click import exceptions as vendored
+    except ImportError:
+        return modules
+    return [vendored, *modules]
+
+
+def _classes(name: str) -> tuple[type[BaseException], ...]:
+    """Every parser exception class of this name (absent ones skipped)."""
+    return tuple(getattr(m, name) for m in _parser_exceptions() if hasattr(m, name))
+
+
+# A bare `accelbench` raises NoArgsIsHelpError, a UsageError carrying the help text.
+_NO_ARGS, _USAGE, _CLICK, _ABORT = (_classes(n) for n in (
+    "NoArgsIsHelpError", "UsageError", "ClickException", "Abort"))
+
+
+def main() -> None:
+    """Entry point: bad input, ours or the parser's, becomes one line on stderr and exit 2."""
+    try:
+        code = app(standalone_mode=False)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        _fail(f"error: {err}", 2)
+    except _NO_ARGS as err:
+        print(err.format_message())
         sys.exit(2)
+    except _USAGE as err:  # wrong type, unknown option, missing value
+        _fail(f"error: {err.format_message()} (see '{_command(err)} --help')", 2)
+    except _CLICK as err:
+        _fail(f"error: {err.format_message()}", err.exit_code)
+    except _ABORT:
+        _fail("aborted", 130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _command(err: Exception) -> str:
+    """The command line's command, for the hint after a usage error."""
+    ctx = getattr(err, "ctx", None)
+    return ctx.command_path if ctx is not None else "accelbench"
+
+
+def _fail(line: str, code: int) -> None:
+    """One line on stderr, then exit."""
+    print(line.replace("\n", " "), file=sys.stderr)
+    sys.exit(code)
 
 if __name__ == "__main__":
     main()

@@ -43,9 +43,26 @@ def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, args, field):
     assert out == ""
 
 
-def test_unknown_option_exits_2(monkeypatch, capsys):
-    code, _, _ = _run_main(monkeypatch, capsys, "block", "--bogus")
-    assert code == 2
+@pytest.mark.parametrize("args,start", [
+    (["block", "--bogus"], "error: No such option: --bogus"),
+    (["train", "--steps", "abc"], "error: Invalid value for '--steps'"),
+    (["train", "--steps"], "error: Option '--steps' requires an argument"),
+    (["frobnicate"], "error: No such command 'frobnicate'"),
+])
+def test_parser_errors_are_one_line_and_exit_2(monkeypatch, capsys, args, start):
+    """The parser's own errors (wrong type, unknown option) read like ours: no boxed text."""
+    code, out, err = _run_main(monkeypatch, capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith(start) and err.count("\n") == 1
+
+
+def test_help_and_a_plain_run_exit_0(monkeypatch, capsys):
+    code, out, _ = _run_main(monkeypatch, capsys, "block", "--help")
+    assert code == 0 and "Usage" in out
+    code, out, _ = _run_main(monkeypatch, capsys, "plan", "--model", "gpt2", "--device",
+                             "a100-80gb", "--nodes", "1", "--global-batch", "8", "--seq", "512",
+                             "--json")
+    assert code == 0 and out.lstrip().startswith(("{", "["))
 
 
 def test_block_json_output_and_results_commands(monkeypatch, capsys, tmp_path):
