@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import torch
+import torch.distributed as dist
 
 torch.set_num_threads(2)
 
@@ -12,3 +15,14 @@ torch.set_num_threads(2)
 def _isolated_db(tmp_path, monkeypatch):
     """Every test writes results to its own temporary store."""
     monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "results.db"))
+
+
+@pytest.fixture
+def one_rank_group():
+    """A real gloo process group of one rank (code that needs a group, with no peers)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()

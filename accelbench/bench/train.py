@@ -22,6 +22,7 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
 )
 from accelbench.analytics.memory import memory_per_device
+from accelbench.analytics.metrics import tflops, utilisation
 from accelbench.bench.bisection import largest_that_fits
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, set_tf32
 from accelbench.bench.guard import (
@@ -152,10 +153,11 @@ def _step_line(spec: TrainSpec, cell: TrainCell, log: StepLog, device: torch.dev
     tokens = cell.micro_batch * cell.gas * cell.seq_len
     flops = model_flops_per_token(spec.model, cell.seq_len).total * tokens
     peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
-    mfu = f"{100 * flops / t / peak.flops_per_s:5.1f}%" if peak.flops_per_s else "    -"
+    mfu = utilisation(flops, t, peak.flops_per_s)
+    mfu_text = "    -" if mfu is None else f"{100 * mfu:5.1f}%"
     return (f"{t * 1e3:9.1f} ms  {tokens / t:12,.0f} tok/s  "
-            f"{cell.micro_batch * cell.gas / t:8.2f} samples/s  {flops / t / 1e12:7.2f} TFLOPS  "
-            f"MFU {mfu}  mem {peak_mem.current_peak_bytes() / 2**30:6.2f} GiB  "
+            f"{cell.micro_batch * cell.gas / t:8.2f} samples/s  {tflops(flops, t):7.2f} TFLOPS  "
+            f"MFU {mfu_text}  mem {peak_mem.current_peak_bytes() / 2**30:6.2f} GiB  "
             f"loss {log.loss[-1]:.4f}  lr {log.lr[-1]:.2e}  "
             f"data wait {log.data_wait_s[-1] * 1e3:.1f} ms")
 
@@ -179,9 +181,9 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, log: StepLog, device: torch.d
         "samples_per_s_global": cell.micro_batch * cell.gas / t,
         "samples_per_s_per_device": cell.micro_batch * cell.gas / t,
         "model_flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
-        "tflops_per_device": model_flops / t / 1e12,
-        "mfu": model_flops / t / peak.flops_per_s if peak.flops_per_s else None,
-        "hfu": hw_flops / t / peak.flops_per_s if peak.flops_per_s else None,
+        "tflops_per_device": tflops(model_flops, t),
+        "mfu": utilisation(model_flops, t, peak.flops_per_s),
+        "hfu": utilisation(hw_flops, t, peak.flops_per_s),
         "peak_flops_per_s": peak.flops_per_s, "peak_label": peak.label,
         "peak_precision": peak.precision,
         "data_wait_s_median": summarize(waits).median_s,

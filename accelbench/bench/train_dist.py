@@ -21,6 +21,7 @@ import torch.distributed as dist
 from accelbench.analytics.cluster import Layout as PlanLayout
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
 from accelbench.analytics.memory import memory_per_device
+from accelbench.analytics.metrics import tflops, utilisation
 from accelbench.analytics.params import total_params
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, set_tf32
 from accelbench.bench.memory import PeakMemory
@@ -182,7 +183,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
                 progress(step + 1, spec.steps, f"{log.step_time_s[-1] * 1e3:9.1f} ms  "
                          f"loss {log.loss[-1]:.4f}")
             if not math.isfinite(log.loss[-1]):  # the global loss: every rank stops here
-                raise Diverged(step, log.loss[-1])
+                raise Diverged(step + 1, log.loss[-1], log)  # 1-based, as on one device
             if stop_together(spec.time_budget_s, started, device):
                 break
         batches.close()
@@ -233,15 +234,14 @@ def dist_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, ranks: list[d
     hw_flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute,
                                         early_stop=True) * tokens
     peak = resolve_peak(detect_spec(device), device, cell.dtype, spec.tf32)
-    per_device_flops_per_s = model_flops / t / n
     return {
         **combined, **step_time_spread(ranks, spec.warmup_steps), "n_devices": n,
         "tokens_per_step": tokens,
         "samples_per_s_per_device": combined["samples_per_s_global"] / n,
         "model_flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
-        "tflops_per_device": per_device_flops_per_s / 1e12,
-        "mfu": per_device_flops_per_s / peak.flops_per_s if peak.flops_per_s else None,
-        "hfu": hw_flops / t / n / peak.flops_per_s if peak.flops_per_s else None,
+        "tflops_per_device": tflops(model_flops / n, t),
+        "mfu": utilisation(model_flops / n, t, peak.flops_per_s),
+        "hfu": utilisation(hw_flops / n, t, peak.flops_per_s),
         "peak_flops_per_s": peak.flops_per_s, "peak_label": peak.label,
         "peak_precision": peak.precision,
         "collective_time_s_per_rank": [r["collective_s"] for r in ranks],

@@ -7,7 +7,7 @@ A value we could not verify is left out, never guessed: MFU then needs a measure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from accelbench.config.errors import ConfigError
 
@@ -37,6 +37,26 @@ class DeviceSpec:
         return tflops * 1e12 if tflops else None
 
 
+def _one_gcd(module: DeviceSpec) -> DeviceSpec:
+    """One of a two-die module's GCDs, which PyTorch shows as a device of its own: half the
+    module's peaks, memory and bandwidth (its MFU against the whole module would read half)."""
+    return replace(module, key=f"{module.key}-gcd", name=f"{module.name} (one GCD)",
+                   peak_tflops={k: v / 2 for k, v in module.peak_tflops.items()},
+                   memory_gb=module.memory_gb / 2,
+                   memory_bw_gb_per_s=module.memory_bw_gb_per_s / 2,
+                   source=f"derived: the {module.key} row / 2 (one of 2 GCDs)",
+                   notes=f"what torch.cuda shows as one device on an {module.name}", aliases=())
+
+
+_MI250 = DeviceSpec("mi250", "AMD Instinct MI250", "amd", "gpu",
+                    {"fp32": 45.3, "fp16": 362.1, "bf16": 362.1}, 128, 3276.8,
+                    "Infinity Fabric", None, "Emani et al. 2023 sec. II (AMD figures)",
+                    notes="one OAM module = 2 GCDs; torch sees each as a device (mi250-gcd)")
+_MI250X = DeviceSpec("mi250x", "AMD Instinct MI250X", "amd", "gpu",
+                     {"fp16": 383, "bf16": 383}, 128, 3200,
+                     "Infinity Fabric", None, "AMD MI250X product page; REFERENCE.md sec. 4",
+                     notes="FP32 left out (vector/matrix figures unverified); 2 GCDs per "
+                           "module (mi250x-gcd)")
 _NV_DS = "NVIDIA datasheet (dense = half the sparsity figure)"
 _SPECS: tuple[DeviceSpec, ...] = (
     DeviceSpec("a100-40gb", "NVIDIA A100 SXM4 40GB", "nvidia", "gpu",
@@ -62,23 +82,7 @@ _SPECS: tuple[DeviceSpec, ...] = (
                {"tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500}, 180, 7700,
                "NVLink 5 (1.8 TB/s total)", 900, _NV_DS + "; REFERENCE.md sec. 4",
                notes="FP32 (75-80 TFLOPS in sources) left out: sources disagree"),
-    DeviceSpec("mi250", "AMD Instinct MI250", "amd", "gpu",
-               {"fp32": 45.3, "fp16": 362.1, "bf16": 362.1}, 128, 3276.8,
-               "Infinity Fabric", None, "Emani et al. 2023 sec. II (AMD figures)",
-               notes="one OAM module = 2 GCDs; torch sees 2 devices of half these figures"),
-    DeviceSpec("mi250x", "AMD Instinct MI250X", "amd", "gpu",
-               {"fp16": 383, "bf16": 383}, 128, 3200,
-               "Infinity Fabric", None, "AMD MI250X product page; REFERENCE.md sec. 4",
-               notes="FP32 left out (vector/matrix figures unverified); 2 GCDs per module"),
-    # PyTorch sees each of a module's 2 GCDs as a device: its MFU needs half the module's peak.
-    DeviceSpec("mi250-gcd", "AMD Instinct MI250 (one GCD)", "amd", "gpu",
-               {"fp32": 22.65, "fp16": 181.05, "bf16": 181.05}, 64, 1638.4,
-               "Infinity Fabric", None, "derived: the mi250 row / 2 (one of 2 GCDs)",
-               notes="what torch.cuda shows as one device on an MI250"),
-    DeviceSpec("mi250x-gcd", "AMD Instinct MI250X (one GCD)", "amd", "gpu",
-               {"fp16": 191.5, "bf16": 191.5}, 64, 1600,
-               "Infinity Fabric", None, "derived: the mi250x row / 2 (one of 2 GCDs)",
-               notes="what torch.cuda shows as one device on an MI250X"),
+    _MI250, _MI250X, _one_gcd(_MI250), _one_gcd(_MI250X),
     DeviceSpec("mi300x", "AMD Instinct MI300X", "amd", "gpu",
                {"fp32": 163.4, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9}, 192, 5300,
                "Infinity Fabric (7 links, 896 GB/s total)", 448,

@@ -20,6 +20,7 @@ from accelbench.analytics.comm import (
     tp_bytes_per_layer,
 )
 from accelbench.analytics.memory import BYTES_PER_VALUE
+from accelbench.analytics.params import block_params
 from accelbench.config.model import ModelConfig
 from accelbench.parallel.layout import Layout
 
@@ -160,8 +161,9 @@ def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> flo
     """Parameters one rank holds before any ZeRO split: its blocks with the TP-split matrices
     and column biases over tp, norms and row-parallel biases whole; embeddings (first stage),
     final norm and head (last stage) whole on every tensor rank; under pp a tied head is a copy."""
-    h, f = cfg.d_model, cfg.ffn_dim
-    block = (4 * h * h + 2 * h * f + 3 * h + f) / layout.tp + 6 * h
+    h = cfg.d_model
+    whole = 6 * h  # two norms and the two row-parallel output biases: whole on every tp rank
+    block = (block_params(cfg) - whole) / layout.tp + whole
     count = cfg.n_layer // layout.pp * block
     if pp_rank == 0:
         count += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)

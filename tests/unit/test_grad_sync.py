@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import copy
-import socket
 
-import pytest
 import torch
 import torch.distributed as dist
 
 from accelbench.parallel import grad_sync
 from accelbench.parallel.grad_sync import DataParallelGradSync
-
-
-@pytest.fixture
-def one_rank_group():
-    """A real gloo process group of one rank (the counting needs no peers)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
 
 
 def test_one_reduce_per_step_after_every_gradient(one_rank_group, monkeypatch):
