@@ -1,0 +1,143 @@
+"""The declared record schema: which spec fields a training sweep sweeps, and every metric a
+record of each workload carries, with unit and scope in its name.
+
+Records are written from these dataclasses (`metrics_dict`), so a metric name exists once, here;
+tables, exports, the report and the planner's comparison read the same names. Scope words:
+`_global` (the whole job), `_per_device` (one device's share), `_per_rank` (a list, one entry a
+rank, in rank order), `_per_rank_max` (the largest entry of that list). Memory is in bytes; a
+memory figure measured on a device that cannot report it is None, never a stand-in.
+
+Version 2 renamed the version-1 keys (results.record migrates version-1 records on read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+SCHEMA_VERSION = 2
+
+# A training spec's swept list fields and the cell field each becomes, outermost first
+# (the sweep order: dtype, then recompute, sequence, GAS, micro-batch).
+TRAIN_SWEPT: dict[str, str] = {"dtypes": "dtype", "recomputes": "recompute",
+                               "seq_lens": "seq_len", "gas": "gas",
+                               "micro_batches": "micro_batch"}
+
+BLOCK_PHASES = ("forward", "backward", "forward_backward")
+
+
+@dataclass(frozen=True)
+class PeakFields:
+    """The peak an MFU was divided by, and where it came from."""
+
+    peak_flops_per_s_per_device: float | None = None
+    peak_label: str | None = None  # "datasheet dense (<key>)", "measured peak (...)" or "none"
+    peak_precision: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryFields:
+    """Estimated and measured memory of one cell, per rank (a single device is rank 0)."""
+
+    mem_estimate_bytes_per_rank: float | None = None  # analytics estimate, one rank
+    mem_peak_bytes_per_rank: list[int | None] | None = None  # absolute peak in the window
+    mem_base_bytes_per_rank: list[int | None] | None = None  # at the window's start
+    mem_added_bytes_per_rank_max: int | None = None  # peak - base, the worst rank: the estimate's
+    mem_added_max_rank: int | None = None  # the rank that added the most
+    mem_method: str | None = None  # how memory was read, or "unavailable: <why>"
+
+
+@dataclass(frozen=True)
+class TrainMetrics(MemoryFields, PeakFields):
+    """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
+
+    n_devices: int | None = None
+    tokens_per_step_global: int | None = None
+    samples_per_step_global: int | None = None
+    timed_steps: int | None = None
+    few_samples: bool | None = None
+    step_time_s_median: float | None = None  # the slowest rank's median: the job's pace
+    step_time_s_min: float | None = None
+    step_time_s_max: float | None = None
+    step_time_s_iqr: float | None = None
+    step_time_s_median_per_rank: list[float] | None = None
+    step_time_slowest_rank: int | None = None
+    tokens_per_s_global: float | None = None
+    tokens_per_s_per_device: float | None = None
+    samples_per_s_global: float | None = None
+    samples_per_s_per_device: float | None = None
+    model_flops_per_step_global: float | None = None
+    hardware_flops_per_step_global: float | None = None
+    tflops_per_device: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    data_wait_s_median: float | None = None
+    data_wait_fraction: float | None = None
+    loss_first: float | None = None
+    loss_last: float | None = None
+    optimizer: str | None = None
+    collective_time_s_per_rank: list[float | None] | None = None
+    collective_time_source: str | None = None
+    pipeline_bubble_fraction_theory: float | None = None
+    comm_bytes_per_step_per_rank: float | None = None  # what this code sends, busiest rank
+    comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
+    comm_bytes_per_step_ideal_per_rank: float | None = None  # Megatron's volume, for comparison
+    diverged_step: int | None = None  # 1-based step whose loss was not finite
+
+
+@dataclass(frozen=True)
+class PhaseFields:
+    """One timed phase of the block benchmark; record keys are '<phase>_<field>'."""
+
+    time_s_median: float | None = None
+    time_s_min: float | None = None
+    time_s_max: float | None = None
+    time_s_iqr: float | None = None
+    samples: int | None = None
+    few_samples: bool | None = None
+    flops: float | None = None
+    tflops_per_device: float | None = None
+    tokens_per_s_per_device: float | None = None
+    mfu: float | None = None
+
+
+@dataclass(frozen=True)
+class BlockMetrics(MemoryFields, PeakFields):
+    """A block micro-benchmark cell (one device); its phases are added by `phase_dict`."""
+
+    tokens_per_step_global: int | None = None
+
+
+@dataclass(frozen=True)
+class PeakMetrics:
+    """A measured GEMM peak, stored as its own record and used by every cell of a sweep."""
+
+    peak_flops_per_s_per_device: float | None = None  # the best repetition: a peak
+    peak_flops_per_s_median: float | None = None
+    peak_flops_per_s_min: float | None = None
+    repetitions: int | None = None
+    gemm_n: int | None = None
+    gemm_layout: str | None = None
+    threads: int | None = None
+
+
+def metrics_dict(metrics: Any) -> dict[str, Any]:
+    """A metrics dataclass as the record's dict (every declared key, None where unmeasured)."""
+    return asdict(metrics)
+
+
+def phase_dict(phase: str, values: PhaseFields) -> dict[str, Any]:
+    """A block phase's fields under their record keys."""
+    if phase not in BLOCK_PHASES:
+        raise ValueError(f"phase must be one of {BLOCK_PHASES}, got {phase!r}")
+    return {f"{phase}_{k}": v for k, v in asdict(values).items()}
+
+
+def metric_names(kind: str) -> tuple[str, ...]:
+    """Every metric key a record of this kind declares."""
+    if kind == "block":
+        phase_keys = tuple(f"{p}_{f.name}" for p in BLOCK_PHASES for f in fields(PhaseFields))
+        return tuple(f.name for f in fields(BlockMetrics)) + phase_keys
+    if kind == "peak":
+        return tuple(f.name for f in fields(PeakMetrics))
+    return tuple(f.name for f in fields(TrainMetrics))
