@@ -8,10 +8,8 @@ from pathlib import Path
 
 import torch
 
-from accelbench.config.errors import ConfigError
+from accelbench.hardware import device as devices
 from accelbench.hardware.specs import SPECS, DeviceSpec
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "xpu", "mps")
 
 # (pattern on the device name, memory range in GB or None, spec key); first match wins.
 _NAME_RULES: tuple[tuple[str, tuple[float, float] | None, str], ...] = (
@@ -33,34 +31,9 @@ _NAME_RULES: tuple[tuple[str, tuple[float, float] | None, str], ...] = (
 
 
 def resolve_device(requested: str = "auto") -> torch.device:
-    """The torch device for a --device value; 'auto' prefers an accelerator over the CPU."""
-    kind = requested.split(":")[0]
-    if kind not in DEVICE_CHOICES:
-        raise ConfigError("device", f"unknown device {requested!r}", ", ".join(DEVICE_CHOICES))
-    if kind == "auto":
-        for candidate in ("cuda", "xpu", "mps"):
-            module = getattr(torch, candidate, None)
-            if module is not None and module.is_available():
-                return torch.device(candidate)
-        return torch.device("cpu")
-    module = getattr(torch, kind, None)
-    if kind != "cpu" and (module is None or not module.is_available()):
-        raise ConfigError("device", f"{kind} requested but not available here", "auto, cpu")
-    return _checked_index(requested, kind, module)
-
-
-def _checked_index(requested: str, kind: str, module: object) -> torch.device:
-    """torch.device(requested), its index checked against the devices there are."""
-    try:
-        device = torch.device(requested)
-    except RuntimeError:
-        raise ConfigError("device", f"cannot read {requested!r}",
-                          f"{kind} or {kind}:N with N a device index") from None
-    count = module.device_count() if kind != "cpu" and hasattr(module, "device_count") else 1
-    if device.index is not None and not 0 <= device.index < count:
-        raise ConfigError("device", f"{requested!r} names device {device.index} but there are "
-                          f"{count}", f"{kind}:0 to {kind}:{count - 1}")
-    return device
+    """The torch device for a --device value; 'auto' prefers an accelerator over the CPU.
+    (hardware.device.select, under the name its callers use.)"""
+    return devices.select(requested)
 
 
 def cpu_model_name() -> str:
@@ -90,18 +63,12 @@ def cpu_has_bf16_matmul(cpuinfo_text: str | None = None) -> bool:
 
 def device_name(device: torch.device) -> str:
     """Human name of the device that runs the work."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    if device.type == "cpu":
-        return cpu_model_name()
-    return device.type
+    return cpu_model_name() if device.type == "cpu" else devices.name(device)
 
 
 def device_memory_bytes(device: torch.device) -> int | None:
     """Total memory of an accelerator, or None for the CPU (see available_cpu_memory_bytes)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    return None
+    return devices.total_memory_bytes(device)
 
 
 def match_spec(name: str, memory_bytes: int | None = None) -> DeviceSpec | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 import accelbench
+from accelbench.hardware import device as devices
 from accelbench.hardware.detect import cpu_model_name, detect_spec, device_name
 
 
@@ -40,13 +41,8 @@ def nvidia_driver_version() -> str | None:
 
 
 def device_count(device: torch.device) -> int:
-    """How many devices of this kind the process can see."""
-    if device.type == "cuda":
-        return torch.cuda.device_count()
-    if device.type == "cpu":
-        return 1
-    module = getattr(torch, device.type, None)
-    return module.device_count() if module and hasattr(module, "device_count") else 1
+    """How many devices of this kind the process can see (at least the one it runs on)."""
+    return max(devices.device_count(device.type), 1)
 
 
 def environment(device: torch.device) -> dict:
