@@ -9,8 +9,11 @@ import torch
 
 from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
+from accelbench.hardware import device as devices
 from accelbench.hardware.detect import available_cpu_memory_bytes
 
+# torch.OutOfMemoryError (what every backend's allocator raises) is torch.cuda's before 2.5
+_OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 CPU_AVAILABLE_FRACTION = 0.8  # leave room for the interpreter and whatever shares the machine
 GIB = 2**30
 
@@ -33,7 +36,7 @@ def refuse_if_too_big(estimate_bytes: float, budget_bytes: int | None) -> str | 
 
 def is_oom(err: BaseException) -> bool:
     """True for an allocator failure on any device."""
-    if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
+    if isinstance(err, _OOM | MemoryError):
         return True
     text = str(err)
     return "out of memory" in text.lower() or "can't allocate memory" in text
@@ -47,8 +50,7 @@ def is_unsupported(err: BaseException) -> bool:
 def release_device_memory(device: torch.device) -> None:
     """Give cached memory back after a cell so the next starts clean."""
     gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    devices.empty_cache(device)
 
 
 def guarded(kind: str, spec: dict, device: torch.device,

@@ -1,16 +1,17 @@
-"""Measured peak memory of a window: the CUDA allocator's peak, or sampled RSS on a CPU."""
+"""Measured peak memory of a window: the device allocator's peak counter, sampled host RSS on
+a CPU (the process is the device there), or "unavailable" where the device keeps no peak."""
 
 from __future__ import annotations
 
 import ctypes
 import gc
-import os
 import threading
 from types import TracebackType
 
 import torch
 
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+from accelbench.hardware import device as devices
+from accelbench.hardware.device import rss_bytes
 
 
 def trim_host_heap() -> None:
@@ -22,34 +23,33 @@ def trim_host_heap() -> None:
         pass
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process now."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * _PAGE_BYTES
-
-
 class PeakMemory:
     """Context manager measuring the peak memory a window adds above its start.
 
-    CUDA: torch.cuda.max_memory_allocated (exact for the caching allocator). CPU: RSS sampled
-    every `interval_s` by a thread (may miss a spike shorter than the interval).
+    An accelerator: its allocator's max_memory_allocated through hardware.device (exact for a
+    caching allocator). CPU: RSS sampled every `interval_s` by a thread (may miss a spike
+    shorter than the interval). A device with no peak counter (MPS, an unknown backend):
+    peak_bytes None and method "unavailable: <why>", never the host's RSS.
     """
 
     def __init__(self, device: torch.device, interval_s: float = 0.002) -> None:
         self.device = device
         self.interval_s = interval_s
         self.peak_bytes: int | None = None
-        self.method = "cuda max_memory_allocated" if device.type == "cuda" else "sampled RSS"
+        reporting = devices.memory_reporting(device)
+        self.method = reporting or f"unavailable: {devices.memory_unavailable_reason(device)}"
+        self._host = device.type == "cpu"
+        self._counter = reporting is not None and not self._host
         self._stop = threading.Event()
         self._max_rss = 0
         self.base_bytes = 0
 
     def __enter__(self) -> PeakMemory:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.base_bytes = torch.cuda.memory_allocated(self.device)
-        else:
+        if self._counter:
+            devices.synchronize(self.device)
+            devices.reset_peak(self.device)
+            self.base_bytes = devices.allocated_bytes(self.device) or 0
+        elif self._host:
             gc.collect()
             trim_host_heap()
             self.base_bytes = self._max_rss = rss_bytes()
@@ -57,11 +57,14 @@ class PeakMemory:
             self._thread.start()
         return self
 
-    def current_peak_bytes(self) -> int:
-        """Peak so far above the window's start, for per-step reports inside the window."""
-        if self.device.type == "cuda":
-            return torch.cuda.max_memory_allocated(self.device) - self.base_bytes
-        return max(self._max_rss, rss_bytes()) - self.base_bytes
+    def current_peak_bytes(self) -> int | None:
+        """Peak so far above the window's start, for per-step reports inside the window;
+        None where the device cannot report it (as peak_bytes will be)."""
+        if self._counter:
+            return devices.max_allocated_bytes(self.device) - self.base_bytes
+        if self._host:
+            return max(self._max_rss, rss_bytes()) - self.base_bytes
+        return None
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -69,11 +72,11 @@ class PeakMemory:
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            self.peak_bytes = torch.cuda.max_memory_allocated(self.device)
-            return
-        self._stop.set()
-        self._thread.join()
-        self._max_rss = max(self._max_rss, rss_bytes())
-        self.peak_bytes = self._max_rss
+        if self._counter:
+            devices.synchronize(self.device)
+            self.peak_bytes = devices.max_allocated_bytes(self.device)
+        elif self._host:
+            self._stop.set()
+            self._thread.join()
+            self._max_rss = max(self._max_rss, rss_bytes())
+            self.peak_bytes = self._max_rss

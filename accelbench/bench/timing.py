@@ -1,8 +1,9 @@
 """The one timer every benchmark uses.
 
-Warm-up calls are excluded; each timed window is bounded by device-side edges (CUDA events on
-CUDA devices, a synchronise plus perf_counter elsewhere); N repetitions give median, min, max,
-IQR and count. A step may time several named phases (forward, backward) inside one repetition.
+Warm-up calls are excluded; each timed window is bounded by device-side edges (device events
+where hardware.device has them: CUDA and ROCm; a synchronise plus perf_counter elsewhere);
+N repetitions give median, min, max, IQR and count. A step may time several named phases
+(forward, backward) inside one repetition.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
+
+# synchronize is also imported from here (benchmarks/, the runner): hardware.device's own
+from accelbench.hardware.device import has_timing_events, synchronize, timing_event
 
 FEW_SAMPLES = 5
 
@@ -61,23 +65,13 @@ def summarize(times_s: list[float]) -> TimingStats:
                        q1, q3, len(ordered))
 
 
-def synchronize(device: torch.device) -> None:
-    """Wait for all queued work on the device (no-op on CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type != "cpu":
-        module = getattr(torch, device.type, None)
-        if module is not None and hasattr(module, "synchronize"):
-            module.synchronize()
-
-
 class PhaseTimer:
     """Records the edges of named phases; resolves them to seconds after one final sync."""
 
     def __init__(self, device: torch.device, enabled: bool = True) -> None:
         self.device = device
         self.enabled = enabled
-        self._cuda = device.type == "cuda"
+        self._events = has_timing_events(device)
         self._edges: dict[str, list[tuple]] = {}
 
     @contextmanager
@@ -86,8 +80,8 @@ class PhaseTimer:
         if not self.enabled:
             yield
             return
-        if self._cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if self._events:
+            start, end = timing_event(self.device), timing_event(self.device)
             start.record()
             yield
             end.record()
@@ -102,7 +96,7 @@ class PhaseTimer:
     def times_s(self) -> dict[str, list[float]]:
         """Seconds per window, by phase."""
         synchronize(self.device)
-        if self._cuda:
+        if self._events:
             return {k: [s.elapsed_time(e) / 1e3 for s, e in v] for k, v in self._edges.items()}
         return {k: [e - s for s, e in v] for k, v in self._edges.items()}
 
