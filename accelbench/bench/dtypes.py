@@ -5,8 +5,11 @@ from __future__ import annotations
 import torch
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.vocab import DTYPES
 
-TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# keyed by config.vocab.DTYPES, in its order; a name added there without a dtype here fails now
+TORCH_DTYPES: dict[str, torch.dtype] = {name: _TORCH_DTYPE[name] for name in DTYPES}
 
 
 def parse_dtype(name: str) -> torch.dtype:
@@ -14,7 +17,7 @@ def parse_dtype(name: str) -> torch.dtype:
     try:
         return TORCH_DTYPES[name]
     except KeyError:
-        raise ConfigError("dtype", f"unknown dtype {name!r}", ", ".join(TORCH_DTYPES)) from None
+        raise ConfigError("dtype", f"unknown dtype {name!r}", ", ".join(DTYPES)) from None
 
 
 def dtype_support(device: torch.device, name: str) -> str | None:

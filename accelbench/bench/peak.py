@@ -8,7 +8,7 @@ from functools import cache
 
 import torch
 
-from accelbench.bench.dtypes import parse_dtype
+from accelbench.bench.dtypes import parse_dtype, set_tf32
 from accelbench.bench.timing import PhaseTimer, run_timed
 from accelbench.hardware.specs import DeviceSpec, peak_precision
 
@@ -75,7 +75,7 @@ def fastest_layout(device_str: str, dtype_name: str, tf32: bool) -> str:
     """The GEMM_KERNELS layout this device runs fastest in this dtype, from warmed 256^3
     products (cheap even where a slow layout is emulated; the peak then measures this one)."""
     device = torch.device(device_str)
-    _allow_tf32(device, tf32)
+    set_tf32(device, tf32)
     dtype = parse_dtype(dtype_name)
     rates = {kernel: _gemm_flops_per_s(device, dtype, kernel, (256, 256, 256), repeats=3,
                                        warmup=1) for kernel in GEMM_KERNELS}
@@ -87,16 +87,10 @@ def measured_gemm_flops_per_s(device_str: str, dtype_name: str, n: int, tf32: bo
     """Best FLOP/s in this dtype: the fastest layout over the shapes of gemm_shapes(n).
     A peak, not a mean."""
     device = torch.device(device_str)
-    _allow_tf32(device, tf32)
+    set_tf32(device, tf32)
     kernel = fastest_layout(device_str, dtype_name, tf32)
     dtype = parse_dtype(dtype_name)
     return max(_gemm_flops_per_s(device, dtype, kernel, shape) for shape in gemm_shapes(n))
-
-
-def _allow_tf32(device: torch.device, tf32: bool) -> None:
-    """fp32 GEMMs on CUDA run as TF32 exactly when the benchmark allowed it."""
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
 def _fitting_gemm_size(device: torch.device, dtype: str, tf32: bool) -> int:
