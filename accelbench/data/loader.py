@@ -21,6 +21,7 @@ import torch
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 from accelbench.data.shard_format import TokenShards, open_shards
 from accelbench.data.tokenizer import Tokenizer
+from accelbench.hardware import device as devices
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 MODES = ("random", "sequential")
@@ -146,7 +147,7 @@ class Prefetcher:
     def __init__(self, batches: Batches, depth: int = 2, pin_memory: bool = False) -> None:
         require_positive("prefetch", depth)
         self._source = iter(batches)
-        self._pin = pin_memory and torch.cuda.is_available()
+        self._pin = pin_memory and devices.is_available("cuda")
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="accelbench-prefetch", daemon=True)

@@ -2,7 +2,8 @@
 
 torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. Under `srun` without
 torchrun, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID give the same, and the master address is
-the first host of SLURM_NODELIST unless MASTER_ADDR is set. Backend: nccl on CUDA, gloo on CPU.
+the first host of SLURM_NODELIST unless MASTER_ADDR is set. Backend: torch's default for the
+device type (nccl on CUDA and ROCm, gloo on CPU).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from accelbench.hardware import device as devices
 from accelbench.parallel.layout import MESH_DIMS, Layout
 
 DEFAULT_PORT = 29500
@@ -60,12 +62,21 @@ def read_env(env: dict[str, str] | None = None) -> DistEnv:
 
 
 def device_for(local_rank: int, device_type: str | None = None) -> torch.device:
-    """This rank's device: cuda:<local_rank> when CUDA is present (or asked for), else cpu."""
-    kind = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
-    if kind == "cuda":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
+    """This rank's device: cuda:<local_rank> when CUDA is present, else cpu; an asked-for type
+    with several devices a node (cuda, xpu, hpu) is indexed by the local rank too."""
+    kind = device_type or ("cuda" if devices.is_available("cuda") else "cpu")
+    if kind in devices.PER_RANK_KINDS:
+        device = torch.device(kind, local_rank)
+        devices.set_current(device)
+        return device
     return torch.device(kind)
+
+
+def backend_for(device: torch.device) -> str:
+    """The process-group backend torch pairs with this device type (nccl for CUDA and ROCm,
+    gloo for the CPU and for types torch pairs with nothing)."""
+    pairs = getattr(dist.Backend, "default_device_backend_map", {"cuda": "nccl"})
+    return pairs.get(device.type, "gloo")
 
 
 def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -79,7 +90,7 @@ def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_
     device = device_for(info.local_rank, device_type)
     if dist.is_initialized():
         return info, device
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    backend = backend_for(device)
     if env is None:  # env:// reuses torchrun's store; Slurm gets the variables it lacks
         os.environ.setdefault("MASTER_ADDR", info.master_addr)
         os.environ.setdefault("MASTER_PORT", str(info.master_port))
