@@ -20,7 +20,7 @@ def measured_training_runs(store: ResultStore) -> list[dict[str, Any]]:
         runs.append({"model": r.spec["model_name"], "seq_len": r.spec["seq_len"],
                      "micro_batch": r.spec["micro_batch"], "gas": r.spec["gas"],
                      "dtype": r.spec["dtype"], "device_key": key,
-                     "n_devices": r.metrics.get("n_devices", 1),
+                     "n_devices": r.metrics.get("n_devices") or 1,
                      "layout": {**(r.spec.get("layout") or {}),
                                 "recompute": r.spec.get("recompute", "none")},
                      "mfu": r.metrics["mfu"], "record_id": r.id})

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-SCHEMA_VERSION = 1
+from accelbench.config.schema import SCHEMA_VERSION
+from accelbench.results.migrate import upgrade
+
 STATUSES = ("ok", "oom", "unsupported", "error", "diverged", "timeout")
 
 
@@ -40,8 +42,9 @@ class Record:
 
     @classmethod
     def from_json(cls, text: str, record_id: int | None = None) -> Record:
-        """Rebuild a record read back from the store."""
-        return cls(**json.loads(text), id=record_id)
+        """Rebuild a record read back from the store, at the current schema version (an older
+        record is upgraded in memory: results.migrate; the stored text is not changed)."""
+        return cls(**upgrade(json.loads(text)), id=record_id)
 
     def flat(self) -> dict[str, Any]:
         """One flat row (spec.*, metrics.*, env.*) for CSV and tables."""

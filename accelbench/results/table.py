@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from accelbench.config.vocab import GIB
 from accelbench.results.record import Record
-
-GIB = 2**30
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -15,6 +14,10 @@ def _num(value: float | None, fmt: str) -> str:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value / GIB:.2f}"
 
 
 def block_table(records: list[Record], title: str = "Transformer block") -> Table:
@@ -28,17 +31,14 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
         m = r.metrics
         status = "does not fit" if r.status == "oom" else r.status
         fwd, bwd = m.get("forward_time_s_median"), m.get("backward_time_s_median")
-        peak = m.get("mem_peak_bytes")
-        peak = peak - m.get("mem_base_bytes", 0) if peak is not None else None
         table.add_row(
             str(r.spec.get("batch")), r.spec.get("dtype", ""), status,
             _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
             _num(m.get("forward_tflops_per_device"), ".2f"),
             _num(m.get("backward_tflops_per_device"), ".2f"),
             _num(m.get("forward_backward_tokens_per_s_per_device"), ",.0f"),
-            _pct(m.get("forward_backward_mfu")),
-            _num(peak and peak / GIB, ".2f"),
-            _num(m.get("mem_estimate_bytes", 0) / GIB, ".2f"), r.reason,
+            _pct(m.get("forward_backward_mfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
+            _gib(m.get("mem_estimate_bytes_per_rank")), r.reason,
         )
     peaks = peak_captions(records)
     if peaks:
@@ -53,7 +53,7 @@ def peak_captions(records: list[Record]) -> str:
     for r in records:
         m = r.metrics
         if m.get("peak_label") and m.get("peak_precision") not in seen:
-            value = m.get("peak_flops_per_s")
+            value = m.get("peak_flops_per_s_per_device")
             tflops = "" if value is None else f" {value / 1e12:.3g} TFLOPS"
             seen[m["peak_precision"]] = f"{m['peak_precision']}{tflops}, {m['peak_label']}"
     return "; ".join(seen.values())
@@ -73,11 +73,11 @@ def summary_table(records: list[Record]) -> Table:
 def _key_figure(r: Record) -> str:
     """The one number that best sums a record up."""
     m = r.metrics
-    for key, label in (("forward_backward_tokens_per_s_per_device", "tok/s"),
-                       ("tokens_per_s_global", "tok/s")):
+    for key, mfu_key in (("forward_backward_tokens_per_s_per_device", "forward_backward_mfu"),
+                         ("tokens_per_s_global", "mfu")):
         if m.get(key) is not None:
-            mfu = m.get("forward_backward_mfu", m.get("mfu"))
-            return f"{m[key]:,.0f} {label}" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
+            mfu = m.get(mfu_key)
+            return f"{m[key]:,.0f} tok/s" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
     return r.reason[:60]
 
 
@@ -92,21 +92,21 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
     for r in records:
         m, s = r.metrics, r.spec
         t = m.get("step_time_s_median")
-        peak = m.get("mem_peak_bytes")
-        peak = peak - m.get("mem_base_bytes", 0) if peak is not None else None
-        loss = (f"{m['loss_first']:.3f}>{m['loss_last']:.3f}" if "loss_last" in m else "-")
+        first, last = m.get("loss_first"), m.get("loss_last")
+        loss = f"{first:.3f}>{last:.3f}" if first is not None and last is not None else "-"
         table.add_row(
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
             s.get("dtype", ""), s.get("recompute", ""),
             "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
             _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
-            _pct(m.get("mfu")), _pct(m.get("hfu")), _num(peak and peak / GIB, ".2f"),
-            _num(m.get("mem_estimate_bytes", 0) / GIB, ".2f"), loss,
+            _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
+            _gib(m.get("mem_estimate_bytes_per_rank")), loss,
             _pct(m.get("data_wait_fraction")), r.reason)
     peaks = peak_captions(records)
     if peaks:
         table.caption = (f"MFU/HFU against: {peaks}; tokens/s global over the median step; "
-                         "mem = measured peak above the cell's start")
+                         "mem = measured peak above the cell's start (the rank that added the "
+                         "most), est. = analytics estimate of one rank")
     return table
 
 

@@ -1,6 +1,7 @@
 """The store's measured training runs reach the planner's validation."""
 
 from accelbench.analytics.published import validate_measured_runs
+from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.results.measured import measured_training_runs
 from accelbench.results.record import Record
 from accelbench.results.store import ResultStore
@@ -11,7 +12,8 @@ def _train_record(device_key, status="ok", mfu=0.45):
             "dtype": "bf16", "recompute": "none", "layout": {"dp": 1, "tp": 1, "pp": 1}}
     return Record(kind="train", status=status, spec=spec,
                   environment={"device_spec_key": device_key},
-                  metrics={"mfu": mfu, "n_devices": 1} if status == "ok" else {})
+                  metrics=metrics_dict(TrainMetrics(mfu=mfu, n_devices=1) if status == "ok"
+                                       else TrainMetrics(mem_estimate_bytes_per_rank=1e9)))
 
 
 def test_only_ok_runs_on_known_devices_are_used(tmp_path):

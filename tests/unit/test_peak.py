@@ -50,7 +50,7 @@ def test_utilisation_above_100_percent_is_flagged_not_hidden():
 def test_caption_names_each_precisions_peak():
     def rec(precision, flops):
         return Record(kind="block", status="ok", spec={}, environment={}, metrics={
-            "peak_precision": precision, "peak_flops_per_s": flops,
+            "peak_precision": precision, "peak_flops_per_s_per_device": flops,
             "peak_label": "measured peak (GEMM n=512)"})
 
     caption = peak_captions([rec("fp32", 2.7e10), rec("fp32", 2.7e10), rec("bf16", 1.4e10)])
