@@ -16,13 +16,20 @@ from accelbench.analytics.memory import block_train_bytes
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
 from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
 from accelbench.bench.memory import PeakMemory
-from accelbench.bench.metrics import peak_warning, phase_metrics
+from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metrics
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.bench.peak import resolve_peak
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import get_preset
+from accelbench.config.schema import (
+    BLOCK_PHASES,
+    BlockMetrics,
+    PhaseFields,
+    metrics_dict,
+    phase_dict,
+)
 from accelbench.hardware.detect import cpu_has_bf16_matmul, detect_spec, resolve_device
 from accelbench.models.gpt import Block
 
@@ -95,6 +102,15 @@ def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: t
     return stats, peak_mem
 
 
+def block_metrics(cell: BlockMetrics, phases: dict[str, PhaseFields] | None = None) -> dict:
+    """A block record's metrics: the cell's fields and every phase's (empty where not timed),
+    so each record carries exactly config.schema.metric_names("block")."""
+    metrics = metrics_dict(cell)
+    for phase in BLOCK_PHASES:
+        metrics.update(phase_dict(phase, (phases or {}).get(phase, PhaseFields())))
+    return metrics
+
+
 def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> Outcome:
     """Measure one cell, or record why it could not run."""
     cfg = spec.model
@@ -105,7 +121,9 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
     refusal = refuse_if_too_big(estimate, memory_budget_bytes(device, spec.mem_limit_bytes))
     if refusal:
-        return Outcome(KIND, "oom", record_spec, {"mem_estimate_bytes": estimate}, reason=refusal)
+        return Outcome(KIND, "oom", record_spec,
+                       block_metrics(BlockMetrics(mem_estimate_bytes_per_rank=estimate)),
+                       reason=refusal)
 
     def body() -> Outcome:
         set_tf32(device, spec.tf32)
@@ -113,13 +131,16 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
         peak = resolve_peak(detect_spec(device), device, dtype, spec.tf32)
         flops = block_flops(cfg, spec.seq_len, batch)
         tokens = batch * spec.seq_len
-        metrics = {"tokens_per_step": tokens, "mem_estimate_bytes": estimate,
-                   "mem_peak_bytes": peak_mem.peak_bytes, "mem_base_bytes": peak_mem.base_bytes,
-                   "mem_method": peak_mem.method, "peak_flops_per_s": peak.flops_per_s,
-                   "peak_label": peak.label, "peak_precision": peak.precision}
-        for phase, phase_flops in (("forward", flops.forward), ("backward", flops.backward),
-                                   ("forward_backward", flops.total)):
-            metrics.update(phase_metrics(phase, stats[phase], phase_flops, tokens, peak))
+        memory = one_rank_memory(estimate, peak_mem.peak_bytes, peak_mem.base_bytes,
+                                 peak_mem.method)
+        cell = BlockMetrics(**metrics_dict(memory), tokens_per_step_global=tokens,
+                            peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
+                            peak_precision=peak.precision)
+        phase_flops = {"forward": flops.forward, "backward": flops.backward,
+                       "forward_backward": flops.total}
+        phases = {phase: phase_metrics(stats[phase], phase_flops[phase], tokens, peak)
+                  for phase in BLOCK_PHASES}
+        metrics = block_metrics(cell, phases)
         raw = {phase: list(s.times_s) for phase, s in stats.items()}
         return Outcome(KIND, "ok", record_spec, metrics, raw, reason=peak_warning(metrics))
 

@@ -1,34 +1,43 @@
-"""Metric dicts from timing stats, FLOPs and a peak; names carry scope and unit."""
+"""Metrics from timing stats, FLOPs and a peak, as the schema's dataclasses (config.schema)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from accelbench.analytics.metrics import per_second, tflops, utilisation
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import TimingStats
+from accelbench.config.schema import MemoryFields, PhaseFields
 
 
-def phase_metrics(phase: str, stats: TimingStats, flops: float, tokens: int,
-                  peak: Peak) -> dict[str, float | int | bool | None]:
+def phase_metrics(stats: TimingStats, flops: float, tokens: int, peak: Peak) -> PhaseFields:
     """Time spread, TFLOPS, tokens/s and MFU of one timed phase (median time)."""
     t = stats.median_s
-    return {
-        f"{phase}_time_s_median": t,
-        f"{phase}_time_s_min": stats.min_s,
-        f"{phase}_time_s_max": stats.max_s,
-        f"{phase}_time_s_iqr": stats.iqr_s,
-        f"{phase}_samples": stats.count,
-        f"{phase}_few_samples": stats.few_samples,
-        f"{phase}_flops": flops,
-        f"{phase}_tflops_per_device": tflops(flops, t),
-        f"{phase}_tokens_per_s_per_device": per_second(tokens, t),
-        f"{phase}_mfu": utilisation(flops, t, peak.flops_per_s),
-    }
+    return PhaseFields(
+        time_s_median=t, time_s_min=stats.min_s, time_s_max=stats.max_s, time_s_iqr=stats.iqr_s,
+        samples=stats.count, few_samples=stats.few_samples, flops=flops,
+        tflops_per_device=tflops(flops, t), tokens_per_s_per_device=per_second(tokens, t),
+        mfu=utilisation(flops, t, peak.flops_per_s))
 
 
-def peak_warning(metrics: dict) -> str:
+def one_rank_memory(estimate_bytes: float, peak_bytes: int | None, base_bytes: int | None,
+                    method: str) -> MemoryFields:
+    """A single device's memory as rank 0 of the per-rank fields: what the window added is
+    peak - base, None where the device could not report its peak."""
+    added = peak_bytes - base_bytes if peak_bytes is not None and base_bytes is not None else None
+    return MemoryFields(mem_estimate_bytes_per_rank=estimate_bytes,
+                        mem_peak_bytes_per_rank=[peak_bytes], mem_base_bytes_per_rank=[base_bytes],
+                        mem_added_bytes_per_rank_max=added,
+                        mem_added_max_rank=None if added is None else 0, mem_method=method)
+
+
+def peak_warning(metrics: Mapping[str, Any]) -> str:
     """A note when a utilisation exceeds 100%: impossible against a true peak, so the measured
     GEMM peak under-read the device (a machine busy while it was measured, or a kernel path
-    faster than the GEMMs tried); the number is kept, but not silently."""
+    faster than the GEMMs tried); the number is kept, but not silently.
+
+    Reads a record's metrics: 'mfu', 'hfu' and the block's '<phase>_mfu', and 'peak_label'."""
     worst = max((v for k, v in metrics.items() if k.endswith(("mfu", "hfu"))
                  and isinstance(v, float)), default=0.0)
     if worst <= 1.0:

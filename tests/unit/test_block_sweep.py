@@ -6,6 +6,7 @@ import torch
 import accelbench.bench.block as block_mod
 from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.config.presets import get_preset
+from accelbench.config.schema import metric_names
 from accelbench.hardware.environment import environment
 from accelbench.results.recorder import Recorder
 from accelbench.results.store import ResultStore
@@ -33,8 +34,14 @@ def test_ok_cells_have_metrics_and_raw_times(tmp_path):
     assert m["forward_tflops_per_device"] == pytest.approx(m["forward_flops"] / t / 1e12)
     assert m["forward_tokens_per_s_per_device"] == pytest.approx(2 * 32 / t)
     assert m["peak_label"].startswith("measured peak") and 0 < m["forward_backward_mfu"]
-    assert m["mem_peak_bytes"] >= m["mem_base_bytes"] > 0
-    assert len(recorder.store.query()) == 2
+    assert m["mem_peak_bytes_per_rank"][0] >= m["mem_base_bytes_per_rank"][0] > 0
+    assert m["mem_added_bytes_per_rank_max"] == (m["mem_peak_bytes_per_rank"][0]
+                                                 - m["mem_base_bytes_per_rank"][0])
+    assert m["mem_added_max_rank"] == 0 and m["tokens_per_step_global"] == 2 * 32
+    assert m["peak_flops_per_s_per_device"] > 0 and m["mem_estimate_bytes_per_rank"] > 0
+    stored = recorder.store.query()
+    assert len(stored) == 2 and stored[1].metrics == m and stored[1].schema_version == 2
+    assert all(tuple(o.metrics) == metric_names("block") for o in outcomes)
 
 
 def test_oom_and_unsupported_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
@@ -65,6 +72,9 @@ def test_cpu_refuses_before_allocating_when_the_estimate_exceeds_the_limit(tmp_p
     monkeypatch.setattr(block_mod, "time_block", must_not_run)
     outcomes = run_block_sweep(_spec(mem_limit_bytes=1000), _recorder(tmp_path))
     assert all(o.status == "oom" and "before allocating" in o.reason for o in outcomes)
+    m = outcomes[0].metrics
+    assert tuple(m) == metric_names("block") and m["mem_estimate_bytes_per_rank"] > 1000
+    assert [k for k, v in m.items() if v is not None] == ["mem_estimate_bytes_per_rank"]
 
 
 def test_error_in_one_cell_is_recorded(tmp_path, monkeypatch):
