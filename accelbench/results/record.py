@@ -47,15 +47,17 @@ class Record:
         return cls(**upgrade(json.loads(text)), id=record_id)
 
     def flat(self) -> dict[str, Any]:
-        """One flat row (spec.*, metrics.*, env.*) for CSV and tables."""
+        """One flat row (spec.*, metrics.*, env.*) for CSV: a list or dict value (a per-rank
+        list, the model's config) is one cell of compact JSON text; raw times stay out."""
         row: dict[str, Any] = {"id": self.id, "run_id": self.run_id, "kind": self.kind,
                                "status": self.status, "reason": self.reason,
                                "created_utc": self.created_utc}
         for prefix, part in (("spec", self.spec), ("metrics", self.metrics),
                              ("env", self.environment)):
             for key, value in part.items():
-                if not isinstance(value, dict | list):
-                    row[f"{prefix}.{key}"] = value
+                if isinstance(value, dict | list):
+                    value = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+                row[f"{prefix}.{key}"] = value
         return row
 
 

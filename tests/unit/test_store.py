@@ -49,6 +49,15 @@ def test_filters_and_exports(tmp_path):
     assert json.loads(to_json(store.query()))[0]["raw"]["forward"] == [0.1, 0.2]
 
 
+def test_csv_rows_keep_lists_as_json_text(tmp_path):
+    """Per-rank lists (and the spec's dicts) are one cell of JSON, not left out of the CSV."""
+    store = ResultStore(tmp_path / "s.db")
+    store.add(_record(mem_peak_bytes_per_rank=[10, None], mem_added_bytes_per_rank_max=6))
+    row = next(csv.DictReader(io.StringIO(to_csv(store.query()))))
+    assert json.loads(row["metrics.mem_peak_bytes_per_rank"]) == [10, None]
+    assert row["metrics.mem_added_bytes_per_rank_max"] == "6" and "raw.forward" not in row
+
+
 def test_bad_status_is_rejected():
     with pytest.raises(ValueError):
         _record(status="fine")
