@@ -6,7 +6,6 @@ import importlib
 import sys
 from types import ModuleType
 
-import click
 import typer
 
 from accelbench.config.errors import ConfigError
@@ -37,13 +36,15 @@ for _name in _COMMAND_MODULES:
 
 def _parser_exceptions() -> list[ModuleType]:
     """The exception modules of the click that typer runs: recent typer vendors its own copy
-    (typer._click), older typer uses click itself; both are caught."""
-    modules = [click.exceptions]
-    try:
-        from typer._click import exceptions as vendored
-    except ImportError:
-        return modules
-    return [vendored, *modules]
+    (typer._click) and does not depend on click, older typer uses click itself; each one present
+    is caught, and neither is required."""
+    modules = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return modules
 
 
 def _classes(name: str) -> tuple[type[BaseException], ...]:
