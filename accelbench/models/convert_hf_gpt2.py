@@ -157,7 +157,8 @@ def _load_safetensors(files: list[Path]) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
     except ImportError:
         raise ConfigError("checkpoint", f"{files[0].name} needs the safetensors package",
-                          "pip install safetensors, or a pytorch_model.bin") from None
+                          "pip install 'accelbench[hf]' (or safetensors), "
+                          "or a pytorch_model.bin") from None
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
         tensors.update(load_file(str(file)))
