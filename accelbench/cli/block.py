@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from accelbench.bench.block import BlockSpec, quick_spec, run_block_sweep
 from accelbench.bench.dtypes import TORCH_DTYPES
-from accelbench.cli.common import console, emit, progress_bar
+from accelbench.cli.common import console, emit, progress_bar, table_console
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.hardware.detect import resolve_device
@@ -20,15 +21,18 @@ from accelbench.results.table import block_table
 
 def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
          output: Path | None) -> None:
-    """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked)."""
+    """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked): the
+    banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there)."""
     spec.validate()
     device = resolve_device(spec.device)
     recorder = Recorder(ResultStore(db), environment(device))
-    console.print(f"[bold]{spec.model.name}[/] block on {device} "
-                  f"({recorder.environment['device_name']}); results -> {recorder.store.path}")
+    console.print(Text.assemble(
+        (spec.model.name, "bold"), f" block on {device} "
+        f"({recorder.environment['device_name']}); results -> {recorder.store.path}"))
     with progress_bar("block") as progress:
         run_block_sweep(spec, recorder, progress)
-    console.print(block_table(recorder.records, f"{spec.model.name} block, seq {spec.seq_len}"))
+    table = block_table(recorder.records, f"{spec.model.name} block, seq {spec.seq_len}")
+    table_console((as_json or as_csv) and output is None).print(table)
     emit(recorder.records, as_json, as_csv, output)
 
 

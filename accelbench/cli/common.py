@@ -14,15 +14,28 @@ from accelbench.bench.outcome import Progress as ProgressFn
 from accelbench.results.export import to_csv, to_json
 from accelbench.results.record import Record
 
-# Tables and progress on stderr, --json/--csv data on stdout; wide enough for the block grid.
+# Two consoles, wide enough for the block grid when not on a terminal:
+# `out` (stdout) for a command's own result: its tables and listings. It never reads markup, so
+# names, paths and reasons from users, files and other processes print as they are.
+# `console` (stderr) for messages: banners, progress, per-step lines, warnings; it reads markup,
+# so text from outside goes to it as rich.text.Text or with markup=False.
+# --json/--csv data goes to stdout through print() alone (nothing else on stdout then).
+out = Console(markup=False, width=None if sys.stdout.isatty() else 150)
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+_err_tables = Console(stderr=True, markup=False, width=None if sys.stderr.isatty() else 150)
+
+
+def table_console(data_on_stdout: bool) -> Console:
+    """Where a command's table goes: `out`, or stderr while --json/--csv data holds stdout (so
+    the data stays clean); neither reads markup."""
+    return _err_tables if data_on_stdout else out
 
 
 @contextmanager
 def progress_bar(title: str) -> Iterator[ProgressFn]:
     """A rich progress bar driven by a sweep's (done, total, label) callback."""
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} {task.fields[label]}"),
+                  TextColumn("{task.completed}/{task.total} {task.fields[label]}", markup=False),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(title, total=None, label="")
 
@@ -39,6 +52,6 @@ def emit(records: list[Record], as_json: bool, as_csv: bool, path: Path | None =
     text = to_json(records) if as_json else to_csv(records)
     if path:
         path.write_text(text)
-        console.print(f"wrote {len(records)} records to {path}")
+        console.print(f"wrote {len(records)} records to {path}", markup=False)
     else:
         print(text)

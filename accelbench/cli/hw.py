@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from accelbench.bench.peak import resolve_peak
-from accelbench.cli.common import console
+from accelbench.cli.common import out
 from accelbench.hardware.detect import detect_spec, device_name, resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.hardware.specs import DTYPES, SPECS
@@ -44,12 +44,12 @@ def hw(
     if json_out:
         print(json.dumps(detected, indent=2))
         return
-    console.print(_spec_table())
-    console.print(f"detected: {detected['name']} ({dev}) -> "
-                  f"{detected['spec'] or 'no spec: MFU uses a measured GEMM peak (--measure)'}")
+    out.print(_spec_table())  # the table and what was found here are this command's output
+    out.print(f"detected: {detected['name']} ({dev}) -> "
+              f"{detected['spec'] or 'no spec: MFU uses a measured GEMM peak (--measure)'}")
     for d, p in detected.get("peaks", {}).items():
         tflops = "-" if p["tflops"] is None else f"{p['tflops']:.3f}"
-        console.print(f"  {d}: {tflops} TFLOPS ({p['label']})")
+        out.print(f"  {d}: {tflops} TFLOPS ({p['label']})")
 
 
 def register(app: typer.Typer) -> None:

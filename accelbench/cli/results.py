@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from accelbench.cli.common import console, emit
+from accelbench.cli.common import emit, out
 from accelbench.config.errors import ConfigError, require_choice
 from accelbench.results.store import ResultStore
 from accelbench.results.table import summary_table
@@ -22,8 +22,8 @@ def list_(db: Path = typer.Option(None, help=DB_HELP),
           kind: str = typer.Option(None, help="Only this kind (block, train, ...)."),
           run_id: str = typer.Option(None, help="Only this sweep."),
           limit: int = typer.Option(50, help="At most this many, newest.")) -> None:
-    """List stored records."""
-    console.print(summary_table(ResultStore(db).query(kind=kind, run_id=run_id, limit=limit)))
+    """List stored records (a table on stdout)."""
+    out.print(summary_table(ResultStore(db).query(kind=kind, run_id=run_id, limit=limit)))
 
 
 @results_app.command("show")
