@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from accelbench.cli.common import console
+from accelbench.cli.common import out as result_out  # `out` is an option name here
 from accelbench.config.errors import ConfigError
 from accelbench.data.corpus import Corpus, resolve_source
 from accelbench.data.defaults import (
@@ -96,7 +97,7 @@ def prepare_cmd(
         max_tokens=max_tokens, workers=workers, chunk_chars=chunk_chars, progress=progress,
     )
     console.print(f"{index['total_tokens']:,} tokens in {len(index['shards'])} shards "
-                  f"({index['dtype']}, {index['tokenizer']['name']}) in {out}")
+                  f"({index['dtype']}, {index['tokenizer']['name']}) in {out}", markup=False)
 
 
 def _summary_table(directory: Path, index: dict) -> Table:
@@ -128,8 +129,8 @@ def info_cmd(
     if json_out:
         print(json.dumps(index, indent=1))
     else:
-        console.print(_summary_table(directory, index))
-    open_shards(directory, verify_hashes=verify)
+        result_out.print(_summary_table(directory, index))  # the listing on stdout
+    open_shards(directory, verify_hashes=verify)  # the verdict on stderr (stdout stays JSON)
     console.print(f"ok: {len(index['shards'])} shards present"
                   + (", sha256 verified" if verify else ", sizes checked"))
 

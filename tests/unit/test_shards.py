@@ -245,6 +245,18 @@ def test_default_corpus_is_deterministic_english_docstrings(tmp_path, gpt2) -> N
     assert shards.tokens()[:50].tolist() == expected_stream(gpt2, first)[:50]
 
 
+def test_cli_info_lists_on_stdout_and_a_markup_like_path_prints(tmp_path, gpt2) -> None:
+    folder = tmp_path / "runs[/x]" / "[bold]shards"
+    prepare(make_docs(5), gpt2, folder, shard_tokens=800, progress=False)
+    shown = subprocess.run(
+        [sys.executable, "-m", "accelbench.cli.main", "data", "info", str(folder)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert str(folder) in shown.stdout and "tokenizer" in shown.stdout  # the listing
+    assert shown.stderr.startswith("ok: ") and "tokenizer" not in shown.stderr
+
+
 def test_cli_info_reports_a_corrupt_shard_in_one_line(prepared) -> None:
     (prepared / "shard_00001.bin").write_bytes(b"\0" * 1600)
     bad = subprocess.run(
