@@ -1,0 +1,321 @@
+"""The one parallel layout and the one list of rules it is checked against; no torch.
+
+A layout splits a training job into dp x tp x pp ranks (tensor innermost, pipeline outermost),
+with vp model chunks per pipeline rank, a ZeRO stage, sequence parallelism, a pipeline schedule,
+a micro-batch and a recompute kind. The runtime (`validate_layout`) and the planner
+(accelbench.analytics.planner) read the same `RULES`:
+
+- "arithmetic" rules say the layout does not divide (heads, layers into stages, devices,
+  micro-batches...): it cannot run anywhere. The runtime refuses it; the planner rejects it.
+- "runtime" rules say accelbench's runtime does not build the layout today, though it divides
+  (zero=1 with tp > 1, a schedule that does not match vp). The runtime refuses it; the planner
+  still ranks it, marked "not built by accelbench's runtime: <reason>".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass
+
+from accelbench.config.errors import ConfigError, require_choice
+from accelbench.config.model import ModelConfig
+from accelbench.config.vocab import PP_SCHEDULES, RECOMPUTE_KINDS, ZERO_STAGES
+
+MESH_DIMS = ("pp", "dp", "tp")  # outermost to innermost: tp ranks are neighbours (same node)
+ALL_KEYS = ("dp", "tp", "pp", "vp", "zero", "sp", "schedule", "mb", "recompute")
+# The runtime's --layout: micro-batch and recompute come from --micro-batch / --recompute.
+RUNTIME_KEYS = ("dp", "tp", "pp", "vp", "zero", "sp", "schedule")
+# The planner's --layout: it models 1F1B (interleaved when vp > 1), so the schedule follows vp.
+PLANNER_KEYS = ("dp", "tp", "pp", "vp", "zero", "sp", "mb", "recompute")
+_ELSEWHERE = {"mb": "set the micro-batch with --micro-batch",
+              "recompute": "set it with --recompute",
+              "schedule": "the planner models 1f1b, and interleaved_1f1b when vp > 1"}
+_POSITIVE = ("dp", "tp", "pp", "vp", "mb")
+_TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+ARITHMETIC, RUNTIME = "arithmetic", "runtime"
+RULE_KINDS = (ARITHMETIC, RUNTIME)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a job is split: dp x tp x pp ranks, vp model chunks per pipeline rank, ZeRO stage
+    0-3, sequence parallelism on the tensor group (Korthikanti et al.), the pipeline schedule,
+    the micro-batch in sequences and the activation recompute kind."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    vp: int = 1
+    zero: int = 0
+    sp: bool = False
+    pp_schedule: str = "1f1b"
+    mb: int = 1
+    recompute: str = "none"
+
+    @property
+    def world_size(self) -> int:
+        """Ranks (devices, processes) the layout occupies: dp x tp x pp."""
+        return self.dp * self.tp * self.pp
+
+    @property
+    def mesh_shape(self) -> tuple[int, int, int]:
+        """Sizes of the mesh dimensions MESH_DIMS = (pp, dp, tp)."""
+        return (self.pp, self.dp, self.tp)
+
+    @property
+    def n_stages(self) -> int:
+        """Pipeline stages in all (model chunks): pp x vp."""
+        return self.pp * self.vp
+
+    def spans(self) -> dict[str, int]:
+        """Consecutive devices each group spans: tp innermost, then dp, then pp (Megatron order)."""
+        return {"tp": self.tp, "dp": self.tp * self.dp, "pp": self.world_size}
+
+    def label(self, full: bool = False) -> str:
+        """The --layout string that reproduces this layout through parse_layout.
+
+        Compact by default: dp, tp, pp and zero always, sp whenever tp > 1 (so no default
+        decides it), the others only where they differ from their default (the schedule from
+        the one vp implies), so a runtime layout's label is a valid runtime --layout.
+        full=True writes every field the planner takes, which `accelbench plan --layout` reads
+        as a complete layout.
+        """
+        text = f"dp={self.dp},tp={self.tp},pp={self.pp}"
+        if full or self.vp > 1:
+            text += f",vp={self.vp}"
+        text += f",zero={self.zero}"
+        if full or self.sp or self.tp > 1:
+            text += f",sp={'on' if self.sp else 'off'}"
+        if self.pp_schedule != default_schedule(self.vp):
+            text += f",schedule={self.pp_schedule}"
+        if full or self.mb != 1:
+            text += f",mb={self.mb}"
+        if full or self.recompute != "none":
+            text += f",recompute={self.recompute}"
+        return text
+
+    def to_dict(self) -> dict[str, int | bool | str]:
+        """Plain dict for records and JSON."""
+        return asdict(self)
+
+
+def default_schedule(vp: int) -> str:
+    """The schedule a layout gets when none is named: interleaved_1f1b with vp > 1, else 1f1b."""
+    return "interleaved_1f1b" if vp > 1 else "1f1b"
+
+
+# --- Parsing: one parser for the runtime's and the planner's --layout ---
+
+def _parse_value(key: str, value: str) -> int | bool | str:
+    """One --layout value, checked: a positive int, a ZeRO stage, a boolean or a choice."""
+    if key == "sp":
+        if value.lower() in _TRUE + _FALSE:
+            return value.lower() in _TRUE
+        raise ConfigError("layout.sp", f"must be a boolean, got {value!r}",
+                          "0, 1, on, off, true, false")
+    if key == "schedule":
+        return require_choice("layout.schedule", value.lower(), PP_SCHEDULES)
+    if key == "recompute":
+        return require_choice("layout.recompute", value.lower(), RECOMPUTE_KINDS)
+    allowed = ", ".join(map(str, ZERO_STAGES)) if key == "zero" else "an integer >= 1"
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"layout.{key}", f"must be an integer, got {value!r}", allowed) \
+            from None
+    if key == "zero" and number not in ZERO_STAGES:
+        raise ConfigError("layout.zero", f"unknown ZeRO stage {number}", allowed)
+    if key != "zero" and number < 1:
+        raise ConfigError(f"layout.{key}", f"must be a positive integer, got {number}", allowed)
+    return number
+
+
+def parse_layout_fields(text: str, keys: Collection[str] = ALL_KEYS) -> dict[str, int | bool | str]:
+    """'dp=16,tp=8,sp=off' -> {'dp': 16, 'tp': 8, 'sp': False}: the fields given, by Layout
+    field name (schedule= is pp_schedule), each checked; a key outside `keys`, one given twice
+    or a bad value raises ConfigError naming the field and what is allowed."""
+    allowed = ", ".join(keys)
+    fields: dict[str, int | bool | str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, value = (s.strip() for s in item.partition("="))
+        key = "schedule" if key == "pp_schedule" else key
+        if not eq or key not in ALL_KEYS:
+            raise ConfigError("layout", f"bad item {item!r} in {text!r}", allowed)
+        if key not in keys:
+            raise ConfigError(f"layout.{key}", f"{key}= is not a --layout item here: "
+                              f"{_ELSEWHERE.get(key, 'not taken')}", allowed)
+        name = "pp_schedule" if key == "schedule" else key
+        if name in fields:
+            raise ConfigError(f"layout.{key}", f"given twice in {text!r}", "each key once")
+        fields[name] = _parse_value(key, value)
+    return fields
+
+
+def layout_from_fields(fields: Mapping[str, int | bool | str]) -> Layout:
+    """A checked Layout from field values; the others default, the schedule from vp."""
+    values = dict(fields)
+    values.setdefault("pp_schedule", default_schedule(int(values.get("vp", 1))))
+    unknown = values.keys() - Layout.__dataclass_fields__.keys()
+    if unknown:
+        raise ConfigError("layout", f"unknown fields {sorted(unknown)}",
+                          ", ".join(Layout.__dataclass_fields__))
+    return check_fields(Layout(**values))  # type: ignore[arg-type]
+
+
+def parse_layout(text: str, keys: Collection[str] = ALL_KEYS) -> Layout:
+    """'dp=2,tp=2,pp=1,zero=3[,vp=2,sp=1,schedule=1f1b]' -> Layout (unset fields default;
+    vp > 1 without a schedule picks interleaved_1f1b, the one schedule that uses chunks)."""
+    return layout_from_fields(parse_layout_fields(text, keys))
+
+
+def check_fields(layout: Layout) -> Layout:
+    """Field-by-field checks that need no model (a Layout built in Python skips the parser)."""
+    for key in _POSITIVE:
+        value = getattr(layout, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"layout.{key}", f"must be a positive integer, got {value!r}", ">= 1")
+    if layout.zero not in ZERO_STAGES:
+        raise ConfigError("layout.zero", f"unknown ZeRO stage {layout.zero!r}",
+                          ", ".join(map(str, ZERO_STAGES)))
+    if not isinstance(layout.sp, bool):
+        raise ConfigError("layout.sp", f"must be a boolean, got {layout.sp!r}", "True, False")
+    require_choice("layout.schedule", layout.pp_schedule, PP_SCHEDULES)
+    require_choice("layout.recompute", layout.recompute, RECOMPUTE_KINDS)
+    return layout
+
+
+# --- The rules: one list, read by the runtime and the planner ---
+
+@dataclass(frozen=True)
+class Target:
+    """What a layout is checked against: the model and the devices; the sequence (checked
+    under sequence parallelism) and the global batch in sequences (dp x mb must divide it)
+    where the caller knows them."""
+
+    model: ModelConfig
+    world_size: int
+    seq_len: int | None = None
+    global_batch: int | None = None
+
+
+_Test = Callable[[Layout, Target, int], bool]
+_Text = Callable[[Layout, Target, int], str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One layout rule: `broken(layout, target, m)` with m the micro-batches per step per
+    pipeline; the reason and the allowed values are built only for a layout that breaks it."""
+
+    key: str
+    kind: str  # ARITHMETIC or RUNTIME
+    field: str  # the ConfigError field
+    broken: _Test
+    reason: _Text
+    allowed: _Text
+
+    def error(self, layout: Layout, target: Target, m: int) -> ConfigError:
+        """The ConfigError that says why `layout` breaks this rule."""
+        return ConfigError(self.field, self.reason(layout, target, m),
+                           self.allowed(layout, target, m))
+
+
+def _devices_reason(lay: Layout, t: Target, m: int) -> str:
+    """Why a layout does not occupy the world exactly."""
+    if t.world_size % (lay.tp * lay.pp):
+        return f"tp*pp = {lay.tp * lay.pp} does not divide the {t.world_size} devices"
+    return (f"dp*tp*pp = {lay.dp}*{lay.tp}*{lay.pp} = {lay.world_size}, but the world has "
+            f"{t.world_size} devices")
+
+
+def _tp_divides(what: str, size: Callable[[ModelConfig], int]) -> tuple[_Test, _Text, _Text]:
+    """A tensor-parallel divisibility rule's test, reason and allowed values; `what` is a
+    template of the size ('{n} heads')."""
+    return (lambda lay, t, m: size(t.model) % lay.tp != 0,
+            lambda lay, t, m: f"tp={lay.tp} does not divide {what.format(n=size(t.model))}",
+            lambda lay, t, m: f"a divisor of {size(t.model)}")
+
+
+# Arithmetic rules first, in the order reported, then the runtime's limits: the first broken
+# rule of a layout is arithmetic whenever any arithmetic rule is broken.
+RULES: tuple[Rule, ...] = (
+    Rule("devices", ARITHMETIC, "layout", lambda lay, t, m: lay.world_size != t.world_size,
+         _devices_reason, lambda lay, t, m: f"dp*tp*pp = {t.world_size}"),
+    Rule("heads", ARITHMETIC, "layout.tp", *_tp_divides("{n} heads", lambda c: c.n_head)),
+    Rule("hidden", ARITHMETIC, "layout.tp",
+         *_tp_divides("the hidden size {n}", lambda c: c.d_model)),
+    Rule("mlp width", ARITHMETIC, "layout.tp",
+         *_tp_divides("the MLP width {n}", lambda c: c.ffn_dim)),
+    Rule("sequence parallel", ARITHMETIC, "layout.sp", lambda lay, t, m: lay.sp and lay.tp == 1,
+         lambda lay, t, m: "sequence parallelism needs tp > 1 (it splits the tensor-parallel "
+                           "group's norms and dropouts)",
+         lambda lay, t, m: "sp=off, or tp >= 2"),
+    Rule("sequence", ARITHMETIC, "layout.tp",
+         lambda lay, t, m: lay.sp and t.seq_len is not None and t.seq_len % lay.tp != 0,
+         lambda lay, t, m: f"tp={lay.tp} does not divide sequence {t.seq_len} (sequence "
+                           "parallel)",
+         lambda lay, t, m: f"a divisor of {t.seq_len}, or sp=off"),
+    Rule("layers", ARITHMETIC, "layout.pp", lambda lay, t, m: t.model.n_layer % lay.n_stages != 0,
+         lambda lay, t, m: f"pp*vp = {lay.pp}*{lay.vp} = {lay.n_stages} does not divide "
+                           f"{t.model.n_layer} layers into equal stages",
+         lambda lay, t, m: f"pp*vp dividing {t.model.n_layer}"),
+    Rule("batch", ARITHMETIC, "layout.mb",
+         lambda lay, t, m: t.global_batch is not None and t.global_batch % (lay.dp * lay.mb) != 0,
+         lambda lay, t, m: f"dp*mb = {lay.dp * lay.mb} does not divide global batch "
+                           f"{t.global_batch}",
+         lambda lay, t, m: f"dp*mb dividing {t.global_batch}"),
+    Rule("virtual stages", ARITHMETIC, "layout.vp", lambda lay, t, m: lay.vp > 1 and lay.pp == 1,
+         lambda lay, t, m: f"virtual stages (vp={lay.vp}) need pp > 1",
+         lambda lay, t, m: "vp=1, or pp >= 2"),
+    Rule("micro-batches", ARITHMETIC, "gas", lambda lay, t, m: lay.pp > 1 and m < lay.pp,
+         lambda lay, t, m: f"m = {m} micro-batches per step cannot fill pp = {lay.pp} stages "
+                           "(needs m >= pp)",
+         lambda lay, t, m: f">= {lay.pp} micro-batches (gradient accumulation steps)"),
+    Rule("interleaving", ARITHMETIC, "gas",
+         lambda lay, t, m: lay.vp > 1 and lay.pp > 1 and m % lay.pp != 0,
+         lambda lay, t, m: f"interleaving runs micro-batches in rounds of pp={lay.pp}: the "
+                           f"micro-batch count ({m}) must be a multiple of pp",
+         lambda lay, t, m: f"a multiple of {lay.pp}"),
+    Rule("interleaved schedule", RUNTIME, "layout.vp",
+         lambda lay, t, m: lay.pp_schedule == "interleaved_1f1b" and lay.pp > 1 and lay.vp < 2,
+         lambda lay, t, m: "interleaved_1f1b needs vp > 1 (model chunks per pipeline rank)",
+         lambda lay, t, m: "vp >= 2, or schedule=1f1b"),
+    Rule("chunk schedule", RUNTIME, "layout.schedule",
+         lambda lay, t, m: lay.vp > 1 and lay.pp > 1 and lay.pp_schedule != "interleaved_1f1b",
+         lambda lay, t, m: f"vp={lay.vp} model chunks run only under schedule=interleaved_1f1b "
+                           f"(got {lay.pp_schedule})",
+         lambda lay, t, m: "schedule=interleaved_1f1b, or vp=1"),
+    # ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) parameters; zero 0 with
+    # tp averages gradients with its own all-reduce, zero 2/3 is FSDP2 on a 2-D mesh.
+    Rule("zero-1 with tp", RUNTIME, "layout.zero", lambda lay, t, m: lay.zero == 1 and lay.tp > 1,
+         lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
+                           "tensor-parallel DTensor parameters)",
+         lambda lay, t, m: "zero=0, 2 or 3 with tp > 1"),
+)
+RULES_BY_KEY = {rule.key: rule for rule in RULES}
+
+
+def first_broken(layout: Layout, target: Target, m: int,
+                 kinds: Collection[str] = RULE_KINDS) -> Rule | None:
+    """The first rule of `kinds` the layout breaks (arithmetic before runtime), or None."""
+    for rule in RULES:
+        if rule.kind in kinds and rule.broken(layout, target, m):
+            return rule
+    return None
+
+
+def validate_layout(layout: Layout, model: ModelConfig, world_size: int, micro_batches: int,
+                    seq_len: int | None = None) -> Layout:
+    """The runtime's check: ConfigError on the first broken rule, arithmetic or runtime.
+
+    micro_batches is the gradient accumulation count (under pp > 1, the pipeline's
+    micro-batches); seq_len, when given, is checked under sequence parallelism. zero >= 1 with
+    dp = 1 is allowed: nothing is sharded, but the same code path runs, so a scaling study's
+    one-device baseline is measured with the wrapper it divides by.
+    """
+    check_fields(layout)
+    target = Target(model, world_size, seq_len)
+    rule = first_broken(layout, target, micro_batches)
+    if rule is not None:
+        raise rule.error(layout, target, micro_batches)
+    return layout

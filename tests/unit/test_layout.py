@@ -1,0 +1,136 @@
+"""The one layout: parsing, labels and the runtime's validation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from accelbench.config.errors import ConfigError
+from accelbench.config.layout import (
+    ALL_KEYS,
+    ARITHMETIC,
+    PLANNER_KEYS,
+    RULES,
+    RUNTIME,
+    RUNTIME_KEYS,
+    Layout,
+    parse_layout,
+    parse_layout_fields,
+    validate_layout,
+)
+from accelbench.config.presets import get_preset
+
+TINY = get_preset("gpt2-tiny")  # 2 layers, 4 heads, hidden 128
+CFG = TINY.with_changes(n_layer=4)
+SEQ = 32
+
+
+def test_parse_layout_fields_and_defaults() -> None:
+    assert parse_layout("dp=2,tp=2,pp=1,zero=3") == Layout(dp=2, tp=2, pp=1, zero=3)
+    lay = parse_layout("pp=2, vp=2, sp=0", RUNTIME_KEYS)
+    assert lay.pp_schedule == "interleaved_1f1b" and lay.world_size == 2 and lay.n_stages == 4
+    assert parse_layout(lay.label(), RUNTIME_KEYS) == lay
+    assert parse_layout("tp=2,sp=on,schedule=gpipe").sp is True
+    assert parse_layout("tp=2,pp_schedule=GPipe").pp_schedule == "gpipe"
+    assert parse_layout_fields("dp=16,tp=8,sp=off,schedule=1f1b") == {
+        "dp": 16, "tp": 8, "sp": False, "pp_schedule": "1f1b"}
+    lay = Layout(dp=2, tp=4, pp=3)
+    assert lay.mesh_shape == (3, 2, 4) and lay.spans() == {"tp": 4, "dp": 8, "pp": 24}
+    assert lay.to_dict()["pp_schedule"] == "1f1b" and set(lay.to_dict()) == {
+        "dp", "tp", "pp", "vp", "zero", "sp", "pp_schedule", "mb", "recompute"}
+
+
+@pytest.mark.parametrize("text, field", [
+    ("dp=x", "layout.dp"), ("dp=0", "layout.dp"), ("zero=4", "layout.zero"),
+    ("foo=1", "layout"), ("dp", "layout"), ("sp=maybe", "layout.sp"),
+    ("schedule=zb", "layout.schedule"), ("recompute=some", "layout.recompute"),
+    ("mb=-1", "layout.mb"), ("dp=2,dp=4", "layout.dp"),
+])
+def test_parse_layout_rejects(text: str, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_layout(text)
+    assert err.value.field == field and err.value.allowed
+
+
+@pytest.mark.parametrize("text, field, words", [
+    ("dp=2,mb=4", "layout.mb", "--micro-batch"),
+    ("dp=2,recompute=full", "layout.recompute", "--recompute"),
+])
+def test_runtime_layout_refuses_micro_batch_and_recompute(text: str, field: str,
+                                                          words: str) -> None:
+    parse_layout(text)  # every key: fine
+    with pytest.raises(ConfigError) as err:
+        parse_layout(text, RUNTIME_KEYS)
+    assert err.value.field == field and words in str(err.value)
+    assert err.value.allowed == ", ".join(RUNTIME_KEYS)
+
+
+def test_planner_layout_refuses_a_schedule() -> None:
+    with pytest.raises(ConfigError, match="interleaved_1f1b when vp > 1") as err:
+        parse_layout_fields("tp=2,schedule=gpipe", PLANNER_KEYS)
+    assert err.value.field == "layout.schedule"
+
+
+@pytest.mark.parametrize("lay", [
+    Layout(), Layout(dp=4, zero=1), Layout(tp=2), Layout(tp=2, sp=True), Layout(tp=1, sp=True),
+    Layout(pp=2, vp=2, pp_schedule="interleaved_1f1b"), Layout(pp=2, pp_schedule="gpipe"),
+    Layout(pp=2, vp=2), Layout(pp=2, pp_schedule="interleaved_1f1b"),
+    Layout(dp=16, tp=8, pp=8, vp=2, zero=3, sp=True, mb=2, recompute="selective",
+           pp_schedule="interleaved_1f1b"),
+])
+def test_label_reproduces_the_layout(lay: Layout) -> None:
+    assert parse_layout(lay.label()) == lay
+    assert parse_layout(lay.label(full=True)) == lay
+    if lay.mb == 1 and lay.recompute == "none":  # what a runtime --layout holds
+        assert parse_layout(lay.label(), RUNTIME_KEYS) == lay
+
+
+@pytest.mark.parametrize("text, world, micro, field, words", [
+    ("dp=2,tp=2", 2, 1, "layout", "the world has 2"),
+    ("tp=3", 3, 1, "layout.tp", "4 heads"),
+    ("pp=4", 4, 4, "layout.pp", "2 layers"),
+    ("pp=2", 2, 1, "gas", "cannot fill pp = 2"),
+    ("pp=2,schedule=interleaved_1f1b", 2, 2, "layout.vp", "needs vp > 1"),
+    ("pp=1,vp=2", 1, 2, "layout.vp", "need pp > 1"),
+    ("tp=1,sp=1", 1, 1, "layout.sp", "tp > 1"),
+    ("dp=2,tp=2,zero=1", 4, 1, "layout.zero", "DTensor"),
+    ("dp=2,pp=2,zero=1,tp=2", 8, 2, "layout.zero", "DTensor"),
+])
+def test_validate_layout_refuses(text: str, world: int, micro: int, field: str,
+                                 words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_layout(parse_layout(text, RUNTIME_KEYS), TINY, world, micro)
+    assert err.value.field == field and words in str(err.value)
+
+
+def test_validate_layout_accepts() -> None:
+    for text, world, micro in (("dp=2,zero=1", 2, 1), ("dp=1,zero=1", 1, 1),
+                               ("dp=2,tp=2,zero=3,sp=1", 4, 1), ("pp=2,vp=2", 2, 4),
+                               ("dp=2,pp=2,zero=1", 4, 2), ("pp=2,zero=3", 2, 2),
+                               ("dp=2,tp=2,pp=2,zero=3", 8, 2), ("dp=2,tp=2,pp=2", 8, 2),
+                               ("tp=2,sp=1,pp=2", 4, 2), ("dp=2,tp=2", 4, 1),
+                               ("pp=2,schedule=gpipe", 2, 2)):
+        assert validate_layout(parse_layout(text, RUNTIME_KEYS), CFG, world, micro).world_size \
+            == world
+    with pytest.raises(ConfigError, match="multiple"):  # interleaved: rounds of pp
+        validate_layout(parse_layout("pp=2,vp=2"), CFG, 2, 3)
+    with pytest.raises(ConfigError, match="sequence 30"):  # SP splits the sequence over tp
+        validate_layout(parse_layout("tp=4,sp=1"), CFG, 4, 1, seq_len=30)
+    with pytest.raises(ConfigError, match="positive"):  # a Layout built in Python is checked
+        validate_layout(Layout(dp=0), CFG, 0, 1)
+
+
+def test_rules_are_arithmetic_then_runtime_with_unique_keys() -> None:
+    kinds = [rule.kind for rule in RULES]
+    assert set(kinds) == {ARITHMETIC, RUNTIME}
+    assert kinds == sorted(kinds, key=[ARITHMETIC, RUNTIME].index)
+    assert len({rule.key for rule in RULES}) == len(RULES)
+    assert ALL_KEYS == (*RUNTIME_KEYS, "mb", "recompute")
+
+
+def test_layout_module_never_imports_torch() -> None:
+    code = ("import sys; import accelbench.config.layout; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
