@@ -22,18 +22,17 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
+from accelbench.config.layout import Layout
+from accelbench.config.vocab import RECOMPUTE_KINDS
 from accelbench.models.gpt import GPT, Block
 from accelbench.parallel.grad_sync import DataParallelGradSync
-from accelbench.parallel.layout import Layout
 from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
-
-RECOMPUTE_MODES = ("none", "selective", "full")
 
 
 def set_recompute(blocks: list[Block], mode: str) -> None:
     """Activation recompute on these blocks: none, selective (attention core) or full (block)."""
-    if mode not in RECOMPUTE_MODES:
-        raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}, got {mode!r}")
+    if mode not in RECOMPUTE_KINDS:
+        raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {mode!r}")
     for block in blocks:
         block.recompute = mode == "full"
         block.attn.recompute_core = mode == "selective"

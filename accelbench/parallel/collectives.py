@@ -21,8 +21,8 @@ from accelbench.analytics.comm import (
 )
 from accelbench.analytics.memory import BYTES_PER_VALUE
 from accelbench.analytics.params import block_params
+from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.parallel.layout import Layout
 
 # Profiler event names of collectives: the c10d op (any backend), and backend-level records.
 _CPU_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")

@@ -17,8 +17,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from accelbench.config.layout import MESH_DIMS, Layout
 from accelbench.hardware import device as devices
-from accelbench.parallel.layout import MESH_DIMS, Layout
 
 DEFAULT_PORT = 29500
 DEFAULT_TIMEOUT_S = 600.0

@@ -12,7 +12,7 @@ from torch import nn
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.distributed.tensor import DTensor, Replicate
 
-from accelbench.parallel.layout import Layout
+from accelbench.config.layout import Layout
 
 TIED_COPY_ATTR = "accelbench_tied_copy"  # a pipeline's second copy of a tied weight
 BETAS = (0.9, 0.95)

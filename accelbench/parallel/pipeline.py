@@ -27,10 +27,10 @@ from torch.distributed.pipelining import (
     ScheduleInterleaved1F1B,
 )
 
+from accelbench.config.layout import Layout
 from accelbench.models.gpt import GPT, Block
 from accelbench.parallel.apply import set_recompute, wrap_data_parallel
 from accelbench.parallel.grad_sync import average_grads
-from accelbench.parallel.layout import Layout
 from accelbench.parallel.optim import TIED_COPY_ATTR
 from accelbench.parallel.tp import apply_sequence_parallel_stage_edges, apply_tensor_parallel
 

@@ -20,11 +20,11 @@ from torch.profiler import ProfilerActivity, profile
 
 from accelbench.bench.train_dist import _build, _forward_backward, _optimizer_step
 from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import comm_calls_per_step
 from accelbench.parallel.dist import init_distributed, mesh_coords, teardown
 from accelbench.parallel.gather import gather_rank_results
-from accelbench.parallel.layout import parse_layout, validate_layout
 
 CFG = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
 SEQ, MICRO_BATCH, GAS, GROUP = 32, 2, 2, 2
@@ -66,7 +66,7 @@ def accounted_buffers(layout, dtype: str, pp_rank: int) -> dict[str, float]:
 def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
     """Two steps (the second profiled) as train_dist runs them; both accounts of this rank."""
     world = torch.distributed.get_world_size()
-    layout = validate_layout(parse_layout(layout_text), CFG, world, GAS)
+    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), CFG, world, GAS)
     spec = TrainSpec(CFG, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
                      dtypes=(dtype,), device="cpu")
     cell = TrainCell(SEQ, MICRO_BATCH, GAS, dtype, "none")

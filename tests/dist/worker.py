@@ -2,7 +2,7 @@
 process (the reference), recorded per rank and written as JSON by rank 0.
 
 Usage: torchrun --nproc-per-node N tests/dist/worker.py OUT.json case1 case2 ...
-A case is 'name:layout' with the layout string of accelbench.parallel.layout.parse_layout; a
+A case is 'name:layout' with the layout string of accelbench.config.layout.parse_layout; a
 name starting with 'neox' trains the GPT-NeoX form (GenSLM's: rotary on a quarter of each head,
 parallel attention and MLP, untied head) instead of GPT-2's.
 """
@@ -16,13 +16,13 @@ import time
 import torch
 import torch.nn.functional as F
 
+from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
 from accelbench.parallel.gather import gather_rank_results
-from accelbench.parallel.layout import parse_layout, validate_layout
 from accelbench.parallel.optim import clip_grad_norm_, local_state_bytes, make_optimizer
 from accelbench.parallel.pipeline import PipelineRunner
 
@@ -75,7 +75,7 @@ def _groups(model: torch.nn.Module) -> list[dict]:
 
 def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank."""
-    layout = validate_layout(parse_layout(layout_text), cfg, layout_world(), GAS)
+    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, layout_world(), GAS)
     mesh = make_mesh(layout, device)
     coords = {n: mesh.get_local_rank(n) for n in ("pp", "dp", "tp")}
     data = batches(layout.dp * GAS * MICRO_BATCH)
@@ -143,7 +143,8 @@ def main() -> None:
         name, _, layout_text = case.partition(":")
         cfg = config_for(name)
         ranks = gather_rank_results(run_case(layout_text, device, cfg))
-        ref = reference(batches(parse_layout(layout_text).dp * GAS * MICRO_BATCH), cfg)
+        dp = parse_layout(layout_text, RUNTIME_KEYS).dp
+        ref = reference(batches(dp * GAS * MICRO_BATCH), cfg)
         results[name] = {"layout": layout_text, "ranks": ranks, "reference": ref}
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:

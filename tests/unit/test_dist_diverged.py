@@ -6,8 +6,8 @@ import torch
 
 from accelbench.bench import train_dist
 from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
-from accelbench.parallel.layout import Layout
 
 
 def test_nan_loss_is_recorded_as_diverged_with_its_step(one_rank_group, monkeypatch):

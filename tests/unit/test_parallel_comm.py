@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import (
     busiest_rank_comm_bytes,
@@ -12,7 +13,6 @@ from accelbench.parallel.collectives import (
     comm_calls_per_step,
     local_param_count,
 )
-from accelbench.parallel.layout import Layout
 
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
 H, F, V = 128, 512, 1024

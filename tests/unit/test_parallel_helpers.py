@@ -1,12 +1,12 @@
-"""Layout parsing and validation, Slurm/torchrun environment, result combining, launcher text,
-the TP head reordering, and the communication/bubble arithmetic (single process, no group)."""
+"""Slurm/torchrun environment, launcher text, the TP head reordering, and the
+communication/bubble arithmetic (single process, no group). Layouts: tests/unit/test_layout.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from accelbench.config.errors import ConfigError
+from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import (
     bubble_fraction_measured,
@@ -14,59 +14,10 @@ from accelbench.parallel.collectives import (
     ideal_comm_bytes_per_step,
 )
 from accelbench.parallel.dist import first_slurm_host, read_env
-from accelbench.parallel.gather import combine_rank_results
 from accelbench.parallel.launch import failed_rank_from_output, sbatch_script
-from accelbench.parallel.layout import Layout, parse_layout, validate_layout
 from accelbench.parallel.tp import qkv_rank_order
 
 TINY = get_preset("gpt2-tiny")  # 2 layers, 4 heads, hidden 128
-
-
-def test_parse_layout_fields_and_defaults():
-    assert parse_layout("dp=2,tp=2,pp=1,zero=3") == Layout(dp=2, tp=2, pp=1, zero=3)
-    lay = parse_layout("pp=2, vp=2, sp=0")
-    assert lay.pp_schedule == "interleaved_1f1b" and lay.world_size == 2
-    assert parse_layout(lay.label()) == lay
-    assert parse_layout("tp=2,sp=on,schedule=gpipe").sp is True
-
-
-@pytest.mark.parametrize("text, field", [
-    ("dp=x", "layout.dp"), ("dp=0", "layout.dp"), ("zero=4", "layout.zero"),
-    ("foo=1", "layout"), ("sp=maybe", "layout.sp"), ("schedule=zb", "layout.schedule"),
-])
-def test_parse_layout_rejects(text, field):
-    with pytest.raises(ConfigError) as err:
-        parse_layout(text)
-    assert err.value.field == field
-
-
-@pytest.mark.parametrize("text, world, micro, field, words", [
-    ("dp=2,tp=2", 2, 1, "layout", "world has 2"),
-    ("tp=3", 3, 1, "layout.tp", "n_head=4"),
-    ("pp=4", 4, 4, "layout.pp", "2 layers"),
-    ("pp=2", 2, 1, "gas", "cannot fill 2"),
-    ("pp=2,schedule=interleaved_1f1b", 2, 2, "layout.vp", "needs vp > 1"),
-    ("pp=1,vp=2", 1, 2, "layout.vp", "needs pp > 1"),
-    ("tp=1,sp=1", 1, 1, "layout.sp", "tp > 1"),
-    ("dp=2,tp=2,zero=1", 4, 1, "layout.zero", "DTensor"),
-    ("dp=2,pp=2,zero=1,tp=2", 8, 2, "layout.zero", "DTensor"),
-])
-def test_validate_layout_refuses(text, world, micro, field, words):
-    with pytest.raises(ConfigError) as err:
-        validate_layout(parse_layout(text), TINY, world, micro)
-    assert err.value.field == field and words in str(err.value)
-
-
-def test_validate_layout_accepts():
-    cfg = TINY.with_changes(n_layer=4)
-    for text, world, micro in (("dp=2,zero=1", 2, 1), ("dp=1,zero=1", 1, 1),
-                               ("dp=2,tp=2,zero=3,sp=1", 4, 1), ("pp=2,vp=2", 2, 4),
-                               ("dp=2,pp=2,zero=1", 4, 2), ("pp=2,zero=3", 2, 2),
-                               ("dp=2,tp=2,pp=2,zero=3", 8, 2), ("dp=2,tp=2,pp=2", 8, 2),
-                               ("tp=2,sp=1,pp=2", 4, 2), ("dp=2,tp=2", 4, 1)):
-        assert validate_layout(parse_layout(text), cfg, world, micro).world_size == world
-    with pytest.raises(ConfigError, match="multiple"):  # interleaved: rounds of pp
-        validate_layout(parse_layout("pp=2,vp=2"), cfg, 2, 3)
 
 
 def test_environment_from_torchrun_and_slurm():
@@ -81,19 +32,6 @@ def test_environment_from_torchrun_and_slurm():
     assert read_env({}).world_size == 1
     assert first_slurm_host("nodeA,nodeB") == "nodeA"
     assert first_slurm_host("x[7,9]") == "x7"
-
-
-def test_combine_never_averages_throughput():
-    """2 dp x 2 tp ranks: 4096 tokens per dp replica; the slowest rank takes 2 s."""
-    ranks = [{"tokens": 4096, "step_time_s": t, "mem_peak_bytes": m}
-             for t, m in ((1.0, 10), (2.0, 30), (1.5, 20), (1.0, 5))]
-    out = combine_rank_results(ranks, model_parallel_size=2)
-    assert out["tokens_global"] == 8192
-    assert out["step_time_s_median_max_rank"] == 2.0
-    assert out["tokens_per_s_global"] == 4096  # 8192 / 2 s, not the mean rate
-    assert out["tokens_per_s_per_device"] == 1024
-    assert out["mem_peak_bytes_per_rank"] == [10, 30, 20, 5]
-    assert out["mem_peak_bytes_max"] == 30
 
 
 def test_failed_rank_from_torchrun_report():
