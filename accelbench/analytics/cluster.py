@@ -1,19 +1,18 @@
-"""A cluster (device, nodes, links) and a job's layout on it, for the planner; no torch.
+"""A cluster (device, nodes, links) for the planner; no torch.
 
-Link figures are per device and per direction, in GB/s (10^9 bytes). Defaults per system come
-from the device table where it has a scale-up figure, and from the usual node designs otherwise
-(tagged in `LINK_SOURCES`); everything can be overridden on the command line.
+A job's layout on it is accelbench.config.layout.Layout. Link figures are per device and per
+direction, in GB/s (10^9 bytes). Defaults per system come from the device table where it has a
+scale-up figure, and from the usual node designs otherwise (tagged in `LINK_SOURCES`);
+everything can be overridden on the command line.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from accelbench.analytics.flops import RECOMPUTE_KINDS
-from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.config.errors import ConfigError, require_positive
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
-ZERO_STAGES = (0, 1, 2, 3)
 # (devices per node, intra GB/s, intra latency s, inter GB/s, inter latency s)
 _LINK_DEFAULTS: dict[str, tuple[int, float, float, float, float]] = {
     "a100-40gb": (8, 300.0, 5e-6, 25.0, 10e-6),
@@ -116,77 +115,3 @@ def link_source(spec: DeviceSpec) -> str:
     if spec.key not in _LINK_DEFAULTS:
         return LINK_SOURCES["generic"]
     return LINK_SOURCES.get(spec.vendor, LINK_SOURCES["generic"])
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a job is split: data x tensor x pipeline ranks (tensor innermost, pipeline outermost).
-
-    vp: virtual stages (model chunks) per pipeline rank; mb: micro-batch in sequences;
-    sp: sequence parallel on the tensor-parallel group (Korthikanti et al.); left as None it
-    follows tp > 1 (Megatron's usual choice), but the search tries both when tp > 1.
-    """
-
-    dp: int
-    tp: int = 1
-    pp: int = 1
-    vp: int = 1
-    mb: int = 1
-    zero: int = 0
-    recompute: str = "none"
-    sp: bool | None = None
-
-    def __post_init__(self) -> None:
-        """Resolve sp=None to on with tensor parallelism, off without (frozen: set once)."""
-        if self.sp is None:
-            object.__setattr__(self, "sp", self.tp > 1)
-
-    @property
-    def n_devices(self) -> int:
-        """Devices the layout occupies."""
-        return self.dp * self.tp * self.pp
-
-    def spans(self) -> dict[str, int]:
-        """Consecutive devices each group spans: tp innermost, then dp, then pp (Megatron order)."""
-        return {"tp": self.tp, "dp": self.tp * self.dp, "pp": self.n_devices}
-
-    def label(self) -> str:
-        """The --layout string that reproduces this layout."""
-        return (f"dp={self.dp},tp={self.tp},pp={self.pp},vp={self.vp},mb={self.mb},"
-                f"zero={self.zero},recompute={self.recompute},sp={'on' if self.sp else 'off'}")
-
-
-_LAYOUT_INT_KEYS = ("dp", "tp", "pp", "vp", "mb", "zero")
-_LAYOUT_KEYS = (*_LAYOUT_INT_KEYS, "recompute", "sp")
-_SP_VALUES = {"on": True, "off": False, "1": True, "0": False, "true": True, "false": False}
-
-
-def _parse_value(key: str, value: str) -> int | str | bool:
-    """One --layout value, checked: recompute kind, sp on/off, ZeRO stage or a positive int."""
-    if key == "recompute":
-        return require_choice("layout.recompute", value, RECOMPUTE_KINDS)
-    if key == "sp":
-        require_choice("layout.sp", value.lower(), tuple(_SP_VALUES))
-        return _SP_VALUES[value.lower()]
-    try:
-        number = int(value)
-    except ValueError:
-        raise ConfigError(f"layout.{key}", f"must be an integer, got {value!r}") from None
-    if key == "zero":
-        require_choice("layout.zero", str(number), [str(z) for z in ZERO_STAGES])
-    else:
-        require_positive(f"layout.{key}", number)
-    return number
-
-
-def parse_layout(text: str) -> dict[str, int | str | bool]:
-    """'dp=16,tp=8,pp=8,mb=1,sp=off' -> the fields given; unknown keys and bad values raise
-    ConfigError."""
-    fields: dict[str, int | str | bool] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or key not in _LAYOUT_KEYS:
-            raise ConfigError("layout", f"bad item {item!r}", ", ".join(_LAYOUT_KEYS))
-        fields[key] = _parse_value(key, value.strip())
-    return fields

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from accelbench.analytics.params import block_matmul_params, matmul_params
 from accelbench.config.model import ModelConfig
+from accelbench.config.vocab import RECOMPUTE_KINDS
 
 FORMULA = "PaLM App. B: 6N + 12*L*H*Q*T per token (N = matmul weights; full T x T attention)"
-RECOMPUTE_KINDS = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.analytics.cluster import Layout
 from accelbench.analytics.params import block_params
+from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
+from accelbench.config.vocab import RECOMPUTE_KINDS, ZERO_STAGES
 
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -49,8 +50,8 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
     attention kernel (flash or memory-efficient SDPA), which never stores them. Full recompute
     keeps only the layer's input (2sbh, split over tp under sequence parallelism).
     """
-    if recompute not in ("none", "selective", "full"):
-        raise ValueError(f"recompute must be none, selective or full, got {recompute!r}")
+    if recompute not in RECOMPUTE_KINDS:
+        raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {recompute!r}")
     scale = bytes_per_value / 2
     replicated_div = tp if sp else 1
     if recompute == "full":
@@ -83,7 +84,6 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
 # Optimizer bytes per parameter beyond the weights and gradients: fp32 moments (Adam: m and v;
 # SGD: momentum) plus an fp32 master copy when the weights are narrower than fp32.
 OPTIMIZER_MOMENTS = {"adam": 2, "sgd": 1}
-ZERO_STAGES = (0, 1, 2, 3)
 WORKSPACE_BYTES = 1e9  # runtime context, GEMM workspaces, collective buffers: an assumption
 USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
 
@@ -193,15 +193,14 @@ class MemoryBreakdown:
 
 def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
                  zero: int, recompute: str, fused_attention: bool = False,
-                 sp: bool | None = None) -> float:
+                 sp: bool = False) -> float:
     """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), and under full
-    recompute the working set of the one block being recomputed (sp None: on when tp > 1)."""
+    recompute the working set of the one block being recomputed (sp: sequence parallel)."""
     width = BYTES_PER_VALUE[dtype]
     gathered = 2 * block_params(cfg) / tp * width if zero == 3 else 0.0
     rerun = 0.0
     if recompute == "full":
-        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp,
-                                           tp > 1 if sp is None else sp,
+        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp, sp,
                                            fused_attention=fused_attention)
     return WORKSPACE_BYTES + gathered + rerun
 
@@ -235,7 +234,7 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
             worst = (states.total + acts, states, acts)
     assert worst is not None
     buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
-                           fused_attention, bool(layout.sp))
+                           fused_attention, layout.sp)
     return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION)
 
 

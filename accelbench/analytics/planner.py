@@ -1,47 +1,69 @@
 """The planner: enumerate parallel layouts, drop those that do not divide or fit, rank the rest.
 
 Pure arithmetic (never imports torch): memory from accelbench.analytics.memory, step time from
-accelbench.analytics.steptime, FLOPs from accelbench.analytics.flops.
+accelbench.analytics.steptime, FLOPs from accelbench.analytics.flops. Layouts and their rules
+are accelbench.config.layout's, the runtime's own: a layout that breaks an arithmetic rule is
+rejected; one that breaks a runtime rule is ranked like any other and marked not built by
+accelbench's runtime.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.analytics.cluster import ClusterSpec, Layout
-from accelbench.analytics.flops import RECOMPUTE_KINDS
+from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.memory import MemoryBreakdown, memory_per_device
 from accelbench.analytics.steptime import StepBreakdown, TrainSetup, estimate_step
-from accelbench.config.errors import ConfigError
+from accelbench.config.layout import (
+    ARITHMETIC,
+    RUNTIME,
+    Layout,
+    Target,
+    default_schedule,
+    first_broken,
+    layout_from_fields,
+)
 from accelbench.config.model import ModelConfig
+from accelbench.config.vocab import RECOMPUTE_KINDS
 
 LIMITERS = ("compute", "memory", "bubble", "communication")
 COMPUTE_BOUND_BELOW = 0.05  # overheads under 5% of the step: the layout is compute-bound
+NOT_BUILT = "not built by accelbench's runtime"
 
 
 @dataclass(frozen=True)
 class PlanResult:
-    """One layout's prediction: memory, step time and what limits it."""
+    """One layout's prediction: memory, step time and what limits it; runtime_note says why
+    accelbench's runtime does not build the layout (empty when it does)."""
 
     layout: Layout
     memory: MemoryBreakdown
     step: StepBreakdown
     limiter: str
+    runtime_note: str = ""
 
     @property
     def status(self) -> str:
         """'ok', or 'does not fit' (then the step time is what it would be if it fitted)."""
         return "ok" if self.memory.fits else "does not fit"
 
+    @property
+    def built_by_runtime(self) -> bool:
+        """Whether accelbench's own runtime builds this layout (no runtime rule broken)."""
+        return not self.runtime_note
+
     def to_dict(self) -> dict[str, object]:
         """Plain dict for JSON; a layout that does not fit labels its rates hypothetical."""
         step_key = "step" if self.memory.fits else "step_if_it_fitted"
-        return {"layout": self.layout.label(), **self.layout.__dict__, "status": self.status,
-                "fits": self.memory.fits, "memory": self.memory.to_dict(),
-                step_key: self.step.to_dict(), "limiter": self.limiter}
+        note = f"{NOT_BUILT}: {self.runtime_note}" if self.runtime_note else ""
+        return {"layout": self.layout.label(full=True), **self.layout.to_dict(),
+                "status": self.status, "fits": self.memory.fits,
+                "built_by_runtime": self.built_by_runtime, "runtime_note": note,
+                "memory": self.memory.to_dict(), step_key: self.step.to_dict(),
+                "limiter": self.limiter}
 
 
 @dataclass
@@ -82,63 +104,19 @@ def _n_micro(setup: TrainSetup, layout: Layout) -> int:
     return setup.global_batch // max(1, layout.dp * layout.mb)
 
 
-def _devices_reason(cluster: ClusterSpec, layout: Layout) -> str:
-    """Why a layout does not occupy the cluster exactly."""
-    n, model_ranks = cluster.n_devices, layout.tp * layout.pp
-    if n % model_ranks:
-        return f"tp*pp = {model_ranks} does not divide the cluster's {n} devices"
-    return f"dp*tp*pp = {layout.n_devices} but the cluster has {n} devices"
-
-
-_Rule = Callable[[ModelConfig, ClusterSpec, TrainSetup, Layout, int], str]
-# Each rule's reason, built only for a layout that breaks it (the search checks thousands).
-_REASONS: dict[str, _Rule] = {
-    "devices": lambda c, cl, st, lay, m: _devices_reason(cl, lay),
-    "heads": lambda c, cl, st, lay, m: f"tp={lay.tp} does not divide {c.n_head} heads",
-    "mlp width": lambda c, cl, st, lay, m: f"tp={lay.tp} does not divide the MLP width "
-                                           f"{c.ffn_dim}",
-    "sequence parallel": lambda c, cl, st, lay, m: "sequence parallelism needs tp > 1",
-    "sequence": lambda c, cl, st, lay, m: f"tp={lay.tp} does not divide sequence "
-                                          f"{st.seq_len} (sequence parallel)",
-    "layers": lambda c, cl, st, lay, m: f"pp*vp = {lay.pp * lay.vp} does not divide "
-                                        f"{c.n_layer} layers",
-    "batch": lambda c, cl, st, lay, m: f"dp*mb = {lay.dp * lay.mb} does not divide global "
-                                       f"batch {st.global_batch}",
-    "virtual stages": lambda c, cl, st, lay, m: "virtual stages need pp > 1",
-    "micro-batches": lambda c, cl, st, lay, m: f"m = {m} micro-batches per step, fewer than "
-                                               f"pp = {lay.pp} stages (needs m >= pp)",
-    "interleaving": lambda c, cl, st, lay, m: f"interleaving needs the micro-batch count ({m}) "
-                                              f"to be a multiple of pp={lay.pp}",
-    "zero without dp": lambda c, cl, st, lay, m: f"ZeRO-{lay.zero} shards over data-parallel "
-                                                 "ranks and needs dp > 1",
-}
-
-
-def _broken_rule(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay: Layout,
-                 m: int) -> str | None:
-    """The key (in _REASONS) of the first rule the layout breaks, in the order reported."""
-    rules = (
-        ("devices", lay.n_devices != cluster.n_devices),
-        ("heads", cfg.n_head % lay.tp != 0),
-        ("mlp width", cfg.ffn_dim % lay.tp != 0),
-        ("sequence parallel", bool(lay.sp) and lay.tp == 1),
-        ("sequence", bool(lay.sp) and setup.seq_len % lay.tp != 0),
-        ("layers", cfg.n_layer % (lay.pp * lay.vp) != 0),
-        ("batch", setup.global_batch % (lay.dp * lay.mb) != 0),
-        ("virtual stages", lay.vp > 1 and lay.pp == 1),
-        ("micro-batches", lay.pp > 1 and m < lay.pp),
-        ("interleaving", lay.vp > 1 and lay.pp > 1 and m % lay.pp != 0),
-        ("zero without dp", lay.zero > 0 and lay.dp == 1),
-    )
-    return next((key for key, failed in rules if failed), None)
+def plan_target(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup) -> Target:
+    """What the rules check a planned layout against: the model, the cluster's devices, the
+    sequence and the global batch."""
+    return Target(cfg, cluster.n_devices, setup.seq_len, setup.global_batch)
 
 
 def layout_key_problem(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                        layout: Layout) -> tuple[str, str] | None:
-    """(short key, reason) of the first rule a layout breaks, or None when it can run."""
-    m = _n_micro(setup, layout)
-    key = _broken_rule(cfg, cluster, setup, layout, m)
-    return None if key is None else (key, _REASONS[key](cfg, cluster, setup, layout, m))
+    """(rule key, reason) of the first arithmetic rule a layout breaks, or None when it
+    divides."""
+    target, m = plan_target(cfg, cluster, setup), _n_micro(setup, layout)
+    rule = first_broken(layout, target, m, (ARITHMETIC,))
+    return None if rule is None else (rule.key, rule.reason(layout, target, m))
 
 
 def layout_problem(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
@@ -148,9 +126,19 @@ def layout_problem(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     return found[1] if found else None
 
 
+def runtime_note(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
+                 layout: Layout) -> str:
+    """Why accelbench's runtime does not build this layout (its first broken runtime rule),
+    or '' when it does."""
+    target, m = plan_target(cfg, cluster, setup), _n_micro(setup, layout)
+    rule = first_broken(layout, target, m, (RUNTIME,))
+    return "" if rule is None else rule.reason(layout, target, m)
+
+
 def _zero_choices(dp: int, pp: int) -> tuple[int, ...]:
-    """ZeRO stages worth trying: none without data parallelism; all four with a pipeline too
-    (FSDP per stage, as accelbench's runtime and torchtitan run it)."""
+    """ZeRO stages worth searching: none without data parallelism (nothing to shard: such a
+    layout is allowed, as the runtime allows it, just not worth trying); all four with a
+    pipeline too (FSDP per stage, as accelbench's runtime and torchtitan run it)."""
     return (0,) if dp == 1 else (0, 1, 2, 3)
 
 
@@ -176,7 +164,7 @@ def _tp_pp_dp(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
 def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                       fixed: dict[str, int | str | bool] | None = None) -> Iterator[Layout]:
     """Every candidate layout: fields in `fixed` are pinned, the others searched (sequence
-    parallel both on and off when tp > 1)."""
+    parallel both on and off when tp > 1; the schedule 1F1B, interleaved when vp > 1)."""
     fixed = fixed or {}
     for tp, pp, dp in _tp_pp_dp(cfg, cluster, setup, fixed):
         per_rank = setup.global_batch // dp
@@ -186,7 +174,8 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                 for zero in _pick(fixed, "zero", list(_zero_choices(dp, pp))):
                     for recompute in _pick(fixed, "recompute", list(RECOMPUTE_KINDS)):
                         for sp in _pick(fixed, "sp", [True, False] if tp > 1 else [False]):
-                            yield Layout(dp, tp, pp, vp, mb, zero, recompute, sp)
+                            for schedule in _pick(fixed, "pp_schedule", [default_schedule(vp)]):
+                                yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb, recompute)
 
 
 def _limiter(step: StepBreakdown) -> str:
@@ -209,33 +198,39 @@ def _memory(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
 
 def evaluate(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
              efficiency: float | None = None) -> PlanResult:
-    """Memory and step time of one layout (which must divide; see layout_problem)."""
+    """Memory and step time of one layout (which must divide; see layout_problem), marked
+    when accelbench's runtime does not build it."""
     memory = _memory(cfg, cluster, setup, layout)
     step = estimate_step(cfg, cluster, setup, layout, efficiency)
-    return PlanResult(layout, memory, step, _limiter(step))
+    return PlanResult(layout, memory, step, _limiter(step),
+                      runtime_note(cfg, cluster, setup, layout))
 
 
 def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
            fixed: dict[str, int | str | bool] | None = None, top: int = 10,
            efficiency: float | None = None) -> SearchResult:
-    """The `top` layouts by predicted tokens/s among those that divide and fit; the others
-    are counted by reason in `rejected`."""
+    """The `top` layouts by predicted tokens/s among those that divide and fit (those the
+    runtime does not build included, marked); the others are counted by reason in
+    `rejected`."""
     start = time.perf_counter()
     result = SearchResult(best=[])
     ranked: list[PlanResult] = []
+    target = plan_target(cfg, cluster, setup)
     for layout in enumerate_layouts(cfg, cluster, setup, fixed):
         result.n_evaluated += 1
-        problem = layout_key_problem(cfg, cluster, setup, layout)
-        if problem:
-            result.reject(*problem)
+        m = _n_micro(setup, layout)
+        rule = first_broken(layout, target, m)
+        if rule is not None and rule.kind == ARITHMETIC:  # arithmetic rules come first
+            result.reject(rule.key, rule.reason(layout, target, m))
             continue
         memory = _memory(cfg, cluster, setup, layout)
         if not memory.fits:
-            result.reject("does not fit", f"{layout.label()} needs "
+            result.reject("does not fit", f"{layout.label(full=True)} needs "
                           f"{memory.total / 1e9:.1f} GB of {memory.usable_bytes / 1e9:.1f}")
             continue
         step = estimate_step(cfg, cluster, setup, layout, efficiency)
-        ranked.append(PlanResult(layout, memory, step, _limiter(step)))
+        note = "" if rule is None else rule.reason(layout, target, m)
+        ranked.append(PlanResult(layout, memory, step, _limiter(step), note))
     ranked.sort(key=lambda r: (-r.step.tokens_per_s, r.memory.total))
     result.n_fit = len(ranked)
     result.best = ranked[:top]
@@ -243,15 +238,23 @@ def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     return result
 
 
+def fixed_layout(cluster: ClusterSpec, fields: dict[str, int | str | bool]) -> Layout:
+    """The layout `plan --layout` names in full: dp defaults to what tp and pp leave of the
+    cluster, sp to tp > 1 (Megatron's usual choice), the schedule to what vp implies."""
+    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
+    return layout_from_fields({"dp": max(1, cluster.n_devices // (tp * pp)), "sp": tp > 1,
+                               **fields})
+
+
 def plan_fixed(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                fields: dict[str, int | str | bool],
                efficiency: float | None = None) -> PlanResult:
-    """Evaluate one fully given layout (dp defaults to what the other fields leave, sp to
-    tp > 1); one that does not fit comes back with memory.fits False, for the caller to say."""
-    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
-    dp = int(fields.get("dp", max(1, cluster.n_devices // (tp * pp))))
-    layout = replace(Layout(dp, tp), **{k: v for k, v in fields.items() if k != "dp"})
-    problem = layout_problem(cfg, cluster, setup, layout)
-    if problem:
-        raise ConfigError("layout", problem)
+    """Evaluate one fully given layout (see fixed_layout); one that breaks an arithmetic rule
+    raises that rule's ConfigError, one that does not fit comes back with memory.fits False,
+    for the caller to say."""
+    layout = fixed_layout(cluster, fields)
+    target, m = plan_target(cfg, cluster, setup), _n_micro(setup, layout)
+    rule = first_broken(layout, target, m, (ARITHMETIC,))
+    if rule is not None:
+        raise rule.error(layout, target, m)
     return evaluate(cfg, cluster, setup, layout, efficiency)

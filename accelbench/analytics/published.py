@@ -21,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from accelbench.analytics.cluster import Layout, make_cluster, parse_layout
+from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.steptime import TrainSetup, compute_efficiency
 from accelbench.config.errors import ConfigError
+from accelbench.config.layout import Layout, layout_from_fields, parse_layout_fields
 from accelbench.config.model import ModelConfig, validate_model
 from accelbench.config.presets import resolve_model
 from accelbench.hardware.specs import DeviceSpec, get_spec
@@ -116,6 +117,8 @@ _KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198); REFERENCE.md sec. 2"
 _TITAN_OLD = "pytorch/torchtitan docs/performance.md (64 A100 version); REFERENCE.md sec. 2"
 _TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1); REFERENCE.md sec. 2"
 
+# Sequence parallelism is stated per run: on for the tensor-parallel runs from 2022 on (the
+# planner's long-standing assumption, Megatron's usual choice), off for the 2021 ones.
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Megatron-LM 1T, 3072 A100", SHAPES["megatron-1t"], _A100, 3072, 8, 3072, 2048,
                  Layout(dp=6, tp=8, pp=64, mb=1, recompute="full", sp=False),
@@ -131,7 +134,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
                        "sequence parallelism and flash attention"),
     PublishedRun("PaLM 540B, 6144 TPU v4 (one pod modelled)", SHAPES["palm-540b"],
                  get_spec("tpu-v4"), 3072, 3072, 1024, 2048,
-                 Layout(dp=256, tp=12, pp=1, mb=4, zero=3, recompute="full"),
+                 Layout(dp=256, tp=12, pp=1, mb=4, zero=3, recompute="full", sp=True),
                  "tokens_per_s_per_device", 238.3e3 / 6144, "V",
                  "Chowdhery et al. 2022 (arXiv 2204.02311) Table 3; REFERENCE.md sec. 2",
                  setup_tag="U", mfu_as_published=0.462,
@@ -140,19 +143,19 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
                        "scores assumed stored (XLA on TPU v4 in 2022: no flash attention), which "
                        "with full rematerialisation only sizes the recomputed block's buffer"),
     PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
-                 Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective"), "mfu", 0.552,
-                 "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract; REFERENCE.md sec. 2",
+                 Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True), "mfu",
+                 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract; REFERENCE.md sec. 2",
                  setup_tag="U", fused_attention=True,
                  notes="MegaScale overlaps TP/PP/DP traffic; the model does not. Its use of "
                        "FlashAttention-2 is recalled from the paper (sec. 3), not verified"),
     PublishedRun("Korthikanti 530B, selective, 2240 A100", SHAPES["megatron-530b"], _A100, 2240,
-                 8, 2240, 2048, Layout(dp=8, tp=8, pp=35, mb=1, recompute="selective"), "mfu",
-                 0.542, "V", _KORTHIKANTI, setup_tag="U"),
+                 8, 2240, 2048, Layout(dp=8, tp=8, pp=35, mb=1, recompute="selective", sp=True),
+                 "mfu", 0.542, "V", _KORTHIKANTI, setup_tag="U"),
     PublishedRun("Korthikanti 530B, full recompute, 2240 A100", SHAPES["megatron-530b"], _A100,
-                 2240, 8, 2240, 2048, Layout(dp=8, tp=8, pp=35, mb=1, recompute="full"), "mfu",
-                 0.421, "V", _KORTHIKANTI, setup_tag="U"),
+                 2240, 8, 2240, 2048, Layout(dp=8, tp=8, pp=35, mb=1, recompute="full", sp=True),
+                 "mfu", 0.421, "V", _KORTHIKANTI, setup_tag="U"),
     PublishedRun("Korthikanti 1T, selective, 512 A100", SHAPES["megatron-1t"], _A100, 512, 8,
-                 512, 2048, Layout(dp=1, tp=8, pp=64, mb=1, recompute="selective"), "mfu",
+                 512, 2048, Layout(dp=1, tp=8, pp=64, mb=1, recompute="selective", sp=True), "mfu",
                  0.563, "V", "Korthikanti et al. 2022 (arXiv 2205.05198), 1T via a secondary note; "
                  "REFERENCE.md sec. 2", setup_tag="U"),
     PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
@@ -256,13 +259,15 @@ def resolve_shape(name: str) -> ModelConfig:
 
 
 def _measured_layout(run: dict[str, Any]) -> Layout:
-    """A measured run's layout: a --layout string, a dict, or None (pure data parallel)."""
+    """A measured run's layout: a --layout string, a dict (a record's), or None (pure data
+    parallel); fields left out take the runtime's defaults (sp off), as the run did."""
     given = run.get("layout") or {}
-    fields = parse_layout(given) if isinstance(given, str) else dict(given)
+    fields = parse_layout_fields(given) if isinstance(given, str) else dict(given)
     tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
     fields.setdefault("dp", max(1, int(run["n_devices"]) // (tp * pp)))
     fields["mb"] = int(run["micro_batch"])
-    return Layout(**{k: v for k, v in fields.items() if k in Layout.__dataclass_fields__})
+    return layout_from_fields({k: v for k, v in fields.items()
+                               if k in Layout.__dataclass_fields__})
 
 
 def validate_measured_runs(runs: list[dict[str, Any]],
@@ -340,3 +345,34 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, float]:
         return {"n": 0}
     return {"n": len(errors), "median_abs_error": statistics.median(errors),
             "worst_abs_error": max(errors)}
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Every check of the planner: published runs, the same left out one at a time (only with
+    the calibrated efficiency), and measured runs; `summary` gives each one's errors."""
+
+    published: list[ValidationRow]
+    leave_one_out: list[ValidationRow]
+    measured: list[ValidationRow]
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """error_summary of each list, by name."""
+        return {"published": error_summary(self.published),
+                "leave_one_out": error_summary(self.leave_one_out),
+                "measured": error_summary(self.measured)}
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain dict for JSON: the rows of each list and the summary."""
+        return {"published": [r.to_dict() for r in self.published],
+                "leave_one_out": [r.to_dict() for r in self.leave_one_out],
+                "measured": [r.to_dict() for r in self.measured], "summary": self.summary()}
+
+
+def validate_all(measured_runs: list[dict[str, Any]],
+                 efficiency: float | None = None) -> Validation:
+    """Published runs, leave-one-out (when efficiency is the calibrated default) and the
+    measured runs given (dicts with MEASURED_RUN_KEYS)."""
+    return Validation(validate_published(efficiency),
+                      validate_leave_one_out() if efficiency is None else [],
+                      validate_measured_runs(measured_runs, efficiency))

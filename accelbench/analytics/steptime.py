@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from accelbench.analytics import comm
-from accelbench.analytics.cluster import ClusterSpec, Layout
+from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.flops import (
     block_forward_per_token,
     hardware_flops_per_token,
@@ -25,6 +25,7 @@ from accelbench.analytics.flops import (
 )
 from accelbench.analytics.memory import BYTES_PER_VALUE, stage_params
 from accelbench.config.errors import ConfigError
+from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.hardware.specs import DeviceSpec
 
@@ -185,7 +186,7 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     opt_s = _optimizer_s(cfg, cluster, setup, layout)
     step_s = n_micro * slot_s + bubble_s + dp_s + opt_s
     tokens_per_s = setup.tokens_per_step / step_s
-    denominator = layout.n_devices * peak
+    denominator = layout.world_size * peak
     return StepBreakdown(
         n_micro * model_s, n_micro * rerun_s, n_micro * tp_s, n_micro * pp_s, dp_s, bubble_s,
         opt_s, tokens_per_s,

@@ -1,5 +1,6 @@
 """`accelbench plan`: predicted memory and throughput of parallel layouts; `--validate` checks
-the predictions against published and measured runs. Logic lives in accelbench.analytics."""
+the predictions against published and measured runs. Parses, calls accelbench.analytics and
+renders: the result (table or JSON) on stdout, what went wrong on stderr."""
 
 from __future__ import annotations
 
@@ -11,24 +12,34 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from accelbench.analytics.cluster import ClusterSpec, make_cluster, parse_layout
-from accelbench.analytics.planner import PlanResult, plan_fixed, search
-from accelbench.analytics.published import (
-    ValidationRow,
-    error_summary,
-    resolve_shape,
-    validate_leave_one_out,
-    validate_measured_runs,
-    validate_published,
+from accelbench.analytics.plan_input import (
+    PlanInput,
+    PlanOutcome,
+    PlanRequest,
+    check_efficiency,
+    resolve_plan_input,
+    run_plan,
 )
-from accelbench.analytics.steptime import TrainSetup
-from accelbench.config.errors import ConfigError, require_choice, require_positive
-from accelbench.hardware.specs import DTYPES
+from accelbench.analytics.planner import NOT_BUILT, PlanResult
+from accelbench.analytics.published import ValidationRow, validate_all
+from accelbench.cli.common import console
 from accelbench.results.measured import measured_training_runs
 from accelbench.results.store import ResultStore
 
-# Tables on stderr, JSON on stdout (the project's convention); wide enough for the columns.
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 170)
+# Tables and their notes on `out` (stdout, never reads markup: as cli.common.out, but wide
+# enough for the planner's columns when stdout is not a terminal); messages on `console`
+# (stderr) as plain text.
+out = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 170)
+
+
+def _say(line: str) -> None:
+    """One message on stderr, printed as text."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _show(thing: Table | str) -> None:
+    """Part of the command's result on stdout, printed as text."""
+    out.print(thing)
 
 
 def _pct(part: float, whole: float) -> str:
@@ -51,18 +62,28 @@ def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
 
 
 def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> Table:
-    """The ranked layouts with what limits each."""
+    """The ranked layouts with what limits each; a '*' on the rank of one accelbench's runtime
+    does not build (see _runtime_notes)."""
     table = Table(title=title)
     for col in _PLAN_COLUMNS:
         table.add_column(col, justify="left" if col in ("recompute", "limit") else "right")
     for i, r in enumerate(results, 1):
         lay = r.layout
         table.add_row(
-            str(i), str(lay.dp), str(lay.tp), str(lay.pp), str(lay.vp), str(lay.mb),
-            str(lay.zero), lay.recompute, "on" if lay.sp else "off",
+            f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp), str(lay.pp),
+            str(lay.vp), str(lay.mb), str(lay.zero), lay.recompute, "on" if lay.sp else "off",
             f"{r.memory.total / 1e9:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
             *_rate_cells(r, train_tokens))
     return table
+
+
+def _runtime_notes(results: list[PlanResult]) -> list[str]:
+    """'* #2, #5 not built by accelbench's runtime: <reason>', one line per reason."""
+    ranks: dict[str, list[str]] = {}
+    for i, r in enumerate(results, 1):
+        if r.runtime_note:
+            ranks.setdefault(r.runtime_note, []).append(f"#{i}")
+    return [f"* {', '.join(at)} {NOT_BUILT}: {note}" for note, at in ranks.items()]
 
 
 _ORACLE_UNITS = {"mfu": "MFU", "tflops_per_device": "TFLOP/s per GPU",
@@ -94,9 +115,10 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
                                                         "published") else "right")
     numbers = _source_numbers(rows)
     for i, r in enumerate(rows):
-        out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
+        left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
         table.add_row(r.name, r.device, _published_figure(r), f"{r.observed_mfu:.1%}",
-                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", out, f"{r.memory_gb:.0f}",
+                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out,
+                      f"{r.memory_gb:.0f}",
                       "yes" if r.fits else "no", r.limiter,
                       "fused" if r.fused_attention else "scores", r.oracle_tag, r.setup_tag,
                       f"[{numbers[r.source]}]")
@@ -110,28 +132,23 @@ def _source_lines(rows: list[ValidationRow]) -> str:
 
 def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     """Print each published and measured run's error, and the summary."""
-    published = validate_published(efficiency)
-    loo = validate_leave_one_out() if efficiency is None else []
-    measured = validate_measured_runs(measured_training_runs(ResultStore(db)), efficiency)
-    summary = {"published": error_summary(published), "leave_one_out": error_summary(loo),
-               "measured": error_summary(measured)}
+    check_efficiency(efficiency)
+    checked = validate_all(measured_training_runs(ResultStore(db)), efficiency)
     if as_json:
-        print(json.dumps({"published": [r.to_dict() for r in published],
-                          "leave_one_out": [r.to_dict() for r in loo],
-                          "measured": [r.to_dict() for r in measured], "summary": summary},
-                         indent=2))
+        print(json.dumps(checked.to_dict(), indent=2))
         return
-    console.print(_validation_table(published, loo, "Predicted vs published MFU"))
-    console.print(_source_lines(published), markup=False, highlight=False)
-    if measured:
-        console.print(_validation_table(measured, [], "Predicted vs measured MFU"))
-        console.print(_source_lines(measured), markup=False, highlight=False)
+    _show(_validation_table(checked.published, checked.leave_one_out,
+                                "Predicted vs published MFU"))
+    _show(_source_lines(checked.published))
+    if checked.measured:
+        _show(_validation_table(checked.measured, [], "Predicted vs measured MFU"))
+        _show(_source_lines(checked.measured))
     else:
-        console.print("measured runs: none from the results store yet")
-    for name, s in summary.items():
+        _show("measured runs: none from the results store yet")
+    for name, s in checked.summary().items():
         if s.get("n"):
-            console.print(f"{name}: n={s['n']:.0f}, median |error| "
-                          f"{s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}")
+            _show(f"{name}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, "
+                      f"worst {s['worst_abs_error']:.1%}")
 
 
 def plan(
@@ -165,62 +182,54 @@ def plan(
                                   "published and measured runs."),
 ) -> None:
     """Predict memory and step time of parallel layouts and rank them (or --validate)."""
-    if efficiency is not None and not 0 < efficiency <= 1:
-        raise ConfigError("efficiency", f"must be in (0, 1], got {efficiency}", "(0, 1]")
     if validate:
         _validate(json_out, efficiency, db)
         return
-    _check_inputs(dtype, optimizer, global_batch, seq, nodes, top, train_tokens)
-    cfg = resolve_shape(model)
-    cluster = make_cluster(device, nodes, gpus_per_node, intra_bw, inter_bw,
-                           None if intra_latency_us is None else intra_latency_us * 1e-6,
-                           None if inter_latency_us is None else inter_latency_us * 1e-6)
-    setup = TrainSetup(global_batch, seq, dtype, optimizer, fused_attention)
-    fields = parse_layout(layout) if layout else {}
-    if _FULL_LAYOUT <= fields.keys():
-        result = plan_fixed(cfg, cluster, setup, fields, efficiency)
-        _emit([result], cfg.name, cluster, setup, "given layout", train_tokens, json_out)
-        if not result.memory.fits:
-            console.print(f"does not fit: {result.memory.total / 1e9:.1f} GB per device "
-                          f"against {result.memory.usable_bytes / 1e9:.1f} GB usable")
-            raise typer.Exit(1)
-        return
-    found = search(cfg, cluster, setup, fields, top, efficiency)
-    header = (f"{found.n_evaluated} layouts, {found.n_fit} divide and fit, "
-              f"{found.layouts_per_s:,.0f} layouts/s")
-    _emit(found.best, cfg.name, cluster, setup, header, train_tokens, json_out,
-          found.rejection_summary())
+    request = resolve_plan_input(PlanInput(
+        model=model, device=device, nodes=nodes, gpus_per_node=gpus_per_node,
+        global_batch=global_batch, seq=seq, dtype=dtype, optimizer=optimizer, top=top,
+        layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
+        inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
+        fused_attention=fused_attention))
+    outcome = run_plan(request)
+    _emit(request, outcome, json_out)
 
 
-_FULL_LAYOUT = {"dp", "tp", "pp", "vp", "mb", "zero", "recompute"}
+def _header(outcome: PlanOutcome) -> str:
+    """'given layout', or how the search went."""
+    found = outcome.search
+    if found is None:
+        return "given layout"
+    return (f"{found.n_evaluated} layouts, {found.n_fit} divide and fit, "
+            f"{found.layouts_per_s:,.0f} layouts/s")
 
 
-def _check_inputs(dtype: str, optimizer: str, global_batch: int, seq: int, nodes: int,
-                  top: int, train_tokens: float) -> None:
-    """Reject bad choices and non-positive sizes with ConfigError (exit 2)."""
-    require_choice("dtype", dtype, DTYPES)
-    require_choice("optimizer", optimizer, ("adam", "sgd"))
-    for name, value in (("global-batch", global_batch), ("seq", seq), ("nodes", nodes),
-                        ("top", top), ("train-tokens", train_tokens)):
-        require_positive(name, value)
-
-
-def _emit(results: list[PlanResult], model: str, cluster: ClusterSpec, setup: TrainSetup,
-          header: str, train_tokens: float, json_out: bool, rejected: str = "") -> None:
-    """Table on stderr (or JSON on stdout); exit 1 when nothing fits, saying why."""
+def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
+    """Table (or JSON) on stdout; exit 1 when nothing fits or the given layout does not,
+    saying why on stderr."""
+    header, results = _header(outcome), outcome.results
+    rejected = outcome.search.rejection_summary() if outcome.search else ""
+    cluster, setup = request.cluster, request.setup
     if json_out:
-        print(json.dumps({"model": model, "cluster": cluster.to_dict(),
+        print(json.dumps({"model": request.model.name, "cluster": cluster.to_dict(),
                           "setup": setup.__dict__, "search": header, "rejected": rejected,
                           "best": [r.to_dict() for r in results]}, indent=2))
     if not results:
-        console.print(f"no layout divides and fits ({header})")
+        _say(f"no layout divides and fits ({header})")
         if rejected:
-            console.print(f"rejected: {rejected}")
+            _say(f"rejected: {rejected}")
         raise typer.Exit(1)
     if not json_out:
-        title = (f"{model} on {cluster.n_devices} x {cluster.device.key}: "
+        title = (f"{request.model.name} on {cluster.n_devices} x {cluster.device.key}: "
                  f"batch {setup.global_batch} x {setup.seq_len}, {setup.dtype}; {header}")
-        console.print(_plan_table(results, title, train_tokens))
+        _show(_plan_table(results, title, request.train_tokens))
+        for line in _runtime_notes(results):
+            _show(line)
+    if outcome.search is None and not results[0].memory.fits:
+        mem = results[0].memory
+        _say(f"does not fit: {mem.total / 1e9:.1f} GB per device against "
+                  f"{mem.usable_bytes / 1e9:.1f} GB usable")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,17 @@
-"""The one layout: parsing, labels and the runtime's validation."""
+"""The one layout: parsing, labels, the runtime's validation, and the planner and the runtime
+agreeing by construction (one rule list: arithmetic rules reject, runtime rules mark)."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
 import pytest
 
+from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.planner import enumerate_layouts, plan_fixed, search
+from accelbench.analytics.steptime import TrainSetup
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import (
     ALL_KEYS,
@@ -16,6 +21,8 @@ from accelbench.config.layout import (
     RUNTIME,
     RUNTIME_KEYS,
     Layout,
+    Target,
+    first_broken,
     parse_layout,
     parse_layout_fields,
     validate_layout,
@@ -128,6 +135,88 @@ def test_rules_are_arithmetic_then_runtime_with_unique_keys() -> None:
     assert kinds == sorted(kinds, key=[ARITHMETIC, RUNTIME].index)
     assert len({rule.key for rule in RULES}) == len(RULES)
     assert ALL_KEYS == (*RUNTIME_KEYS, "mb", "recompute")
+
+
+# --- The planner and the runtime agree by construction ---
+
+GRID_CFG = TINY.with_changes(n_layer=6)  # pp*vp = 4 does not divide it
+GRID = list(itertools.product((1, 2), (1, 2, 3), (1, 2), (1, 2), (0, 1, 2, 3), (False, True),
+                              ("gpipe", "1f1b", "interleaved_1f1b"), (1, 3, 4)))
+
+
+def _broken(lay: Layout, m: int) -> dict[str, list[str]]:
+    """Keys of every rule the layout breaks, by kind (the planner's target: batch divides)."""
+    target = Target(GRID_CFG, lay.world_size, SEQ, lay.dp * lay.mb * m)
+    out: dict[str, list[str]] = {ARITHMETIC: [], RUNTIME: []}
+    for rule in RULES:
+        if rule.broken(lay, target, m):
+            out[rule.kind].append(rule.key)
+    return out
+
+
+def test_planner_and_runtime_agree_on_a_grid() -> None:
+    """validate_layout raises iff some rule is broken; the planner rejects iff an arithmetic
+    rule is, and marks iff only runtime rules are; every rule but the batch's is exercised."""
+    seen: set[str] = set()
+    for dp, tp, pp, vp, zero, sp, schedule, m in GRID:
+        lay = Layout(dp=dp, tp=tp, pp=pp, vp=vp, zero=zero, sp=sp, pp_schedule=schedule)
+        broken = _broken(lay, m)
+        seen.update(*broken.values())
+        try:
+            validate_layout(lay, GRID_CFG, lay.world_size, m, seq_len=SEQ)
+            refused = False
+        except ConfigError:
+            refused = True
+        assert refused == bool(broken[ARITHMETIC] or broken[RUNTIME]), (lay, m, broken)
+        cluster = make_cluster("a100-80gb", 1, devices_per_node=lay.world_size)
+        found = search(GRID_CFG, cluster, TrainSetup(dp * m, SEQ), {**lay.to_dict()})
+        assert found.n_evaluated == 1
+        if broken[ARITHMETIC]:
+            assert not found.best and list(found.rejected) == [broken[ARITHMETIC][0]], lay
+            continue
+        (result,) = found.best
+        assert result.layout == lay
+        assert result.built_by_runtime == (not broken[RUNTIME]), (lay, broken)
+    assert seen == {rule.key for rule in RULES} - {"batch", "devices"}
+
+
+def test_devices_and_batch_rules_reach_both() -> None:
+    with pytest.raises(ConfigError, match="the world has 4"):
+        validate_layout(Layout(dp=2), CFG, 4, 1)
+    cluster = make_cluster("a100-80gb", 1, devices_per_node=4)
+    found = search(CFG, cluster, TrainSetup(6, SEQ), {"dp": 4, "tp": 1, "pp": 1, "mb": 1})
+    assert set(found.rejected) == {"batch"} and not found.best
+    assert "dp*mb = 4 does not divide global batch 6" in found.rejection_summary()
+
+
+def test_zero_1_with_tp_is_marked_by_the_planner_and_refused_by_the_runtime() -> None:
+    lay = Layout(dp=2, tp=2, zero=1)
+    with pytest.raises(ConfigError, match="DTensor"):
+        validate_layout(lay, CFG, 4, 1)
+    result = plan_fixed(CFG, make_cluster("a100-80gb", 1, devices_per_node=4),
+                        TrainSetup(2, SEQ), {**lay.to_dict()})
+    assert not result.built_by_runtime and "ZeroRedundancyOptimizer" in result.runtime_note
+    assert result.to_dict()["runtime_note"].startswith("not built by accelbench's runtime")
+
+
+def test_zero_2_with_one_data_rank_is_accepted_by_both() -> None:
+    lay = Layout(dp=1, zero=2)
+    assert validate_layout(lay, CFG, 1, 1) == lay
+    result = plan_fixed(CFG, make_cluster("a100-80gb", 1, devices_per_node=1),
+                        TrainSetup(1, SEQ), {**lay.to_dict()})
+    assert result.built_by_runtime and result.layout == lay
+
+
+def test_the_planner_enumerates_the_schedule_vp_implies() -> None:
+    cluster = make_cluster("a100-80gb", 1)
+    cfg = CFG.with_changes(n_layer=8)
+    layouts = list(enumerate_layouts(cfg, cluster, TrainSetup(64, SEQ)))
+    assert any(lay.vp > 1 for lay in layouts)
+    target = Target(cfg, 8, SEQ, 64)
+    for lay in layouts:
+        assert lay.pp_schedule == ("interleaved_1f1b" if lay.vp > 1 else "1f1b")
+        rule = first_broken(lay, target, 64 // (lay.dp * lay.mb), (RUNTIME,))
+        assert rule is None or rule.key == "zero-1 with tp"
 
 
 def test_layout_module_never_imports_torch() -> None:

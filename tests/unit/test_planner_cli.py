@@ -34,7 +34,12 @@ def test_fixed_layout_that_does_not_fit_in_json_is_labelled() -> None:
     (["--inter-latency-us", "-3"], "cluster.inter_latency_s"),
     (["--intra-bw", "-5"], "cluster.intra_gb_per_s"),
     (["--train-tokens", "-1"], "train-tokens"),
-    (["--layout", "dp=1,tp=8,pp=1,vp=1,mb=1,zero=3,recompute=full"], "layout"),
+    (["--layout", "dp=1,tp=3,pp=1,vp=1,mb=1,zero=0,recompute=full"], "layout"),
+    (["--layout", "dp=1,tp=8,pp=1,vp=1,mb=1,zero=0,recompute=full,sp=off,sp=on"], "layout.sp"),
+    (["--layout", "tp=8,schedule=gpipe"], "layout.schedule"),
+    (["--layout", "dp=4,tp=1,pp=2,vp=5,mb=1,zero=0,recompute=full"], "layout.pp"),
+    (["--efficiency", "1.5"], "efficiency"),
+    (["--dtype", "fp64"], "dtype"),
 ])
 def test_bad_inputs_raise_config_error(args: list[str], field: str) -> None:
     out = CliRunner().invoke(app, [*GPT3_ON_8, *args])
@@ -45,7 +50,8 @@ def test_bad_inputs_raise_config_error(args: list[str], field: str) -> None:
 def test_no_layout_prints_the_rejection_reasons() -> None:
     out = CliRunner().invoke(app, [*GPT3_ON_8, "--layout", "tp=3"])
     assert out.exit_code == 1
-    assert "rejected:" in out.output and "does not divide the cluster's 8 devices" in out.output
+    assert "rejected:" in out.stderr and "tp*pp = 3 does not divide the 8 devices" in out.stderr
+    assert out.stdout == ""
 
 
 def test_no_fused_attention_flag_reaches_the_memory() -> None:
@@ -63,3 +69,41 @@ def test_validate_shows_sources_and_published_figures() -> None:
     assert "TFLOP/s" in out.output and "src" in out.output
     assert "[1] Narayanan et al. SC21 (arXiv 2104.04473)" in out.output
     assert "pytorch/torchtitan docs/performance.md (H100 version" in out.output
+
+
+def test_table_on_stdout_marks_what_the_runtime_does_not_build() -> None:
+    """The ranked table is the command's result (stdout); a layout accelbench's runtime does not
+    build is starred, with the reason under the table."""
+    args = ["plan", "--nodes", "16", "--global-batch", "512", "--top", "3",
+            "--layout", "tp=8,pp=8,mb=1,vp=1,zero=1,recompute=selective"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert "1*" in out.stdout and out.stderr == ""
+    assert ("not built by accelbench's runtime: zero=1 with tp > 1 (ZeroRedundancyOptimizer"
+            in out.stdout)
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert all(row["built_by_runtime"] is False and row["zero"] == 1 for row in data["best"])
+    assert data["best"][0]["layout"] == "dp=2,tp=8,pp=8,vp=1,zero=1,sp=on,mb=1,recompute=selective"
+
+
+def test_table_text_is_printed_as_text() -> None:
+    """Bracketed text (rich markup syntax) in a title or a cell reaches the output as typed."""
+    from accelbench.analytics.cluster import make_cluster
+    from accelbench.analytics.planner import plan_fixed
+    from accelbench.analytics.steptime import TrainSetup
+    from accelbench.cli import plan as plan_cli
+    from accelbench.config.presets import get_preset
+
+    result = plan_fixed(get_preset("gpt2-xl"), make_cluster("a100-80gb", 1), TrainSetup(8, 1024),
+                        {"dp": 8, "tp": 1, "pp": 1, "vp": 1, "mb": 1, "zero": 0,
+                         "recompute": "none"})
+    with plan_cli.out.capture() as captured:
+        plan_cli._show(plan_cli._plan_table([result], "model [bold]x[/bold]", 1e9))
+        plan_cli._show("[1] a source [red]")
+    assert "[bold]x[/bold]" in captured.get() and "[1] a source [red]" in captured.get()
+
+
+def test_validate_json_is_clean_stdout() -> None:
+    out = CliRunner().invoke(app, ["plan", "--validate", "--json"])
+    assert out.exit_code == 0 and out.stderr == ""
+    assert set(json.loads(out.stdout)) == {"published", "leave_one_out", "measured", "summary"}

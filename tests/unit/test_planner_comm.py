@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from accelbench.analytics import comm
-from accelbench.analytics.cluster import Layout, make_cluster, parse_layout
+from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.config.errors import ConfigError
+from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout_fields
 from accelbench.config.model import ModelConfig
 
 GPT3 = ModelConfig("gpt3-175b", 96, 96, 12288, 51200, 2048)
@@ -86,8 +87,8 @@ def test_full_recompute_hfu_over_mfu() -> None:
 
 
 def test_parse_layout_and_errors() -> None:
-    assert parse_layout("dp=16,tp=8,pp=8,recompute=full") == {
+    assert parse_layout_fields("dp=16,tp=8,pp=8,recompute=full", PLANNER_KEYS) == {
         "dp": 16, "tp": 8, "pp": 8, "recompute": "full"}
-    for bad in ("dp=0", "tp=x", "foo=1", "zero=4", "recompute=some"):
+    for bad in ("dp=0", "tp=x", "foo=1", "zero=4", "recompute=some", "schedule=gpipe"):
         with pytest.raises(ConfigError):
-            parse_layout(bad)
+            parse_layout_fields(bad, PLANNER_KEYS)

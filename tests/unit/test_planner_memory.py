@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.analytics.cluster import Layout
 from accelbench.analytics.memory import (
     activation_bytes_per_layer,
     block_train_bytes,
@@ -14,6 +13,7 @@ from accelbench.analytics.memory import (
     stage_params,
 )
 from accelbench.analytics.params import total_params
+from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import get_preset
 
@@ -79,7 +79,7 @@ def test_replicated_vocabulary_keeps_embedding_and_logits_whole() -> None:
     split = stage_params(cfg, 2, 1, "first")
     whole = stage_params(cfg, 2, 1, "first", vocab_parallel=False)
     assert whole - split == pytest.approx(v * h / 2)  # the other half of the tied embedding
-    lay = Layout(dp=1, tp=2, mb=4)
+    lay = Layout(dp=1, tp=2, mb=4, sp=True)
     a = memory_per_device(cfg, 1024, lay, 1, "bf16", vocab_parallel=False)
     b = memory_per_device(cfg, 1024, lay, 1, "bf16")
     logits_half = 1024 * 4 * v / 2 * (2 + 12)  # bf16 logits + 3 fp32 tensors of the loss
@@ -89,7 +89,7 @@ def test_replicated_vocabulary_keeps_embedding_and_logits_whole() -> None:
 
 def test_memory_per_device_gpt3_megatron_layout() -> None:
     # t=8, p=8, selective + SP, b=1, m=96: the first stage holds 96 layers' 34*sbh/t bytes
-    layout = Layout(dp=16, tp=8, pp=8, mb=1, zero=0, recompute="selective")
+    layout = Layout(dp=16, tp=8, pp=8, mb=1, zero=0, recompute="selective", sp=True)
     mem = memory_per_device(GPT3, 2048, layout, 96, "bf16", "adam", 80e9)
     assert mem.activations == pytest.approx(96 * 34 * 2048 * 12288 / 8)
     n_first = stage_params(GPT3, 8, 8, "first")
@@ -168,9 +168,10 @@ def test_parallel_residual_saves_one_layer_norm_input() -> None:
 
 
 def test_sequence_parallel_is_a_choice_of_the_layout() -> None:
-    """sp follows tp > 1 unless given; TP without SP keeps the replicated 10sbh whole."""
-    assert Layout(dp=1, tp=8).sp is True and Layout(dp=8).sp is False
-    off, on = Layout(dp=16, tp=8, pp=8, sp=False), Layout(dp=16, tp=8, pp=8)
+    """sp is a plain choice (off unless given); TP without SP keeps the replicated 10sbh
+    whole."""
+    assert Layout(dp=1, tp=8).sp is False and Layout(dp=1, tp=8, sp=True).sp is True
+    off, on = Layout(dp=16, tp=8, pp=8), Layout(dp=16, tp=8, pp=8, sp=True)
     a = memory_per_device(GPT3, 2048, off, 96, fused_attention=True)
     b = memory_per_device(GPT3, 2048, on, 96, fused_attention=True)
     sbh = 2048 * 12288

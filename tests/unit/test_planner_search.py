@@ -10,9 +10,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from accelbench.analytics.cluster import Layout, make_cluster, parse_layout
+from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.memory import memory_per_device
-from accelbench.analytics.planner import layout_problem, plan_fixed, search
+from accelbench.analytics.planner import enumerate_layouts, layout_problem, plan_fixed, search
 from accelbench.analytics.published import (
     PUBLISHED_RUNS,
     SHAPES,
@@ -23,6 +23,7 @@ from accelbench.analytics.published import (
 )
 from accelbench.analytics.steptime import CALIBRATED_EFFICIENCY, TrainSetup
 from accelbench.config.errors import ConfigError
+from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout
 
 GPT3 = SHAPES["gpt3-175b"]
 
@@ -108,7 +109,8 @@ def test_cli_validate_and_plan_json() -> None:
 
 
 def test_analytics_never_imports_torch() -> None:
-    code = ("import sys; import accelbench.analytics.planner, accelbench.analytics.published; "
+    code = ("import sys; import accelbench.analytics.planner, accelbench.analytics.published, "
+            "accelbench.analytics.plan_input, accelbench.config.layout; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -154,7 +156,7 @@ def test_pipeline_needs_at_least_pp_micro_batches() -> None:
     cluster, setup = make_cluster("a100-80gb", 64), TrainSetup(32, 2048)
     found = search(GPT3, cluster, setup)
     assert found.best == [] and found.rejected.get("micro-batches", 0) > 0
-    assert "fewer than pp" in found.rejection_summary()
+    assert "cannot fill pp = " in found.rejection_summary()
     with pytest.raises(ConfigError, match="m >= pp"):
         plan_fixed(GPT3, cluster, setup, {"dp": 4, "tp": 8, "pp": 16, "vp": 1, "mb": 1,
                                           "zero": 1, "recompute": "none"})
@@ -176,24 +178,46 @@ def test_search_tries_tensor_parallel_without_sequence_parallel() -> None:
                     "sp": True})
 
 
-def test_zero_needs_data_parallelism() -> None:
+def test_zero_without_data_parallelism_is_allowed_not_searched() -> None:
+    """ZeRO with dp = 1 shards nothing, but divides: the runtime builds it (a scaling study's
+    one-device baseline), so the planner evaluates it when asked and only skips it in its own
+    enumeration."""
     cluster, setup = make_cluster("a100-80gb", 1), TrainSetup(8, 2048)
-    with pytest.raises(ConfigError, match="needs dp > 1"):
-        plan_fixed(GPT3, cluster, setup, {"dp": 1, "tp": 8, "pp": 1, "vp": 1, "mb": 1,
-                                          "zero": 3, "recompute": "full"})
+    result = plan_fixed(GPT3, cluster, setup, {"dp": 1, "tp": 8, "pp": 1, "vp": 1, "mb": 1,
+                                               "zero": 3, "recompute": "full"})
+    assert result.layout.zero == 3 and result.built_by_runtime
     found = search(GPT3, cluster, setup, {"dp": 1, "tp": 8, "zero": 3})
-    assert found.best == [] and set(found.rejected) == {"zero without dp"}
+    assert found.n_evaluated and "zero without dp" not in found.rejected
+    assert set(found.rejected) <= {"does not fit"}
+    assert {lay.zero for lay in enumerate_layouts(GPT3, cluster, setup, {"dp": 1})} == {0}
+
+
+def test_layouts_the_runtime_does_not_build_are_ranked_and_marked() -> None:
+    """zero=1 with tp > 1 divides, so the search ranks it, marked; JSON says so."""
+    cluster, setup = make_cluster("a100-80gb", 16), TrainSetup(512, 2048)
+    found = search(GPT3, cluster, setup, {"tp": 8, "pp": 8, "mb": 1, "vp": 1,
+                                          "recompute": "selective"}, top=10_000)
+    marked = [r for r in found.best if not r.built_by_runtime]
+    assert marked and all(r.layout.zero == 1 and r.layout.tp > 1 for r in marked)
+    assert {r.layout.zero for r in found.best if r.built_by_runtime} == {0, 2, 3}
+    row = marked[0].to_dict()
+    assert row["built_by_runtime"] is False
+    assert row["runtime_note"].startswith("not built by accelbench's runtime: zero=1 with tp > 1")
+    assert found.best[0].to_dict()["runtime_note"] in ("", row["runtime_note"])
+    assert "zero-1 with tp" not in found.rejected
 
 
 def test_fixed_values_that_do_not_divide_are_rejected_with_a_reason() -> None:
     found = search(GPT3, make_cluster("a100-80gb", 1), TrainSetup(8, 2048), {"tp": 3})
     assert found.best == [] and found.n_evaluated > 0
-    assert "tp*pp = 3 does not divide the cluster's 8 devices" in found.rejection_summary()
+    assert "tp*pp = 3 does not divide the 8 devices" in found.rejection_summary()
 
 
 def test_layout_label_round_trips() -> None:
-    lay = Layout(dp=16, tp=8, pp=8, vp=2, mb=1, zero=1, recompute="full", sp=False)
-    assert Layout(**parse_layout(lay.label())) == lay
+    lay = Layout(dp=16, tp=8, pp=8, vp=2, mb=1, zero=1, recompute="full", sp=False,
+                 pp_schedule="interleaved_1f1b")
+    assert parse_layout(lay.label(full=True), PLANNER_KEYS) == lay
+    assert parse_layout(lay.label()) == lay
 
 
 def test_make_cluster_keeps_an_explicit_zero_and_rejects_negative_latency() -> None:

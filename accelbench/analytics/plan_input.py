@@ -1,0 +1,115 @@
+"""What `accelbench plan` was asked, checked and resolved, and the plan it asks for; no torch.
+
+The command line only parses into a PlanInput, calls `run_plan` and renders the outcome: the
+checks of each input (choices, sizes, efficiency, the --layout string) live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from accelbench.analytics.cluster import ClusterSpec, make_cluster
+from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
+from accelbench.analytics.published import resolve_shape
+from accelbench.analytics.steptime import TrainSetup
+from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.config.layout import PLANNER_KEYS, parse_layout_fields
+from accelbench.config.model import ModelConfig
+from accelbench.hardware.specs import DTYPES
+
+OPTIMIZERS = ("adam", "sgd")
+# A --layout naming all of these is evaluated alone; with any missing, the rest is searched.
+FULL_LAYOUT = frozenset({"dp", "tp", "pp", "vp", "mb", "zero", "recompute"})
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """The plan command's options as given: names, sizes and the --layout text, unchecked."""
+
+    model: str = "gpt3-175b"
+    device: str = "a100-80gb"
+    nodes: int = 1
+    gpus_per_node: int | None = None
+    global_batch: int = 1536
+    seq: int = 2048
+    dtype: str = "bf16"
+    optimizer: str = "adam"
+    top: int = 10
+    layout: str = ""
+    intra_bw: float | None = None
+    inter_bw: float | None = None
+    intra_latency_us: float | None = None
+    inter_latency_us: float | None = None
+    efficiency: float | None = None
+    train_tokens: float = 300e9
+    fused_attention: bool = True
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A checked plan: model, cluster, set-up and the layout fields fixed (the others are
+    searched)."""
+
+    model: ModelConfig
+    cluster: ClusterSpec
+    setup: TrainSetup
+    fixed: dict[str, int | bool | str] = field(default_factory=dict)
+    top: int = 10
+    efficiency: float | None = None
+    train_tokens: float = 300e9
+
+    @property
+    def full(self) -> bool:
+        """Whether --layout names a whole layout (evaluated alone, not searched)."""
+        return FULL_LAYOUT <= self.fixed.keys()
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """The ranked layouts (one for a full --layout) and, for a search, how it went."""
+
+    results: list[PlanResult]
+    search: SearchResult | None = None
+
+
+def check_efficiency(efficiency: float | None) -> float | None:
+    """A compute efficiency in (0, 1], or None for the device's default."""
+    if efficiency is not None and not 0 < efficiency <= 1:
+        raise ConfigError("efficiency", f"must be in (0, 1], got {efficiency}", "(0, 1]")
+    return efficiency
+
+
+def _us(value: float | None) -> float | None:
+    """Microseconds to seconds, None kept."""
+    return None if value is None else value * 1e-6
+
+
+def resolve_plan_input(given: PlanInput) -> PlanRequest:
+    """Check every input (ConfigError naming the first bad one) and resolve model, cluster,
+    set-up and --layout fields."""
+    check_efficiency(given.efficiency)
+    require_choice("dtype", given.dtype, DTYPES)
+    require_choice("optimizer", given.optimizer, OPTIMIZERS)
+    for name, value in (("global-batch", given.global_batch), ("seq", given.seq),
+                        ("nodes", given.nodes), ("top", given.top),
+                        ("train-tokens", given.train_tokens)):
+        require_positive(name, value)
+    model = resolve_shape(given.model)
+    cluster = make_cluster(given.device, given.nodes, given.gpus_per_node, given.intra_bw,
+                           given.inter_bw, _us(given.intra_latency_us),
+                           _us(given.inter_latency_us))
+    fixed = parse_layout_fields(given.layout, PLANNER_KEYS) if given.layout else {}
+    setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
+                       given.fused_attention)
+    return PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
+                       given.train_tokens)
+
+
+def run_plan(request: PlanRequest) -> PlanOutcome:
+    """Evaluate the full --layout alone, else search the fields it leaves open."""
+    if request.full:
+        return PlanOutcome([plan_fixed(request.model, request.cluster, request.setup,
+                                       request.fixed, request.efficiency)])
+    found = search(request.model, request.cluster, request.setup, request.fixed, request.top,
+                   request.efficiency)
+    return PlanOutcome(found.best, found)
