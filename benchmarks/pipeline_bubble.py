@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from accelbench.bench.train_launch import run_launched_sweep
-from accelbench.bench.train_spec import TrainSpec
+from accelbench.bench.train.launch import run_launched_sweep
+from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.presets import resolve_model
 from accelbench.parallel.collectives import bubble_fraction_measured, bubble_fraction_theory
 

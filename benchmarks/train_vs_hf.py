@@ -14,13 +14,15 @@ import statistics
 import torch
 from peers import hf_gpt2
 
-from accelbench.bench.optim import make_adamw
 from accelbench.bench.timing import PhaseTimer, summarize
-from accelbench.bench.train import StepLog, build, train_step
-from accelbench.bench.train_data import open_batches
-from accelbench.bench.train_spec import TrainSpec
+from accelbench.bench.train.batches import open_batches
+from accelbench.bench.train.build import build_trainer
+from accelbench.bench.train.spec import TrainSpec
+from accelbench.bench.train.steps import StepLog, run_step
+from accelbench.config.layout import Layout
 from accelbench.config.presets import resolve_model
 from accelbench.hardware.detect import device_name, resolve_device
+from accelbench.parallel.optim import adamw, param_groups
 
 
 def plain_step(model, optimizer, x, y, timer: PhaseTimer) -> None:
@@ -47,24 +49,25 @@ def main() -> None:
                      micro_batches=(args.micro_batch,), dtypes=("fp32",), steps=args.steps,
                      warmup_steps=0, device=str(device))
     cell = spec.cells()[0]
-    _, ours, opt_ours, scaler, flavour = build(spec, cell, device)
+    layout = Layout()  # one device: the runner's own build and step, as `accelbench train` runs
+    ours = build_trainer(spec, cell, layout, device)
     theirs = hf_gpt2(spec.model).to(device).train()
-    opt_theirs, _ = make_adamw(theirs, spec.lr, spec.weight_decay, device)
+    opt_theirs, _ = adamw(param_groups([p for p in theirs.parameters()], spec.weight_decay),
+                          spec.lr)
+    flavour = ours.optimizer_label
     batches = open_batches(spec, cell, device)
-    log, t_ours, t_theirs = StepLog(), PhaseTimer(device), PhaseTimer(device)
+    log, t_theirs = StepLog(), PhaseTimer(device)
     idle = PhaseTimer(device, enabled=False)
     for step in range(args.warmup + args.steps):  # alternate: drift hits both alike
-        timer_a, timer_b = (idle, idle) if step < args.warmup else (t_ours, t_theirs)
-        with timer_a.phase("step"):
-            train_step(ours, opt_ours, scaler, batches, cell, device, spec.grad_clip, log)
+        run_step(spec, cell, layout, device, ours, batches, step, log, {})
         x, y = batches.next()
-        plain_step(theirs, opt_theirs, x, y, timer_b)
-    a, b = t_ours.times_s()["step"], t_theirs.times_s()["step"]
+        plain_step(theirs, opt_theirs, x, y, idle if step < args.warmup else t_theirs)
+    a, b = log.step_time_s[args.warmup:], t_theirs.times_s()["step"]
     tokens = args.micro_batch * args.seq
     ratios = [y_ / x_ for x_, y_ in zip(a, b, strict=True)]  # tokens/s ours over theirs
     sa, sb = summarize(a), summarize(b)
     print(f"device: {device_name(device)} ({device}), torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, AdamW {flavour}")
+          f"threads {torch.get_num_threads()}, {flavour} for both")
     print(f"model {spec.model.name}, micro-batch {args.micro_batch}, seq {args.seq}, fp32, "
           f"{args.steps} alternating steps after {args.warmup} warm-up")
     print(f"ours   {tokens / sa.median_s:10.1f} tokens/s (median step {sa.median_s * 1e3:.1f} ms)")

@@ -7,6 +7,7 @@ per-precision layer measurements do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -18,7 +19,7 @@ from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_b
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metrics
 from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.bench.peak import resolve_peak
+from accelbench.bench.peak import Peak, SweepPeaks
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.model import ModelConfig
@@ -30,7 +31,7 @@ from accelbench.config.schema import (
     metrics_dict,
     phase_dict,
 )
-from accelbench.hardware.detect import cpu_has_bf16_matmul, detect_spec, resolve_device
+from accelbench.hardware.detect import cpu_has_bf16_matmul, resolve_device
 from accelbench.models.gpt import Block
 
 KIND = "block"
@@ -111,8 +112,10 @@ def block_metrics(cell: BlockMetrics, phases: dict[str, PhaseFields] | None = No
     return metrics
 
 
-def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> Outcome:
-    """Measure one cell, or record why it could not run."""
+def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device,
+                   peak_for: Callable[[str], Peak]) -> Outcome:
+    """Measure one cell against the sweep's peak for its dtype (decided only for a cell that
+    runs), or record why it could not run."""
     cfg = spec.model
     record_spec = cell_spec(spec, batch, dtype, device)
     estimate = block_train_bytes(cfg, spec.seq_len, batch, dtype, fused_attention=True)
@@ -127,8 +130,8 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
 
     def body() -> Outcome:
         set_tf32(device, spec.tf32)
+        peak = peak_for(dtype)  # before the timed window: its GEMMs are not the cell's memory
         stats, peak_mem = time_block(cfg, spec.seq_len, batch, dtype, device, spec)
-        peak = resolve_peak(detect_spec(device), device, dtype, spec.tf32)
         flops = block_flops(cfg, spec.seq_len, batch)
         tokens = batch * spec.seq_len
         memory = one_rank_memory(estimate, peak_mem.peak_bytes, peak_mem.base_bytes,
@@ -151,12 +154,13 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
     """Every batch x dtype cell in turn; each outcome goes to `sink` as soon as it exists."""
     spec.validate()
     device = resolve_device(spec.device)
+    peaks = SweepPeaks(device, spec.tf32, sink)  # measured ones become their own records
     cells = [(batch, dtype) for dtype in spec.dtypes for batch in spec.batches]
     outcomes = []
     for done, (batch, dtype) in enumerate(cells):
         if progress:
             progress(done, len(cells), f"batch {batch} {dtype}")
-        outcome = run_block_cell(spec, batch, dtype, device)
+        outcome = run_block_cell(spec, batch, dtype, device, lambda d: peaks.get(d).peak())
         sink(outcome)
         outcomes.append(outcome)
     if progress:

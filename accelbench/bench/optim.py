@@ -1,32 +1,8 @@
-"""The optimizer set-up of GPT pretraining: AdamW with decoupled weight decay and a schedule."""
+"""The learning-rate schedule of GPT pretraining (the optimizer itself: parallel.optim)."""
 
 from __future__ import annotations
 
 import math
-
-import torch
-from torch import nn
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices and embeddings; leave biases and norm weights undecayed (GPT-2 practice)."""
-    decay, no_decay = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
-
-
-def make_adamw(model: nn.Module, lr: float, weight_decay: float,
-               device: torch.device) -> tuple[torch.optim.AdamW, str]:
-    """AdamW, fused where this torch and device have the kernel, else foreach; says which."""
-    groups = param_groups(model, weight_decay)
-    try:
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True), "fused"
-    except (RuntimeError, ValueError):
-        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8,
-                                 foreach=device.type != "cpu" or None), "foreach"
 
 
 def lr_at(step: int, lr: float, warmup_steps: int, total_steps: int,

@@ -1,4 +1,10 @@
-"""The peak a utilisation is divided by: the datasheet's dense peak, else a measured GEMM peak."""
+"""The peak a utilisation is divided by: the datasheet's dense peak, else a measured GEMM peak.
+
+Within a sweep (SweepPeaks) each precision's peak is decided once: a device with no datasheet
+figure (a CPU) gets a GEMM peak measured once per (device, dtype) with repetitions and their
+spread, stored as its own record ('peak'), and handed to every cell (launched ranks receive it
+in their spec), so every MFU of a sweep is divided by the same number and the caption names it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,10 @@ from functools import cache
 import torch
 
 from accelbench.bench.dtypes import parse_dtype, set_tf32
+from accelbench.bench.outcome import Outcome
 from accelbench.bench.timing import PhaseTimer, run_timed
+from accelbench.config.schema import PeakMetrics, metrics_dict
+from accelbench.hardware.detect import detect_spec
 from accelbench.hardware.specs import DeviceSpec, peak_precision
 
 
@@ -57,7 +66,7 @@ def _gemm_call(device: torch.device, dtype: torch.dtype, kernel: str, m: int, k:
     return lambda: torch.mm(g.t(), x)
 
 
-def _gemm_flops_per_s(device: torch.device, dtype: torch.dtype, kernel: str,
+def gemm_flops_per_s(device: torch.device, dtype: torch.dtype, kernel: str,
                       shape: tuple[int, int, int], repeats: int = 5, warmup: int = 2) -> float:
     """Best FLOP/s of one GEMM layout and (m, k, n) shape over `repeats` timed calls."""
     call = _gemm_call(device, dtype, kernel, *shape)
@@ -77,29 +86,18 @@ def fastest_layout(device_str: str, dtype_name: str, tf32: bool) -> str:
     device = torch.device(device_str)
     set_tf32(device, tf32)
     dtype = parse_dtype(dtype_name)
-    rates = {kernel: _gemm_flops_per_s(device, dtype, kernel, (256, 256, 256), repeats=3,
+    rates = {kernel: gemm_flops_per_s(device, dtype, kernel, (256, 256, 256), repeats=3,
                                        warmup=1) for kernel in GEMM_KERNELS}
     return max(rates, key=rates.__getitem__)
 
 
-@cache
-def measured_gemm_flops_per_s(device_str: str, dtype_name: str, n: int, tf32: bool) -> float:
-    """Best FLOP/s in this dtype: the fastest layout over the shapes of gemm_shapes(n).
-    A peak, not a mean."""
-    device = torch.device(device_str)
-    set_tf32(device, tf32)
-    kernel = fastest_layout(device_str, dtype_name, tf32)
-    dtype = parse_dtype(dtype_name)
-    return max(_gemm_flops_per_s(device, dtype, kernel, shape) for shape in gemm_shapes(n))
-
-
-def _fitting_gemm_size(device: torch.device, dtype: str, tf32: bool) -> int:
+def fitting_gemm_size(device: torch.device, dtype: str, tf32: bool) -> int:
     """Largest size up to gemm_size whose largest GEMM (4 n^3 multiply-adds) takes under 0.2 s
     in the fastest layout, from a warmed probe (a cold one picked n = 512 or 1024 at random)."""
     kernel = fastest_layout(str(device), dtype, tf32)
     n = gemm_size(device)
     while n > 128:
-        rate = _gemm_flops_per_s(device, parse_dtype(dtype), kernel, (n, n, n), repeats=2,
+        rate = gemm_flops_per_s(device, parse_dtype(dtype), kernel, (n, n, n), repeats=2,
                                  warmup=1)
         if 8.0 * n**3 / rate < 0.2:
             break
@@ -109,7 +107,8 @@ def _fitting_gemm_size(device: torch.device, dtype: str, tf32: bool) -> int:
 
 def resolve_peak(spec: DeviceSpec | None, device: torch.device, dtype: str, tf32: bool,
                  measure: bool = True) -> Peak:
-    """Datasheet dense peak for the precision that ran; else a measured GEMM peak, labelled."""
+    """Datasheet dense peak for the precision that ran; else a measured GEMM peak, labelled
+    (measure_peak's best repetition), or none when measure is False."""
     precision = peak_precision(dtype, tf32 and device.type == "cuda")
     if spec is not None:
         flops = spec.peak_flops_per_s(precision)
@@ -117,6 +116,90 @@ def resolve_peak(spec: DeviceSpec | None, device: torch.device, dtype: str, tf32
             return Peak(flops, precision, f"datasheet dense ({spec.key})")
     if not measure:
         return Peak(None, precision, "none")
-    n = _fitting_gemm_size(device, dtype, tf32)
-    flops = measured_gemm_flops_per_s(str(device), dtype, n, tf32)
-    return Peak(flops, precision, f"measured peak (GEMM n={n})")
+    metrics, _ = measure_peak(device, dtype, tf32)
+    return Peak(metrics.peak_flops_per_s_per_device, precision, measured_label(metrics))
+
+
+def measured_label(metrics: PeakMetrics, record: str = "") -> str:
+    """How a measured peak was measured, for captions and records."""
+    return (f"measured peak (GEMM n={metrics.gemm_n} {metrics.gemm_layout}, best of "
+            f"{metrics.repetitions}, {metrics.threads} thread(s){record})")
+
+
+PEAK_KIND = "peak"
+PEAK_REPETITIONS = 5
+
+
+@dataclass(frozen=True)
+class SweepPeak:
+    """A precision's peak as the sweep decided it (serialisable for launched ranks)."""
+
+    dtype: str
+    flops_per_s: float | None
+    precision: str
+    label: str
+
+    def peak(self) -> Peak:
+        """As the metrics builders take it."""
+        return Peak(self.flops_per_s, self.precision, self.label)
+
+
+def _threads(threads: int | None) -> int:
+    """The intra-op threads the measurement runs with (a rank's own, when given)."""
+    return threads or torch.get_num_threads()
+
+
+def measure_peak(device: torch.device, dtype: str, tf32: bool,
+                 threads: int | None = None) -> tuple[PeakMetrics, list[float]]:
+    """The fastest GEMM layout over the model's shapes, PEAK_REPETITIONS times; the best
+    repetition is the peak, the others its spread. Runs with `threads` intra-op threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(_threads(threads))
+    try:
+        n = fitting_gemm_size(device, dtype, tf32)
+        kernel = fastest_layout(str(device), dtype, tf32)
+        rates = [max(gemm_flops_per_s(device, parse_dtype(dtype), kernel, shape)
+                     for shape in gemm_shapes(n)) for _ in range(PEAK_REPETITIONS)]
+    finally:
+        torch.set_num_threads(before)
+    ordered = sorted(rates)
+    return PeakMetrics(peak_flops_per_s_per_device=ordered[-1],
+                       peak_flops_per_s_median=ordered[len(ordered) // 2],
+                       peak_flops_per_s_min=ordered[0], repetitions=len(rates), gemm_n=n,
+                       gemm_layout=kernel, threads=_threads(threads)), rates
+
+
+class SweepPeaks:
+    """Each precision's peak for one sweep, decided at its first use; a measured one is sent
+    to `sink` as a 'peak' outcome (the record id, when the sink returns a record, is named in
+    the label)."""
+
+    def __init__(self, device: torch.device, tf32: bool, sink: Callable[[Outcome], object],
+                 threads: int | None = None, known: tuple[SweepPeak, ...] = ()) -> None:
+        self.device, self.tf32, self.sink, self.threads = device, tf32, sink, threads
+        self._peaks = {p.dtype: p for p in known}
+
+    def get(self, dtype: str) -> SweepPeak:
+        """The sweep's peak for this precision."""
+        if dtype not in self._peaks:
+            self._peaks[dtype] = self._decide(dtype)
+        return self._peaks[dtype]
+
+    def all(self) -> tuple[SweepPeak, ...]:
+        """Every peak decided so far (to hand to launched ranks)."""
+        return tuple(self._peaks.values())
+
+    def _decide(self, dtype: str) -> SweepPeak:
+        """Datasheet, else measured now and recorded."""
+        sheet = resolve_peak(detect_spec(self.device), self.device, dtype, self.tf32,
+                             measure=False)
+        if sheet.flops_per_s is not None:
+            return SweepPeak(dtype, sheet.flops_per_s, sheet.precision, sheet.label)
+        metrics, rates = measure_peak(self.device, dtype, self.tf32, self.threads)
+        spec = {"workload": PEAK_KIND, "device": str(self.device), "dtype": dtype,
+                "precision": sheet.precision, "tf32": self.tf32, "threads": metrics.threads}
+        stored = self.sink(Outcome(PEAK_KIND, "ok", spec, metrics_dict(metrics),
+                                   {"flops_per_s": rates}))
+        record = f", record {stored.id}" if getattr(stored, "id", None) is not None else ""
+        return SweepPeak(dtype, metrics.peak_flops_per_s_per_device, sheet.precision,
+                         measured_label(metrics, record))

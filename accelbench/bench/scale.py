@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 
 from accelbench.analytics.metrics import scaling_efficiency
 from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.bench.train_launch import run_launched_sweep
-from accelbench.bench.train_spec import TrainSpec, validate_train_spec
+from accelbench.bench.train.launch import launch_cell, with_launch_peaks
+from accelbench.bench.train.spec import TrainSpec
+from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 
 MODES = ("weak", "strong")
@@ -54,19 +55,20 @@ def validate_scale(scale: ScaleSpec) -> ScaleSpec:
                           "single values for --seq, --micro-batch, --gas, --dtype, --recompute")
     for n in scale.devices:
         require_positive("devices", n)
-        validate_train_spec(spec_at(scale, n))
+        check_sweep(spec_at(scale, n))
     return scale
 
 
 def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None) -> list[Outcome]:
     """Measure every device count in turn; each cell's outcome goes to `sink` as it lands."""
     validate_scale(scale)
+    base = with_launch_peaks(scale.base, sink)  # one peak for every count
     outcomes = []
     for i, n in enumerate(scale.devices):
         if on_cell:
             on_cell(i, len(scale.devices), f"{n} device(s), {scale.mode} scaling")
-        spec = spec_at(scale, n)
-        outcome = run_launched_sweep(spec, lambda o: None)[0]
+        spec = spec_at(replace(scale, base=base), n)
+        outcome = launch_cell(spec, spec.cells()[0])
         outcome = replace(outcome, spec={**outcome.spec, "scale_mode": scale.mode,
                                          "scale_devices": n})
         sink(outcome)

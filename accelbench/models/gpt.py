@@ -15,6 +15,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from accelbench.config.model import ModelConfig, rotary_dims
+from accelbench.config.vocab import RECOMPUTE_KINDS
 
 
 class Rotary(nn.Module):
@@ -166,13 +167,19 @@ class GPT(nn.Module):
         return logits, loss
 
     def set_recompute(self, mode: str) -> None:
-        """Activation recompute: 'none', 'selective' (attention core) or 'full' (whole blocks)."""
-        if mode not in ("none", "selective", "full"):
-            raise ValueError(f"recompute must be none, selective or full, got {mode!r}")
-        for block in self.h:
-            block.recompute = mode == "full"
-            block.attn.recompute_core = mode == "selective"
+        """Activation recompute of every block (see set_recompute)."""
+        set_recompute(list(self.h), mode)
 
     def num_params(self) -> int:
         """Parameters with shared tensors counted once."""
         return sum(p.numel() for p in self.parameters())
+
+
+def set_recompute(blocks: list[Block], mode: str) -> None:
+    """The one recompute switch: 'none', 'selective' (rerun the attention core in backward) or
+    'full' (keep only each block's input and rerun the block)."""
+    if mode not in RECOMPUTE_KINDS:
+        raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {mode!r}")
+    for block in blocks:
+        block.recompute = mode == "full"
+        block.attn.recompute_core = mode == "selective"

@@ -23,19 +23,9 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.config.layout import Layout
-from accelbench.config.vocab import RECOMPUTE_KINDS
-from accelbench.models.gpt import GPT, Block
+from accelbench.models.gpt import GPT, Block, set_recompute
 from accelbench.parallel.grad_sync import DataParallelGradSync
 from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
-
-
-def set_recompute(blocks: list[Block], mode: str) -> None:
-    """Activation recompute on these blocks: none, selective (attention core) or full (block)."""
-    if mode not in RECOMPUTE_KINDS:
-        raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {mode!r}")
-    for block in blocks:
-        block.recompute = mode == "full"
-        block.attn.recompute_core = mode == "selective"
 
 
 def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
@@ -58,13 +48,14 @@ def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
     return DistributedDataParallel(module, device_ids=ids, process_group=mesh.get_group("dp"))
 
 
-def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh, recompute: str = "none",
-                  compile: bool = False) -> nn.Module:
+def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
+                  recompute: str = "none", compile: bool = False) -> nn.Module:
     """The module a training loop calls as module(x, y) -> (logits, loss), placed on the mesh.
 
     model must be built identically on every rank (same seed) and already on this rank's device;
     for pp > 1 use accelbench.parallel.pipeline.PipelineRunner instead. The returned module
     carries `parallel_mesh` and `parallel_layout` for make_optimizer and clip_grad_norm_.
+    With no process group (mesh None) the layout must split nothing: one device, zero 0.
     """
     if layout.pp > 1:
         raise ValueError("pp > 1: build a PipelineRunner, prepare_model places pp=1 layouts")
@@ -77,7 +68,12 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh, recompute: str =
     if compile:
         for block in blocks:
             block.compile()
-    wrapped = wrap_data_parallel(model, blocks, layout, mesh)
+    if mesh is None:
+        if layout.world_size > 1 or layout.zero > 0:
+            raise ValueError(f"layout {layout.label()} needs a process group (a mesh)")
+        wrapped = model
+    else:
+        wrapped = wrap_data_parallel(model, blocks, layout, mesh)
     wrapped.parallel_mesh = mesh
     wrapped.parallel_layout = layout
     return wrapped

@@ -25,35 +25,50 @@ def _unique_params(model: nn.Module) -> list[nn.Parameter]:
 
 
 def param_groups(params: list[nn.Parameter], weight_decay: float) -> list[dict]:
-    """Decay matrices and embeddings, not biases and norm weights (GPT-2 practice)."""
-    decay = [p for p in params if p.dim() >= 2]
-    rest = [p for p in params if p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": rest, "weight_decay": 0.0}]
+    """Decay matrices and embeddings, not biases and norm weights (GPT-2 practice). Tensor-
+    parallel (DTensor) and plain parameters go in groups of their own: a fused or foreach
+    kernel runs per group and takes one kind or the other, never a mix."""
+    groups = []
+    for decayed, decay in ((True, weight_decay), (False, 0.0)):
+        for distributed in (True, False):
+            chosen = [p for p in params if (p.dim() >= 2) == decayed
+                      and isinstance(p, DTensor) == distributed]
+            if chosen:
+                groups.append({"params": chosen, "weight_decay": decay})
+    return groups
 
 
-def _kernel_options(fused: bool | None, device: torch.device) -> dict[str, bool]:
-    """fused=None: fused on CUDA, the default (foreach or loop) elsewhere."""
-    if fused is None:
-        fused = device.type == "cuda"
-    return {"fused": True} if fused else {}
+def adamw(groups: list[dict], lr: float, zero_group=None) -> tuple[torch.optim.Optimizer, str]:
+    """The one AdamW of every layout and world size: torch's fused kernel where this torch and
+    device have it (CPU and CUDA today, DTensor parameters included), else foreach; says which.
+    zero_group: shard the state over this data-parallel group (ZeRO-1)."""
+    errors = []
+    for kernel in ("fused", "foreach"):
+        options = {"lr": lr, "betas": BETAS, "eps": EPS, kernel: True}
+        try:
+            if zero_group is not None:
+                return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW,
+                                               process_group=zero_group, **options), kernel
+            return torch.optim.AdamW(groups, **options), kernel
+        except (RuntimeError, ValueError) as err:
+            errors.append(f"{kernel}: {err}")
+    raise RuntimeError("no AdamW kernel for these parameters: " + "; ".join(errors))
 
 
-def make_optimizer(model: nn.Module, layout: Layout, lr: float, weight_decay: float,
-                   fused: bool | None = None) -> torch.optim.Optimizer:
-    """AdamW over a module from prepare_model or a PipelineRunner; ZeRO-1 wraps it in
-    ZeroRedundancyOptimizer over the dp group (needs the `parallel_mesh` those carry)."""
-    params = _unique_params(model)
-    device = params[0].device
-    groups = param_groups(params, weight_decay)
-    options = {"lr": lr, "betas": BETAS, "eps": EPS, **_kernel_options(fused, device)}
+def make_optimizer(model: nn.Module, layout: Layout, lr: float,
+                   weight_decay: float) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW over a module from prepare_model or a PipelineRunner, and its label; ZeRO-1 wraps
+    it in ZeroRedundancyOptimizer over the dp group (needs the `parallel_mesh` those carry)."""
+    groups = param_groups(_unique_params(model), weight_decay)
+    zero_group = None
     if layout.zero == 1:
         mesh = getattr(model, "parallel_mesh", None)
         if mesh is None:
             raise ValueError("zero=1 needs the model from prepare_model or a PipelineRunner")
-        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW,
-                                       process_group=mesh.get_group("dp"), **options)
-    return torch.optim.AdamW(groups, **options)
+        zero_group = mesh.get_group("dp")
+    optimizer, kernel = adamw(groups, lr, zero_group)
+    sharded = " ZeRO-1 sharded" if zero_group is not None else ""
+    return optimizer, f"AdamW ({kernel}){sharded}"
 
 
 def _local_grad(grad: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -82,7 +97,9 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     holders = layout.dp * layout.tp
     for p in params:
         local, shards = _local_grad(p.grad)
-        total += local.detach().to(torch.float64).pow(2).sum() * shards / holders
+        # the norm in the gradient's own precision (no float64 copy of every gradient), summed
+        # in float64
+        total += torch.linalg.vector_norm(local.detach()).to(torch.float64) ** 2 * shards / holders
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(total)
     return total.sqrt()
@@ -92,9 +109,12 @@ def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> float:
     """Scale all gradients so their global norm is at most max_norm (torch's rule); the norm."""
     params = [p for p in model.parameters() if p.grad is not None]
     norm = grad_norm(params, layout)
-    coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
-    for p in params:
-        p.grad.mul_(coef.to(torch.float32).item())
+    coef = min(1.0, max_norm / (float(norm) + 1e-6))
+    if coef < 1.0:  # foreach kernels take DTensors or plain tensors, not a mix of both
+        for is_dtensor in (True, False):
+            grads = [p.grad for p in params if isinstance(p.grad, DTensor) == is_dtensor]
+            if grads:
+                torch._foreach_mul_(grads, coef)
     return float(norm)
 
 

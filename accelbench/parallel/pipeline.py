@@ -28,8 +28,8 @@ from torch.distributed.pipelining import (
 )
 
 from accelbench.config.layout import Layout
-from accelbench.models.gpt import GPT, Block
-from accelbench.parallel.apply import set_recompute, wrap_data_parallel
+from accelbench.models.gpt import GPT, Block, set_recompute
+from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.grad_sync import average_grads
 from accelbench.parallel.optim import TIED_COPY_ATTR
 from accelbench.parallel.tp import apply_sequence_parallel_stage_edges, apply_tensor_parallel

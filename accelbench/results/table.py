@@ -81,10 +81,18 @@ def _key_figure(r: Record) -> str:
     return r.reason[:60]
 
 
+def token_unit(records: list[Record]) -> str:
+    """What the records' tokens are ('codon' for GenSLM), from the records themselves; 'token'
+    when they disagree or do not say."""
+    units = {r.spec.get("token_unit", "token") for r in records}
+    return units.pop() if len(units) == 1 else "token"
+
+
 def train_table(records: list[Record], title: str = "Training") -> Table:
     """One row per training cell: throughput, utilisation, memory, loss."""
     table = Table(title=title)
-    for column in ("seq", "mb", "gas", "dtype", "recompute", "status", "step ms", "tokens/s",
+    rate = f"{token_unit(records)}s/s"
+    for column in ("seq", "mb", "gas", "dtype", "recompute", "status", "step ms", rate,
                    "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
                    "data wait", "note"):
         table.add_column(column, justify="left" if column == "note" else "right",
@@ -104,7 +112,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             _pct(m.get("data_wait_fraction")), r.reason)
     peaks = peak_captions(records)
     if peaks:
-        table.caption = (f"MFU/HFU against: {peaks}; tokens/s global over the median step; "
+        table.caption = (f"MFU/HFU against: {peaks}; {rate} global over the median step; "
                          "mem = measured peak above the cell's start (the rank that added the "
                          "most), est. = analytics estimate of one rank")
     return table

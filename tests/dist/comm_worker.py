@@ -1,5 +1,5 @@
 """Run under torchrun: per case, one step of the training benchmark's own code path
-(accelbench.bench.train_dist) under the profiler; every rank records the buffers of the gloo
+(accelbench.bench.train.steps) under the profiler; every rank records the buffers of the gloo
 collectives it ran and what comm_calls_per_step says it runs; rank 0 writes both as JSON.
 
 Usage: torchrun --nproc-per-node N tests/dist/comm_worker.py OUT.json name:dtype:layout ...
@@ -18,12 +18,13 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from accelbench.bench.train_dist import _build, _forward_backward, _optimizer_step
-from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.bench.train.build import build_trainer
+from accelbench.bench.train.spec import TrainCell, TrainSpec
+from accelbench.bench.train.steps import _forward_backward, _optimizer_step
 from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import comm_calls_per_step
-from accelbench.parallel.dist import init_distributed, mesh_coords, teardown
+from accelbench.parallel.dist import init_distributed, teardown
 from accelbench.parallel.gather import gather_rank_results
 
 CFG = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
@@ -64,13 +65,13 @@ def accounted_buffers(layout, dtype: str, pp_rank: int) -> dict[str, float]:
 
 
 def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
-    """Two steps (the second profiled) as train_dist runs them; both accounts of this rank."""
+    """Two steps (the second profiled) as the runner runs them; both accounts of this rank."""
     world = torch.distributed.get_world_size()
     layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), CFG, world, GAS)
     spec = TrainSpec(CFG, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
                      dtypes=(dtype,), device="cpu")
     cell = TrainCell(SEQ, MICRO_BATCH, GAS, dtype, "none")
-    trainer = _build(spec, cell, layout, device)
+    trainer = build_trainer(spec, cell, layout, device)
     x = torch.randint(0, CFG.vocab_size, (MICRO_BATCH * GAS, SEQ + 1))
     _forward_backward(trainer, cell, layout, x[:, :-1], x[:, 1:], device)  # first-step set-up
     _optimizer_step(trainer, layout, 1.0)
@@ -81,7 +82,7 @@ def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         trace = json.loads(path.read_text())
-    coords = mesh_coords(trainer.module.parallel_mesh)
+    coords = trainer.coords
     return {"rank": torch.distributed.get_rank(), **coords,
             "profiled": profiled_buffers(trace),
             "accounted": accounted_buffers(layout, dtype, coords["pp"])}

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from accelbench.bench.train import run_train_sweep
-from accelbench.bench.train_spec import TrainSpec
+from accelbench.bench.train.spec import TrainSpec, resolve_model_source
+from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 
@@ -27,10 +27,11 @@ def test_launched_cell_combines_the_ranks(layout):
     assert outcome.status == "ok", outcome.reason
     m = outcome.metrics
     dp = 2 if layout.startswith("dp") else 1
-    assert m["n_devices"] == 2 and m["n_ranks"] == 2
-    assert m["tokens_global"] == dp * 2 * 2 * 32  # micro-batch x gas x seq per replica
-    assert m["step_time_s_median"] == m["step_time_s_median_max_rank"]
-    assert m["tokens_per_s_global"] == pytest.approx(m["tokens_global"] / m["step_time_s_median"])
+    assert m["n_devices"] == 2 and len(m["step_time_s_median_per_rank"]) == 2
+    assert m["tokens_per_step_global"] == dp * 2 * 2 * 32  # micro-batch x gas x seq a replica
+    assert m["step_time_s_median"] == max(m["step_time_s_median_per_rank"])
+    assert m["tokens_per_s_global"] == pytest.approx(m["tokens_per_step_global"]
+                                                     / m["step_time_s_median"])
     assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s_global"] / 2)
     assert m["timed_steps"] == 2 and m["few_samples"] is True
     assert m["step_time_s_min"] <= m["step_time_s_median"] <= m["step_time_s_max"]
@@ -38,7 +39,8 @@ def test_launched_cell_combines_the_ranks(layout):
     assert m["comm_bytes_per_step_per_rank"]["comm_bytes_per_step"] > 0
     assert "comm_bytes_per_step" in m["comm_bytes_per_step_ideal_per_rank"]
     assert len(m["mem_peak_bytes_per_rank"]) == 2
-    assert set(outcome.raw) == {"rank0", "rank1"} and sink == [outcome]
+    assert set(outcome.raw) == {"rank0", "rank1"}
+    assert [o.kind for o in sink] == ["peak", "train"] and sink[1] == outcome
     assert outcome.spec["nproc"] == 2 and outcome.spec["world_size"] == 2
 
 
@@ -60,6 +62,27 @@ def test_a_time_budget_that_ends_in_the_warm_up_is_a_timeout_on_every_rank():
     assert [len(r["step_times_s"]) for r in outcome.raw.values()] == [1, 1]
 
 
+def test_one_process_and_a_one_rank_launch_give_the_same_losses_and_keys():
+    """One device is the one-rank layout of the same runner: the same cell run in this process
+    and launched under torchrun as one rank trains the same model on the same batches."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the launched rank runs (OMP_NUM_THREADS=1)
+    try:
+        local = run_train_sweep(_spec(nproc=1), lambda o: None)[0]
+    finally:
+        torch.set_num_threads(threads)
+    launched = run_train_sweep(_spec(nproc=1, layout="dp=1,zero=2"), lambda o: None)[0]
+    plain = run_train_sweep(_spec(nproc=1, layout="dp=1"), lambda o: None)[0]
+    assert local.status == launched.status == plain.status == "ok"
+    assert set(local.metrics) == set(launched.metrics) and set(local.spec) == set(launched.spec)
+    assert set(local.raw) == set(launched.raw) == {"rank0"}
+    assert launched.raw["rank0"]["loss"] == pytest.approx(local.raw["rank0"]["loss"], rel=1e-5)
+    assert plain.raw["rank0"]["loss"] == pytest.approx(local.raw["rank0"]["loss"], rel=1e-5)
+    assert local.metrics["optimizer"] == launched.metrics["optimizer"] == "AdamW (fused)"
+
+
 @pytest.mark.parametrize("layout", ["dp=2,zero=1", "dp=2,zero=3"])
 def test_fp16_runs_with_loss_scaling_on_data_parallel_layouts(layout):
     outcome = run_train_sweep(_spec(layout=layout, dtypes=("fp16",)), lambda o: None)[0]
@@ -74,7 +97,6 @@ def test_an_initial_checkpoint_is_loaded_on_every_rank(tmp_path):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from accelbench.bench.train_spec import resolve_model_source
 
     torch.manual_seed(0)
     hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1024,

@@ -87,7 +87,7 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     else:
         module = prepare_model(model, layout, mesh)
     del model
-    opt = make_optimizer(module, layout, LR, WEIGHT_DECAY, fused=False)
+    opt, _ = make_optimizer(module, layout, LR, WEIGHT_DECAY)
     out = {"loss": [], "grad_norm": [], "step_time_s": 0.0}
     for step in range(STEPS):
         x, y = data[step, rows, :-1], data[step, rows, 1:]

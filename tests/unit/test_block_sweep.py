@@ -39,7 +39,10 @@ def test_ok_cells_have_metrics_and_raw_times(tmp_path):
                                                  - m["mem_base_bytes_per_rank"][0])
     assert m["mem_added_max_rank"] == 0 and m["tokens_per_step_global"] == 2 * 32
     assert m["peak_flops_per_s_per_device"] > 0 and m["mem_estimate_bytes_per_rank"] > 0
-    stored = recorder.store.query()
+    peaks = [r for r in recorder.store.query() if r.kind == "peak"]
+    stored = [r for r in recorder.store.query() if r.kind == "block"]
+    assert len(peaks) == 1 and m["peak_flops_per_s_per_device"] == peaks[0].metrics[
+        "peak_flops_per_s_per_device"] and f"record {peaks[0].id}" in m["peak_label"]
     assert len(stored) == 2 and stored[1].metrics == m and stored[1].schema_version == 2
     assert all(tuple(o.metrics) == metric_names("block") for o in outcomes)
 
@@ -62,7 +65,9 @@ def test_oom_and_unsupported_are_recorded_and_the_sweep_goes_on(tmp_path, monkey
                         ("fp16", 1, "unsupported"), ("fp16", 2, "unsupported"),
                         ("fp16", 4, "unsupported")]
     assert "out of memory" in outcomes[1].reason
-    assert [r.status for r in recorder.store.query()] == [s for _, _, s in statuses]
+    stored = [r for r in recorder.store.query() if r.kind == "block"]
+    assert [r.status for r in stored] == [s for _, _, s in statuses]
+    assert [r.spec["dtype"] for r in recorder.store.query() if r.kind == "peak"] == ["fp32"]
 
 
 def test_cpu_refuses_before_allocating_when_the_estimate_exceeds_the_limit(tmp_path, monkeypatch):

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from accelbench.bench.bisection import largest_that_fits
-from accelbench.bench.search import SEARCH_KIND, find_longest_seq, run_longest_seq_sweep
-from accelbench.bench.train import estimate_bytes
-from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.bench.train.cell import estimate_bytes
+from accelbench.bench.train.fit import ONE_DEVICE
+from accelbench.bench.train.search import SEARCH_KIND, find_longest_seq, run_longest_seq_sweep
+from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.cli.main import main
 from accelbench.config.presets import get_preset, resolve_model
 from accelbench.data.codon import CodonTokenizer
@@ -95,11 +96,13 @@ def test_genslm_trains_on_the_shipped_genomes_and_loss_falls(monkeypatch, capsys
         "--micro-batch", "4", "--dtype", "fp32", "--steps", "16", "--warmup-steps", "1",
         "--lr", "3e-3", "--device", "cpu", "--db", str(tmp_path / "r.db"), "--json", "--quiet")
     assert code == 0, err
-    (record,) = json.loads(out)
+    peak, record = json.loads(out)  # the sweep's measured CPU peak, then its one cell
+    assert peak["kind"] == "peak" and record["kind"] == "train"
     assert record["status"] == "ok" and record["spec"]["token_unit"] == "codon"
+    assert record["spec"]["benchmark"] == "genslm"
     assert record["spec"]["tokenizer"] == "codon" and record["spec"]["data"] == "default"
     assert record["spec"]["model"]["n_layer"] == 2 and record["spec"]["model"]["d_model"] == 512
-    loss = record["raw"]["loss"]
+    loss = record["raw"]["rank0"]["loss"]
     assert loss[0] == pytest.approx(math.log(69), abs=0.15)  # untrained: uniform over 69 ids
     first, last = sum(loss[:4]) / 4, sum(loss[-4:]) / 4
     assert last < first - 0.2
@@ -133,8 +136,8 @@ def test_longest_seq_on_cpu_is_the_largest_that_the_estimate_fits():
     seq, search = find_longest_seq(spec, TrainCell(256, 1, 1, "fp32", "none"),
                                    resolve_device("cpu"), probes.append)
     assert search["method"] == "estimate" and seq % 64 == 0 and seq >= 256
-    assert estimate_bytes(spec, TrainCell(seq, 1, 1, "fp32", "none")) <= 1.5 * GIB
-    assert estimate_bytes(spec, TrainCell(seq + 64, 1, 1, "fp32", "none")) > 1.5 * GIB
+    assert estimate_bytes(spec, TrainCell(seq, 1, 1, "fp32", "none"), ONE_DEVICE) <= 1.5 * GIB
+    assert estimate_bytes(spec, TrainCell(seq + 64, 1, 1, "fp32", "none"), ONE_DEVICE) > 1.5 * GIB
     assert search["tried"][str(seq + 64)] is False and search["tried"][str(seq)] is True
     assert [o.kind for o in probes] == [SEARCH_KIND] * len(search["tried"])
     assert [o.status == "ok" for o in probes] == list(search["tried"].values())
@@ -147,6 +150,7 @@ def test_learned_positions_limit_the_search_and_the_chosen_length_is_measured():
                      device="cpu")
     outcomes = []
     run_longest_seq_sweep(spec, outcomes.append)
+    outcomes = [o for o in outcomes if o.kind != "peak"]  # the sweep's measured CPU peak
     probes, (cell,) = outcomes[:-1], outcomes[-1:]
     assert [o.spec["seq_len"] for o in probes] == [128, 256, 512]
     assert cell.kind == "train" and cell.status == "ok" and cell.spec["seq_len"] == 512

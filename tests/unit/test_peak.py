@@ -25,14 +25,16 @@ def test_peak_is_the_fastest_layout_over_the_shapes(monkeypatch):
         seen.append((kernel, shape))
         return rates[kernel] * (1.5 if shape[2] > shape[0] else 1.0)
 
-    monkeypatch.setattr(peak_mod, "_gemm_flops_per_s", fake)
-    for cached in (peak_mod.fastest_layout, peak_mod.measured_gemm_flops_per_s):
-        cached.cache_clear()
+    monkeypatch.setattr(peak_mod, "gemm_flops_per_s", fake)
+    monkeypatch.setattr(peak_mod, "fitting_gemm_size", lambda device, dtype, tf32: 64)
+    peak_mod.fastest_layout.cache_clear()
     try:
-        best = peak_mod.measured_gemm_flops_per_s("cpu", "fp32", 64, False)
+        metrics, rates_seen = peak_mod.measure_peak(torch.device("cpu"), "fp32", False)
     finally:
-        for cached in (peak_mod.fastest_layout, peak_mod.measured_gemm_flops_per_s):
-            cached.cache_clear()
+        peak_mod.fastest_layout.cache_clear()
+    best = metrics.peak_flops_per_s_per_device
+    assert metrics.repetitions == len(rates_seen) == peak_mod.PEAK_REPETITIONS
+    assert metrics.gemm_layout == "nt" and metrics.gemm_n == 64
     assert best == 15.0
     assert {k for k, shape in seen if shape == (256, 256, 256)} == set(peak_mod.GEMM_KERNELS)
     assert {k for k, shape in seen if shape != (256, 256, 256)} == {"nt"}

@@ -10,7 +10,7 @@ from accelbench.bench.scale import (
     summary_outcome,
     validate_scale,
 )
-from accelbench.bench.train_spec import TrainSpec
+from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 

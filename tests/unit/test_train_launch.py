@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.bench import train_launch
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.train_spec import TrainSpec
+from accelbench.bench.train import launch as train_launch
+from accelbench.bench.train.spec import TrainSpec, cell_layout
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.parallel.launch import LaunchResult
@@ -97,11 +97,11 @@ def test_a_rank_out_of_memory_is_an_oom_record(monkeypatch):
 def test_options_several_processes_cannot_honour_are_refused(changes, field):
     spec = replace(SPEC, **changes)
     with pytest.raises(ConfigError, match=f"^{field}:"):
-        train_launch.group_layout(spec, 2, spec.gas[0])
+        cell_layout(spec, 2, spec.gas[0])
 
 
 def test_fp16_on_data_parallel_and_one_process_options_pass():
     fp16 = replace(SPEC, dtypes=("fp16",), layout="dp=2,zero=3")
-    assert train_launch.group_layout(fp16, 2, 1).zero == 3
+    assert cell_layout(fp16, 2, 1).zero == 3
     search = replace(SPEC, max_micro_batch=True, nproc=1, layout="dp=1")
-    assert train_launch.group_layout(search, 1, 1).dp == 1  # one process: the search runs
+    assert cell_layout(search, 1, 1).dp == 1  # one process: the search runs

@@ -1,4 +1,5 @@
-"""Launching training cells on several processes, and the sweep driver for a process group.
+"""Training cells on several processes: inside a process group (torchrun or srun), or each cell
+launched as its own torchrun job from a single `accelbench` process.
 
 `accelbench train --nproc N` (outside torchrun) starts each cell as its own torchrun launch of
 this module: a dead or hung rank then costs one cell (recorded with the rank's error), never the
@@ -14,16 +15,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
-from accelbench.bench.guard import is_oom, memory_budget_bytes, refuse_if_too_big
+from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.bench.train import KIND, cell_spec
-from accelbench.bench.train_dist import estimate_bytes_per_device, run_dist_cell
-from accelbench.bench.train_spec import TrainCell, TrainSpec, spec_from_dict
-from accelbench.config.errors import ConfigError
+from accelbench.bench.peak import SweepPeak, SweepPeaks
+from accelbench.bench.train.cell import KIND, cell_spec, run_cell
+from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
+from accelbench.bench.train.steps import StepProgress
+from accelbench.config.schema import TRAIN_SWEPT
+from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun
-from accelbench.parallel.layout import Layout, parse_layout, validate_layout
 
 
 def in_process_group() -> bool:
@@ -31,43 +34,32 @@ def in_process_group() -> bool:
     return read_env().world_size > 1
 
 
-def group_layout(spec: TrainSpec, world_size: int, gas: int) -> Layout:
-    """The spec's layout (data parallel over the world when none is given), validated, and
-    the options that several processes cannot honour refused."""
-    layout = parse_layout(spec.layout) if spec.layout else Layout(dp=world_size)
-    layout = validate_layout(layout, spec.model, world_size, gas)
-    if world_size > 1:
-        check_dist_options(spec, layout)
-    return layout
+def _group_peak(peaks: SweepPeaks, dtype: str) -> SweepPeak:
+    """Rank 0 decides the peak (measuring it if need be) and every rank gets the same one."""
+    box = [peaks.get(dtype) if dist.get_rank() == 0 else None]
+    if dist.get_world_size() > 1:
+        dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
-def check_dist_options(spec: TrainSpec, layout: Layout) -> None:
-    """Refuse, rather than silently ignore, what the multi-process path does not do."""
-    if spec.max_micro_batch:
-        raise ConfigError("max-micro-batch", "the largest-micro-batch search runs on one "
-                          "process only, not with --nproc or under torchrun/srun",
-                          "off; give --micro-batch values")
-    if "fp16" in spec.dtypes and (layout.tp > 1 or layout.pp > 1):
-        raise ConfigError("dtype", f"fp16 on layout {layout.label()}: its loss scaling is built "
-                          "for data-parallel layouts only (the overflow check must agree on "
-                          "every rank)", "fp32 or bf16 with tp/pp; fp16 with dp and zero 0-3")
-
-
-def run_group_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = None,
+def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
                     on_cell: Progress | None = None) -> list[Outcome]:
     """Every cell on the process group; rank 0 sinks the outcomes, the other ranks return []."""
     device_type = None if spec.device == "auto" else spec.device.split(":")[0]
     info, device = init_distributed(device_type)
+    rank_sink = sink if info.rank == 0 else (lambda outcome: None)
+    peaks = SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks)
     outcomes: list[Outcome] = []
     cells = spec.cells()
     clean = False
     try:
         for i, cell in enumerate(cells):
-            layout = group_layout(spec, info.world_size, cell.gas)
+            layout = cell_layout(spec, info.world_size, cell.gas)
             if on_cell and info.rank == 0:
                 on_cell(i, len(cells), f"{cell.label} on {layout.label()}")
-            outcome = _refusal(spec, cell, layout, device) or run_dist_cell(
-                spec, cell, layout, device, progress)
+            peak = _group_peak(peaks, cell.dtype).peak()
+            outcome = run_cell(spec, cell, layout, device, peak, progress,
+                               local_ranks=info.world_size)  # one host assumed
             if outcome is not None and info.rank == 0:
                 sink(outcome)
                 outcomes.append(outcome)
@@ -77,25 +69,34 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = Non
     return outcomes
 
 
-def _refusal(spec: TrainSpec, cell: TrainCell, layout: Layout,
-             device: torch.device) -> Outcome | None:
-    """On a CPU all local ranks share the host's memory: refuse before allocating."""
-    if device.type != "cpu" and spec.mem_limit_bytes is None:
-        return None
-    estimate = estimate_bytes_per_device(spec, cell, layout)
-    budget = memory_budget_bytes(device, spec.mem_limit_bytes)
-    local = read_env().world_size if device.type == "cpu" else 1  # standalone: one host
-    reason = refuse_if_too_big(estimate * local, budget)
-    if reason is None:
-        return None
-    record_spec = {**cell_spec(spec, cell, device), "layout": layout.to_dict(),
-                   "world_size": read_env().world_size}
-    return Outcome(KIND, "oom", record_spec, {"mem_estimate_bytes": estimate}, reason=reason)
+def rank_env(spec: TrainSpec) -> dict[str, str]:
+    """On a CPU a device is one core: one thread per rank, also for a single rank (torchrun sets
+    OMP_NUM_THREADS=1 only from two ranks up, which would give a one-rank baseline every core)."""
+    return {"OMP_NUM_THREADS": "1"} if _on_cpu(spec) else {}
+
+
+def _on_cpu(spec: TrainSpec) -> bool:
+    """Whether launched ranks will run on the CPU (decided without touching an accelerator)."""
+    return spec.device.startswith("cpu") or (spec.device == "auto"
+                                             and not torch.cuda.is_available())
+
+
+def with_launch_peaks(spec: TrainSpec, sink: Sink) -> TrainSpec:
+    """The spec with the peak of each of its dtypes decided here, once: on a CPU measured at one
+    thread, as a rank runs (each a 'peak' record through `sink`), and handed to every launch;
+    an accelerator's ranks read their datasheet peak themselves (the parent never touches it)."""
+    if not _on_cpu(spec):
+        return spec
+    peaks = SweepPeaks(resolve_device("cpu"), spec.tf32, sink, threads=1, known=spec.peaks)
+    for dtype in spec.dtypes:
+        peaks.get(dtype)
+    return replace(spec, peaks=peaks.all())
 
 
 def run_launched_sweep(spec: TrainSpec, sink: Sink,
                        on_cell: Progress | None = None) -> list[Outcome]:
     """Each cell as one torchrun launch of `spec.nproc` processes, bounded by cell_timeout_s."""
+    spec = with_launch_peaks(spec, sink)
     outcomes = []
     cells = spec.cells()
     for i, cell in enumerate(cells):
@@ -107,20 +108,11 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink,
     return outcomes
 
 
-def rank_env(spec: TrainSpec) -> dict[str, str]:
-    """On a CPU a device is one core: one thread per rank, also for a single rank (torchrun sets
-    OMP_NUM_THREADS=1 only from two ranks up, which would give a one-rank baseline every core)."""
-    on_cpu = spec.device.startswith("cpu") or (spec.device == "auto"
-                                               and not torch.cuda.is_available())
-    return {"OMP_NUM_THREADS": "1"} if on_cpu else {}
-
-
 def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
     """Run one cell under torchrun; its outcome, or the failed rank's error as the outcome.
     Every outcome records the cell's layout and world size (nproc)."""
-    layout = group_layout(spec, spec.nproc, cell.gas)
-    single = replace(spec, seq_lens=(cell.seq_len,), micro_batches=(cell.micro_batch,),
-                     gas=(cell.gas,), dtypes=(cell.dtype,), recomputes=(cell.recompute,))
+    layout = cell_layout(spec, spec.nproc, cell.gas)
+    single = replace(spec, **{key: (getattr(cell, name),) for key, name in TRAIN_SWEPT.items()})
     with tempfile.TemporaryDirectory(prefix="accelbench-cell-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "outcome.json"
         spec_path.write_text(json.dumps(single.to_dict()))
@@ -128,10 +120,8 @@ def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
                                  spec.cell_timeout_s, env=rank_env(spec))
         if out_path.exists():  # rank 0 wrote it after gathering every rank: keep the measurement
             return _with_exit_note(Outcome(**json.loads(out_path.read_text())), result)
-    record_spec = {**cell_spec(spec, cell, torch.device("cpu")), "device": spec.device,
-                   "layout": layout.to_dict(), "world_size": spec.nproc}
     rank = f"rank {result.failed_rank}: " if result.failed_rank is not None else ""
-    return Outcome(KIND, failure_status(result), record_spec,
+    return Outcome(KIND, failure_status(result), cell_spec(spec, cell, layout, spec.device),
                    reason=f"{rank}{result.error}"[-2000:])
 
 
@@ -158,7 +148,8 @@ def worker_main(spec_path: str, out_path: str) -> None:
     spec = spec_from_dict(json.loads(Path(spec_path).read_text()))
 
     def write(outcome: Outcome) -> None:
-        Path(out_path).write_text(json.dumps(vars(outcome), default=str))
+        if outcome.kind == KIND:  # a peak decided by the ranks stays inside the cell's record
+            Path(out_path).write_text(json.dumps(vars(outcome), default=str))
 
     run_group_sweep(spec, write)
 

@@ -19,10 +19,17 @@ import torch
 from accelbench.bench.bisection import largest_that_fits
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.bench.train import KIND, cell_spec, estimate_bytes, fit_check, run_train_cell
-from accelbench.bench.train_data import check_data
-from accelbench.bench.train_spec import TrainCell, TrainSpec, validate_train_spec
+from accelbench.bench.peak import SweepPeaks
+from accelbench.bench.train.batches import check_data
+from accelbench.bench.train.cell import KIND, cell_spec, estimate_bytes, run_cell
+from accelbench.bench.train.fit import ONE_DEVICE, fit_check
+from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
+from accelbench.bench.train.steps import StepProgress
 from accelbench.config.errors import ConfigError
+from accelbench.config.schema import TrainMetrics, metrics_dict
+from accelbench.config.vocab import GIB
+from accelbench.data.defaults import ensure_default_shards
+from accelbench.data.shard_format import open_shards
 from accelbench.data.tokenizer import get_tokenizer
 from accelbench.hardware.detect import resolve_device
 
@@ -37,11 +44,7 @@ def data_tokens(spec: TrainSpec) -> int | None:
         return None
     tokenizer = get_tokenizer(spec.tokenizer)
     if spec.data == "default":
-        from accelbench.data.defaults import ensure_default_shards
-
         return ensure_default_shards(tokenizer).total_tokens
-    from accelbench.data.shard_format import open_shards
-
     return open_shards(Path(spec.data).expanduser(), tokenizer, verify_hashes=False).total_tokens
 
 
@@ -65,14 +68,14 @@ def seq_limit(spec: TrainSpec, multiple: int = SEQ_MULTIPLE) -> tuple[int, str]:
 def _probe_outcome(spec: TrainSpec, cell: TrainCell, device: torch.device, fits: bool,
                    method: str, number: int) -> Outcome:
     """One probe as a record: whether this length fits, and the estimate behind it."""
-    estimate = estimate_bytes(spec, cell)
+    estimate = estimate_bytes(spec, cell, ONE_DEVICE)
     budget = memory_budget_bytes(device, spec.mem_limit_bytes)
-    record_spec = {**cell_spec(spec, cell, device), "workload": SEARCH_KIND, "probe": number,
-                   "method": method}
-    metrics = {"fits": fits, "mem_estimate_bytes": estimate, "mem_budget_bytes": budget}
+    record_spec = {**cell_spec(spec, cell, ONE_DEVICE, str(device)), "workload": SEARCH_KIND,
+                   "probe": number, "method": method}
+    metrics = {"fits": fits, "mem_estimate_bytes_per_rank": estimate,
+               "mem_budget_bytes_per_rank": budget}
     how = ("two real training steps" if method == "trial"
-           else f"estimate {estimate / 2**30:.2f} GiB vs budget "
-                f"{(budget or 0) / 2**30:.2f} GiB")
+           else f"estimate {estimate / GIB:.2f} GiB vs budget {(budget or 0) / GIB:.2f} GiB")
     reason = f"seq {cell.seq_len} {'fits' if fits else 'does not fit'} ({how})"
     return Outcome(SEARCH_KIND, "ok" if fits else "oom", record_spec, metrics, reason=reason)
 
@@ -117,23 +120,28 @@ def search_cells(spec: TrainSpec) -> list[TrainCell]:
     return spec.cells()
 
 
-def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: Progress | None = None,
+def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
                           on_cell: Progress | None = None) -> list[Outcome]:
     """For each cell: search the longest sequence (probes recorded), then measure it."""
     validate_train_spec(spec)
     cells = search_cells(spec)
     check_data(spec)
     device = resolve_device(spec.device)
+    peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)
     outcomes = []
     for i, cell in enumerate(cells):
         if on_cell:
             on_cell(i, len(cells), f"longest sequence from {cell.label}")
         seq, search = find_longest_seq(spec, cell, device, sink)
         if seq == 0:
-            outcome = Outcome(KIND, "oom", {**cell_spec(spec, cell, device), "seq_search": search},
+            outcome = Outcome(KIND, "oom", {**cell_spec(spec, cell, ONE_DEVICE, str(device)),
+                                            "seq_search": search},
+                              metrics_dict(TrainMetrics()),
                               reason=f"no sequence of {SEQ_MULTIPLE} or more fits")
         else:
-            outcome = run_train_cell(spec, replace(cell, seq_len=seq), device, progress)
+            peak = peaks.get(cell.dtype).peak()
+            outcome = run_cell(spec, replace(cell, seq_len=seq), ONE_DEVICE, device, peak,
+                               progress)
             outcome = replace(outcome, spec={**outcome.spec, "seq_search": search})
         sink(outcome)
         outcomes.append(outcome)

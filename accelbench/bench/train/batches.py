@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from accelbench.bench.train_spec import TrainCell, TrainSpec
+from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.errors import ConfigError
 from accelbench.data.loader import Batch, Prefetcher, SyntheticBatches
 from accelbench.data.loader import open_batches as open_host_batches

@@ -1,0 +1,85 @@
+"""The one option set of every command that trains (train, genslm, scale): declared once as a
+dataclass whose fields are the command-line options (name, default, help), and turned into a
+validated TrainSpec here, in the library, so the commands only parse and render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from accelbench.bench.train.spec import TrainSpec, resolve_model_source
+from accelbench.bench.train.sweep import check_sweep
+from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
+from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
+
+
+def _opt(default: Any, help: str, flag: str | None = None) -> Any:
+    """A field that is also a command-line option (`flag` for on/off switches)."""
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What a user types; every field is an option of train, genslm and scale."""
+
+    model: str = _opt("gpt2-xl", "Preset, preset:overrides, custom:layers=..., hf:DIR (a Hugging "
+                      "Face GPT-2 checkpoint folder) or neox:FILE (a GPT-NeoX config.json).")
+    data: str = _opt("synthetic", "synthetic, default (built-in corpus) or PATH (token shards).")
+    seq: str = _opt("1024", "Sequence length(s), comma-separated.")
+    micro_batch: str = _opt("8", "Micro-batch size(s), comma-separated.")
+    gas: str = _opt("1", "Gradient accumulation steps, comma-separated.")
+    dtype: str = _opt("bf16", "fp32, fp16 (loss scaling), bf16; comma-separated.")
+    recompute: str = _opt("none", "none, selective, full; comma-separated.")
+    steps: int = _opt(20, "Optimizer steps per cell.")
+    warmup_steps: int = _opt(5, "Steps run but not timed into the summary.")
+    time_budget: float | None = _opt(None, "Seconds per cell before stopping early.")
+    max_micro_batch: bool = _opt(False, "Find and run the largest micro-batch that fits.",
+                                 "--max-micro-batch")
+    lr: float = _opt(3e-4, "Peak learning rate (warm-up then cosine).")
+    lr_warmup_steps: int = _opt(10, "Steps of linear learning-rate warm-up before the cosine "
+                                "decay (to 10% of --lr at the last step).")
+    weight_decay: float = _opt(0.1, "AdamW weight decay.")
+    grad_clip: float = _opt(1.0, "Gradient clipping norm (0: off).")
+    compile: bool = _opt(False, "torch.compile the model's blocks.", "--compile/--no-compile")
+    tf32: bool = _opt(False, "Allow TF32 for fp32 matmuls.", "--tf32/--no-tf32")
+    device: str = _opt("auto", "auto, cpu, cuda, cuda:N, xpu, mps.")
+    seed: int = _opt(0, "Seed for weights and data order.")
+    mem_limit: str = _opt("", "Refuse cells estimated above this, e.g. 8GiB.")
+    nproc: int = _opt(1, "Processes to start with torchrun (gloo on CPU, NCCL on GPUs); under "
+                      "torchrun or srun the launcher's processes are used.")
+    layout: str = _opt("", "dp=..,tp=..,pp=..,vp=..,zero=0-3,sp=0|1,schedule=gpipe|1f1b|"
+                       "interleaved_1f1b (default: data parallel over all processes).")
+    cell_timeout: float = _opt(3600.0, "Seconds before a launched cell is killed.")
+
+
+def option_fields() -> tuple:
+    """The dataclass fields, in order, for the command-line layer."""
+    return fields(TrainOptions)
+
+
+def with_defaults(**defaults: Any) -> TrainOptions:
+    """The options with a command's own defaults (genslm: its model, data and sequence)."""
+    return replace(TrainOptions(), **defaults)
+
+
+def build_spec(options: TrainOptions, benchmark: str = "train",
+               tokenizer: str = "gpt2") -> TrainSpec:
+    """Command-line values to a checked TrainSpec: fields, data and layouts (ConfigError on the
+    first bad one, before a banner is printed or a results file is made)."""
+    model_cfg, checkpoint = resolve_model_source(options.model)
+    spec = TrainSpec(
+        model=model_cfg, init_checkpoint=checkpoint, data=options.data, tokenizer=tokenizer,
+        benchmark=benchmark, seq_lens=parse_int_list("seq", options.seq),
+        micro_batches=parse_int_list("micro-batch", options.micro_batch),
+        gas=parse_int_list("gas", options.gas),
+        dtypes=parse_choice_list("dtype", options.dtype, DTYPES),
+        recomputes=parse_choice_list("recompute", options.recompute, RECOMPUTE_KINDS),
+        steps=options.steps, warmup_steps=options.warmup_steps,
+        time_budget_s=options.time_budget, lr=options.lr, weight_decay=options.weight_decay,
+        grad_clip=options.grad_clip, compile=options.compile, tf32=options.tf32,
+        device=options.device, seed=options.seed,
+        mem_limit_bytes=(parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
+                         else None),
+        max_micro_batch=options.max_micro_batch, nproc=options.nproc, layout=options.layout,
+        cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps)
+    return check_sweep(spec)

@@ -1,0 +1,189 @@
+"""What a training benchmark runs: a sweep over sequence, micro-batch, GAS, dtype and recompute,
+on a layout of one or more processes (one process is the layout dp=tp=pp=1)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from accelbench.bench.peak import SweepPeak
+from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.config.genslm import model_from_neox_config
+from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
+from accelbench.config.model import ModelConfig
+from accelbench.config.presets import resolve_model
+from accelbench.config.schema import TRAIN_SWEPT
+from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
+from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
+
+BENCHMARKS = ("train", "genslm")  # what the cells are reported as; genslm counts codons
+
+
+@dataclass(frozen=True)
+class TrainCell:
+    """One point of a training sweep (the values of TRAIN_SWEPT's cell fields)."""
+
+    seq_len: int
+    micro_batch: int
+    gas: int
+    dtype: str
+    recompute: str
+
+    @property
+    def label(self) -> str:
+        """Short text for progress lines."""
+        return (f"seq {self.seq_len} mb {self.micro_batch} gas {self.gas} {self.dtype} "
+                f"recompute {self.recompute}")
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """A training sweep; every TRAIN_SWEPT list field is swept, the rest are shared by all cells."""
+
+    model: ModelConfig
+    data: str = "synthetic"  # synthetic, default, or a shard folder
+    tokenizer: str = "gpt2"  # what the shards were made with (codon for genomes)
+    benchmark: str = "train"  # train or genslm: the name and token unit of the records
+    seq_lens: tuple[int, ...] = (1024,)
+    micro_batches: tuple[int, ...] = (8,)
+    gas: tuple[int, ...] = (1,)
+    dtypes: tuple[str, ...] = ("bf16",)
+    recomputes: tuple[str, ...] = ("none",)
+    steps: int = 20
+    warmup_steps: int = 5
+    time_budget_s: float | None = None
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    lr_warmup_steps: int = 10
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    compile: bool = False
+    tf32: bool = False
+    device: str = "auto"
+    seed: int = 0
+    mem_limit_bytes: int | None = None
+    max_micro_batch: bool = False
+    init_checkpoint: str | None = None  # a Hugging Face GPT-2 folder whose weights start the run
+    layout: str = ""  # dp=..,tp=..,pp=..,zero=.. (empty: data parallel over every process)
+    nproc: int = 1  # processes to launch with torchrun (1: this process, or the launcher's)
+    cell_timeout_s: float = 3600.0  # a launched cell that runs longer is killed and recorded
+    peaks: tuple[SweepPeak, ...] = ()  # decided once per sweep, handed to launched ranks
+
+    @property
+    def token_unit(self) -> str:
+        """What one token is: a codon for GenSLM, a BPE token otherwise."""
+        return "codon" if self.benchmark == "genslm" else "token"
+
+    def cells(self) -> list[TrainCell]:
+        """The sweep's cells in a stable order (TRAIN_SWEPT's order, outermost first)."""
+        names = list(TRAIN_SWEPT)
+        return [TrainCell(**{TRAIN_SWEPT[n]: v for n, v in zip(names, values, strict=True)})
+                for values in itertools.product(*(getattr(self, n) for n in names))]
+
+    def layout_for(self, world_size: int) -> Layout:
+        """The --layout (runtime keys only), or data parallel over every process."""
+        return parse_layout(self.layout, RUNTIME_KEYS) if self.layout else Layout(dp=world_size)
+
+    def to_dict(self) -> dict:
+        """Plain dict with the model expanded."""
+        data = asdict(self)
+        data["model"] = self.model.to_dict()
+        return data
+
+
+def spec_from_dict(data: dict) -> TrainSpec:
+    """Rebuild a TrainSpec from to_dict() output (how a launched worker receives its cell)."""
+    values = dict(data)
+    values["model"] = ModelConfig(**values["model"])
+    for key in TRAIN_SWEPT:
+        values[key] = tuple(values[key])
+    values["peaks"] = tuple(SweepPeak(**p) for p in values.get("peaks", ()))
+    known = {f.name for f in fields(TrainSpec)}
+    return TrainSpec(**{k: v for k, v in values.items() if k in known})
+
+
+def _require_finite(name: str, value: float) -> None:
+    """NaN and infinity are not numbers a run can use."""
+    if not math.isfinite(value):
+        raise ConfigError(name, f"must be a finite number, got {value!r}", "a finite number")
+
+
+def _check_sweep_lists(spec: TrainSpec) -> None:
+    """Swept values: positive sizes, known names, sequences the model can position."""
+    for key, name in TRAIN_SWEPT.items():
+        values = getattr(spec, key)
+        if not values:
+            raise ConfigError(name.replace("_", "-"), "needs at least one value")
+    for seq in spec.seq_lens:
+        require_positive("seq", seq)
+        if spec.model.position == "learned" and seq > spec.model.n_positions:
+            raise ConfigError("seq", f"{seq} is longer than the model's {spec.model.n_positions}"
+                              " positions", f"<= {spec.model.n_positions}")
+    for mb in spec.micro_batches:
+        require_positive("micro-batch", mb)
+    for gas in spec.gas:
+        if not isinstance(gas, int) or gas < 1:
+            raise ConfigError("gas", f"must be at least 1, got {gas}", ">= 1")
+    for dtype in spec.dtypes:
+        require_choice("dtype", dtype, DTYPES)
+    for rc in spec.recomputes:
+        require_choice("recompute", rc, RECOMPUTE_KINDS)
+
+
+def validate_train_spec(spec: TrainSpec) -> TrainSpec:
+    """Raise ConfigError on the first bad field, before anything runs."""
+    _check_sweep_lists(spec)
+    require_choice("benchmark", spec.benchmark, BENCHMARKS)
+    require_positive("steps", spec.steps)
+    if not 0 <= spec.warmup_steps < spec.steps:
+        raise ConfigError("warmup-steps", f"must be in [0, steps), got {spec.warmup_steps}",
+                          f"0 to {spec.steps - 1}")
+    if spec.compile and spec.warmup_steps < 1:  # else compilation lands in a timed step
+        raise ConfigError("warmup-steps", "--compile needs at least 1 warm-up step", ">= 1")
+    for name, value in (("lr", spec.lr), ("weight-decay", spec.weight_decay),
+                        ("grad-clip", spec.grad_clip), ("cell-timeout", spec.cell_timeout_s)):
+        _require_finite(name, value)
+    require_positive("lr", spec.lr)
+    for name, value in (("lr-warmup-steps", spec.lr_warmup_steps),
+                        ("weight-decay", spec.weight_decay), ("grad-clip", spec.grad_clip)):
+        if value < 0:
+            raise ConfigError(name, f"must be 0 or more, got {value}", ">= 0 (0: off)")
+    if spec.time_budget_s is not None:
+        _require_finite("time-budget", spec.time_budget_s)
+        require_positive("time-budget", spec.time_budget_s)
+    require_positive("cell-timeout", spec.cell_timeout_s)
+    require_positive("nproc", spec.nproc)
+    return spec
+
+
+def resolve_model_source(text: str) -> tuple[ModelConfig, str | None]:
+    """A --model value: a preset spec, 'hf:DIR' (a Hugging Face GPT-2 folder, weights too) or
+    'neox:FILE' (a GPT-NeoX config.json such as GenSLM's; the shape only, random weights)."""
+    if text.startswith("neox:"):
+        path = Path(text[5:]).expanduser()
+        if not path.is_file():
+            raise ConfigError("model", f"no GPT-NeoX config file at {str(path)!r}",
+                              "neox:PATH to a GPTNeoXConfig JSON file")
+        return model_from_neox_config(path), None
+    if text.startswith("hf:"):
+        path = text[3:]
+        return model_config_from_hf_gpt2(path), path
+    return resolve_model(text), None
+
+
+def cell_layout(spec: TrainSpec, world_size: int, gas: int) -> Layout:
+    """The layout a cell runs on (the --layout, or data parallel over the world), checked
+    against the model, the world and the micro-batches, with what the runtime cannot honour
+    on several processes refused (ConfigError, before anything runs)."""
+    layout = validate_layout(spec.layout_for(world_size), spec.model, world_size, gas)
+    if world_size > 1 and spec.max_micro_batch:
+        raise ConfigError("max-micro-batch", "the largest-micro-batch search runs on one "
+                          "process only, not with --nproc or under torchrun/srun",
+                          "off; give --micro-batch values")
+    if "fp16" in spec.dtypes and (layout.tp > 1 or layout.pp > 1):
+        raise ConfigError("dtype", f"fp16 on layout {layout.label()}: its loss scaling is built "
+                          "for data-parallel layouts only (the overflow check must agree on "
+                          "every rank)", "fp32 or bf16 with tp/pp; fp16 with dp and zero 0-3")
+    return layout

@@ -1,0 +1,86 @@
+"""A training sweep, whatever runs it: this process (one device), the process group it is in
+(torchrun or srun), or a torchrun launch per cell (--nproc N, or a layout that needs a group).
+Everything about the sweep is checked before the first cell, so bad input stops it (exit 2)
+before a banner, a results file or a measurement."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.peak import SweepPeaks
+from accelbench.bench.train.batches import check_data
+from accelbench.bench.train.build import needs_group
+from accelbench.bench.train.cell import run_cell
+from accelbench.bench.train.fit import find_max_micro_batch
+from accelbench.bench.train.launch import in_process_group, run_group_sweep, run_launched_sweep
+from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, validate_train_spec
+from accelbench.bench.train.steps import StepProgress
+from accelbench.hardware.detect import resolve_device
+from accelbench.parallel.dist import read_env
+
+
+def world_size(spec: TrainSpec) -> int:
+    """Processes the sweep's cells run on: the group this process is in, or --nproc."""
+    return read_env().world_size if in_process_group() else spec.nproc
+
+
+def check_sweep(spec: TrainSpec) -> TrainSpec:
+    """Every check that needs no measurement: fields, data, and the layout of every cell."""
+    validate_train_spec(spec)
+    check_data(spec)
+    for gas in spec.gas:
+        cell_layout(spec, world_size(spec), gas)
+    return spec
+
+
+def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
+                    on_cell: Progress | None = None) -> list[Outcome]:
+    """Every cell in turn; each outcome (and each measured peak) goes to `sink` as it exists."""
+    check_sweep(spec)
+    if in_process_group():
+        return run_group_sweep(spec, sink, progress, on_cell)
+    if spec.nproc > 1 or needs_group(spec.layout_for(1)):
+        return run_launched_sweep(spec, sink, on_cell)
+    return run_local_sweep(spec, sink, progress, on_cell)
+
+
+def _local_cells(spec: TrainSpec) -> list[TrainCell]:
+    """The sweep's cells; with --max-micro-batch one per (dtype, recompute, seq, gas)."""
+    cells = spec.cells()
+    if not spec.max_micro_batch:
+        return cells
+    unique = {replace(c, micro_batch=1) for c in cells}
+    return sorted(unique, key=lambda c: (c.dtype, c.recompute, c.seq_len, c.gas))
+
+
+def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
+                    on_cell: Progress | None = None) -> list[Outcome]:
+    """The cells on this process's device (the layout of one device)."""
+    device = resolve_device(spec.device)
+    peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)
+    cells = _local_cells(spec)
+    outcomes = []
+    for i, cell in enumerate(cells):
+        if on_cell:
+            on_cell(i, len(cells), cell.label)
+        outcome = _run_local_cell(spec, cell, device, peaks, progress)
+        sink(outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _run_local_cell(spec: TrainSpec, cell: TrainCell, device: torch.device, peaks: SweepPeaks,
+                    progress: StepProgress | None) -> Outcome:
+    """One cell at its given micro-batch, or at the largest that fits (the search recorded)."""
+    search = None
+    if spec.max_micro_batch:
+        mb, search = find_max_micro_batch(spec, cell, device)
+        cell = replace(cell, micro_batch=max(mb, 1))
+    peak = peaks.get(cell.dtype).peak()
+    outcome = run_cell(spec, cell, cell_layout(spec, 1, cell.gas), device, peak, progress)
+    if search is not None:
+        outcome = replace(outcome, spec={**outcome.spec, "micro_batch_search": search})
+    return outcome

@@ -1,0 +1,56 @@
+"""The run-and-record policy of a sweep: only rank 0 opens the results store and records (the
+other ranks of a torchrun/srun group measure and return), every outcome is stored the moment it
+exists, and the view (the command line) is told what to show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.train.metrics import StepReport
+from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.environment import environment
+from accelbench.parallel.dist import is_rank_zero
+from accelbench.results.record import Record
+from accelbench.results.recorder import Recorder
+from accelbench.results.store import ResultStore
+
+Sweep = Callable[[Sink, Callable[[StepReport], None] | None, Progress | None], list[Outcome]]
+
+
+@dataclass
+class SweepView:
+    """What the command line shows of a sweep; every callback may be a no-op."""
+
+    banner: Callable[[str], None]
+    cell: Progress
+    step: Callable[[StepReport], None] | None
+    failed: Callable[[Record], None]
+
+
+def open_recorder(db: Path | None, device: str) -> Recorder | None:
+    """A recorder on the store, on rank 0 only (None on the other ranks of a group)."""
+    if not is_rank_zero():
+        return None
+    return Recorder(ResultStore(db), environment(resolve_device(device)))
+
+
+def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title: str,
+                 tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
+    """Run a sweep, storing each outcome as it lands and telling the view; the records."""
+    if recorder is None:  # a rank other than 0: measure, record nothing, show nothing
+        sweep(lambda outcome: None, None, None)
+        return []
+    view.banner(f"{title} on {recorder.environment['device_name']}; "
+                f"results -> {recorder.store.path}")
+
+    def sink(outcome: Outcome) -> Record:
+        record = recorder(tag(outcome) if tag else outcome)
+        if record.status != "ok":
+            view.failed(record)
+        return record
+
+    sweep(sink, view.step, view.cell)
+    return recorder.records
