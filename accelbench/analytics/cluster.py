@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
 # (devices per node, intra GB/s, intra latency s, inter GB/s, inter latency s)
@@ -70,13 +71,13 @@ class ClusterSpec:
     @property
     def memory_bytes_per_device(self) -> float:
         """Device memory in bytes (the table's GB are 10^9 bytes)."""
-        return (self.device.memory_gb or 0.0) * 1e9
+        return (self.device.memory_gb or 0.0) * GB
 
     def link(self, span: int) -> tuple[float, float]:
         """Effective bytes/s and latency for a group whose ranks span `span` consecutive devices."""
         if span <= self.devices_per_node:
-            return self.intra_gb_per_s * 1e9 * self.link_efficiency, self.intra_latency_s
-        return self.inter_gb_per_s * 1e9 * self.link_efficiency, self.inter_latency_s
+            return self.intra_gb_per_s * GB * self.link_efficiency, self.intra_latency_s
+        return self.inter_gb_per_s * GB * self.link_efficiency, self.inter_latency_s
 
     def to_dict(self) -> dict[str, object]:
         """Plain dict for JSON output."""

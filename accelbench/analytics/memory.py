@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from accelbench.analytics.params import block_params
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.config.vocab import RECOMPUTE_KINDS, ZERO_STAGES
+from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
 
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -84,7 +84,7 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
 # Optimizer bytes per parameter beyond the weights and gradients: fp32 moments (Adam: m and v;
 # SGD: momentum) plus an fp32 master copy when the weights are narrower than fp32.
 OPTIMIZER_MOMENTS = {"adam": 2, "sgd": 1}
-WORKSPACE_BYTES = 1e9  # runtime context, GEMM workspaces, collective buffers: an assumption
+WORKSPACE_BYTES = 1 * GB  # runtime context, GEMM workspaces, collective buffers: an assumption
 USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
 
 

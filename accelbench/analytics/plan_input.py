@@ -15,7 +15,7 @@ from accelbench.analytics.steptime import TrainSetup
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 from accelbench.config.layout import PLANNER_KEYS, parse_layout_fields
 from accelbench.config.model import ModelConfig
-from accelbench.hardware.specs import DTYPES
+from accelbench.config.vocab import PEAK_PRECISIONS
 
 OPTIMIZERS = ("adam", "sgd")
 # A --layout naming all of these is evaluated alone; with any missing, the rest is searched.
@@ -88,7 +88,7 @@ def resolve_plan_input(given: PlanInput) -> PlanRequest:
     """Check every input (ConfigError naming the first bad one) and resolve model, cluster,
     set-up and --layout fields."""
     check_efficiency(given.efficiency)
-    require_choice("dtype", given.dtype, DTYPES)
+    require_choice("dtype", given.dtype, PEAK_PRECISIONS)
     require_choice("optimizer", given.optimizer, OPTIMIZERS)
     for name, value in (("global-batch", given.global_batch), ("seq", given.seq),
                         ("nodes", given.nodes), ("top", given.top),

@@ -27,7 +27,7 @@ from accelbench.config.layout import (
     layout_from_fields,
 )
 from accelbench.config.model import ModelConfig
-from accelbench.config.vocab import RECOMPUTE_KINDS
+from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
 
 LIMITERS = ("compute", "memory", "bubble", "communication")
 COMPUTE_BOUND_BELOW = 0.05  # overheads under 5% of the step: the layout is compute-bound
@@ -139,7 +139,7 @@ def _zero_choices(dp: int, pp: int) -> tuple[int, ...]:
     """ZeRO stages worth searching: none without data parallelism (nothing to shard: such a
     layout is allowed, as the runtime allows it, just not worth trying); all four with a
     pipeline too (FSDP per stage, as accelbench's runtime and torchtitan run it)."""
-    return (0,) if dp == 1 else (0, 1, 2, 3)
+    return (0,) if dp == 1 else ZERO_STAGES
 
 
 def _pick(fixed: dict[str, int | str | bool], key: str, default: list[Any]) -> list[Any]:
@@ -226,7 +226,7 @@ def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
         memory = _memory(cfg, cluster, setup, layout)
         if not memory.fits:
             result.reject("does not fit", f"{layout.label(full=True)} needs "
-                          f"{memory.total / 1e9:.1f} GB of {memory.usable_bytes / 1e9:.1f}")
+                          f"{memory.total / GB:.1f} GB of {memory.usable_bytes / GB:.1f}")
             continue
         step = estimate_step(cfg, cluster, setup, layout, efficiency)
         note = "" if rule is None else rule.reason(layout, target, m)

@@ -29,6 +29,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout, layout_from_fields, parse_layout_fields
 from accelbench.config.model import ModelConfig, validate_model
 from accelbench.config.presets import resolve_model
+from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
 MEGATRON_VOCAB = 51200  # GPT-2 BPE padded to a multiple of 8 x 128 (Megatron-LM)
@@ -242,7 +243,7 @@ def validate_published(efficiency: float | None = None,
                           run.layout, efficiency)
         rows.append(ValidationRow(
             run.name, run.device.key, run.published_mfu(), result.step.mfu,
-            result.step.tokens_per_s / run.n_devices, result.memory.total / 1e9,
+            result.step.tokens_per_s / run.n_devices, result.memory.total / GB,
             result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag, run.source,
             run.oracle_kind, run.oracle_value, run.fused_attention))
     return rows
@@ -292,7 +293,7 @@ def validate_measured_runs(runs: list[dict[str, Any]],
         result = _predict(cfg, device, n, gpn, setup, layout, efficiency)
         rows.append(ValidationRow(
             f"{run['model']} {n}x{device.key} {layout.label()}", device.key, float(run["mfu"]),
-            result.step.mfu, result.step.tokens_per_s / n, result.memory.total / 1e9,
+            result.step.mfu, result.step.tokens_per_s / n, result.memory.total / GB,
             result.memory.fits, result.limiter, "measured", "V", "accelbench results store",
             "mfu", float(run["mfu"]), True))
     return rows

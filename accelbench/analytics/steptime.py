@@ -27,6 +27,7 @@ from accelbench.analytics.memory import BYTES_PER_VALUE, stage_params
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
+from accelbench.config.vocab import GB, RECOMPUTE_KINDS
 from accelbench.hardware.specs import DeviceSpec
 
 # Fraction of the dense peak that a transformer layer's compute reaches, per device kind. One
@@ -97,7 +98,7 @@ def _per_token(cfg: ModelConfig, seq_len: int) -> tuple[float, float, dict[str, 
     """
     block = block_forward_per_token(cfg, seq_len)
     head = model_forward_per_token(cfg, seq_len) - cfg.n_layer * block
-    rerun = {k: recompute_flops_per_token(cfg, seq_len, k) for k in ("none", "selective", "full")}
+    rerun = {k: recompute_flops_per_token(cfg, seq_len, k) for k in RECOMPUTE_KINDS}
     return block, head, rerun
 
 
@@ -158,7 +159,7 @@ def _optimizer_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     width = BYTES_PER_VALUE[setup.dtype]
     states = 12 if width < 4 else 8
     bytes_moved = n_local * (2 * width + 2 * states)
-    bw = (cluster.device.memory_bw_gb_per_s or 1000.0) * 1e9 * HBM_EFFICIENCY
+    bw = (cluster.device.memory_bw_gb_per_s or 1000.0) * GB * HBM_EFFICIENCY
     return bytes_moved / bw
 
 

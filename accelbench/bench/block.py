@@ -31,6 +31,7 @@ from accelbench.config.schema import (
     metrics_dict,
     phase_dict,
 )
+from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import cpu_has_bf16_matmul, resolve_device
 from accelbench.models.gpt import Block
 
@@ -44,7 +45,7 @@ class BlockSpec:
     model: ModelConfig
     seq_len: int = 1024
     batches: tuple[int, ...] = (8, 16, 32, 64)
-    dtypes: tuple[str, ...] = ("fp32", "fp16", "bf16")
+    dtypes: tuple[str, ...] = DTYPES
     device: str = "auto"
     repeats: int = 10
     warmup: int = 3

@@ -9,13 +9,13 @@ import torch
 
 from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
+from accelbench.config.vocab import GIB
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import available_cpu_memory_bytes
 
 # torch.OutOfMemoryError (what every backend's allocator raises) is torch.cuda's before 2.5
 _OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 CPU_AVAILABLE_FRACTION = 0.8  # leave room for the interpreter and whatever shares the machine
-GIB = 2**30
 
 
 def memory_budget_bytes(device: torch.device, mem_limit_bytes: int | None) -> int | None:

@@ -9,17 +9,20 @@ from rich.table import Table
 
 from accelbench.bench.peak import resolve_peak
 from accelbench.cli.common import out
+from accelbench.config.vocab import DTYPES, PEAK_PRECISIONS
 from accelbench.hardware.detect import detect_spec, device_name, resolve_device
 from accelbench.hardware.environment import environment
-from accelbench.hardware.specs import DTYPES, SPECS
+from accelbench.hardware.specs import SPECS
 
 
 def _spec_table() -> Table:
     table = Table(title="Dense peak TFLOPS per dtype (no sparsity), memory, links")
-    for column in ("key", "name", *DTYPES, "mem GB", "mem GB/s", "link GB/s/dir", "source"):
+    for column in ("key", "name", *PEAK_PRECISIONS, "mem GB", "mem GB/s", "link GB/s/dir",
+                   "source"):
         table.add_column(column, overflow="fold")
     for spec in SPECS.values():
-        peaks = [f"{spec.peak_tflops[d]:g}" if d in spec.peak_tflops else "-" for d in DTYPES]
+        peaks = [f"{spec.peak_tflops[d]:g}" if d in spec.peak_tflops else "-"
+                 for d in PEAK_PRECISIONS]
         table.add_row(spec.key, spec.name, *peaks, f"{spec.memory_gb or '-'}",
                       f"{spec.memory_bw_gb_per_s or '-'}",
                       f"{spec.link_gb_per_s_per_direction or '-'}", spec.source)
@@ -38,7 +41,7 @@ def hw(
                 "environment": environment(dev)}
     if measure or spec is None:
         peaks = {d: resolve_peak(spec, dev, d, tf32=False, measure=measure) for d in
-                 ("fp32", "fp16", "bf16")}
+                 DTYPES}
         detected["peaks"] = {d: {"tflops": p.flops_per_s and p.flops_per_s / 1e12,
                                  "label": p.label} for d, p in peaks.items()}
     if json_out:

@@ -23,6 +23,7 @@ from accelbench.analytics.plan_input import (
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
 from accelbench.analytics.published import ValidationRow, validate_all
 from accelbench.cli.common import console
+from accelbench.config.vocab import GB
 from accelbench.results.measured import measured_training_runs
 from accelbench.results.store import ResultStore
 
@@ -72,7 +73,7 @@ def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> T
         table.add_row(
             f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp), str(lay.pp),
             str(lay.vp), str(lay.mb), str(lay.zero), lay.recompute, "on" if lay.sp else "off",
-            f"{r.memory.total / 1e9:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
+            f"{r.memory.total / GB:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
             *_rate_cells(r, train_tokens))
     return table
 
@@ -227,8 +228,8 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
             _show(line)
     if outcome.search is None and not results[0].memory.fits:
         mem = results[0].memory
-        _say(f"does not fit: {mem.total / 1e9:.1f} GB per device against "
-                  f"{mem.usable_bytes / 1e9:.1f} GB usable")
+        _say(f"does not fit: {mem.total / GB:.1f} GB per device against "
+                  f"{mem.usable_bytes / GB:.1f} GB usable")
         raise typer.Exit(1)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig, validate_model
-from accelbench.config.presets import register
+from accelbench.config.preset_registry import register
 
 GENSLM_VOCAB = 69  # codon_wordlevel_69vocab.json: 5 special tokens + 64 codons
 GENSLM_ROTARY_PCT = 0.25

@@ -1,25 +1,20 @@
-"""Named model presets; every preset is validated at import so a typo cannot ship."""
+"""Named model presets (GPT-2 here; GPT-3 and GenSLM in their own modules, imported here so
+that every family is registered), and `resolve_model` for preset[:overrides] and custom shapes."""
 
 from __future__ import annotations
 
+from accelbench.config import genslm as _genslm  # noqa: F401  (registers the GenSLM presets)
+from accelbench.config import presets_gpt3 as _gpt3  # noqa: F401  (registers the GPT-3 presets)
 from accelbench.config.errors import ConfigError
-from accelbench.config.model import ModelConfig, validate_model
+from accelbench.config.model import ModelConfig
+from accelbench.config.preset_registry import GPT2_VOCAB, get_preset, preset_names, register
 
-GPT2_VOCAB = 50257
+__all__ = ["GPT2_VOCAB", "get_preset", "preset_names", "register", "resolve_model"]
 
 
 def _gpt2(name: str, n_layer: int, n_head: int, d_model: int) -> ModelConfig:
     """GPT-2 shape: learned positions, tied embeddings, 1024 positions (OpenAI's release)."""
     return ModelConfig(name, n_layer, n_head, d_model, GPT2_VOCAB, 1024)
-
-
-_PRESETS: dict[str, ModelConfig] = {}
-
-
-def register(cfg: ModelConfig) -> ModelConfig:
-    """Add a preset (validated); later workloads register theirs the same way."""
-    _PRESETS[cfg.name] = validate_model(cfg)
-    return cfg
 
 
 for _cfg in (
@@ -31,19 +26,6 @@ for _cfg in (
     ModelConfig("gpt2-tiny", 2, 4, 128, GPT2_VOCAB, 256),
 ):
     register(_cfg)
-
-
-def preset_names() -> list[str]:
-    """All preset names, sorted."""
-    return sorted(_PRESETS)
-
-
-def get_preset(name: str) -> ModelConfig:
-    """Look up a preset or raise a ConfigError that lists the known names."""
-    try:
-        return _PRESETS[name]
-    except KeyError:
-        raise ConfigError("model", f"unknown preset {name!r}", ", ".join(preset_names())) from None
 
 
 _INT_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "n_positions", "d_ff")
@@ -74,5 +56,3 @@ def resolve_model(spec: str) -> ModelConfig:
                           "custom:layers=L,heads=H,hidden=D")
     label = spec if changes else base.name
     return base.with_changes(name=label, **changes) if changes else base
-from accelbench.config import genslm as _genslm  # noqa: E402,F401  (registers the GenSLM presets)
-from accelbench.config import presets_gpt3 as _gpt3  # noqa: E402,F401  (registers GPT-3 presets)

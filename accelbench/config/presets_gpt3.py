@@ -25,7 +25,7 @@ study's 30B had exactly this shape is not verified.
 from __future__ import annotations
 
 from accelbench.config.model import ModelConfig
-from accelbench.config.presets import GPT2_VOCAB, register
+from accelbench.config.preset_registry import GPT2_VOCAB, register
 
 GPT3_POSITIONS = 2048
 

@@ -9,6 +9,7 @@ mixes the two.
 from __future__ import annotations
 
 DTYPES = ("fp32", "fp16", "bf16")  # training precisions; torch dtypes in bench.dtypes
+PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")  # what datasheet peaks are given for
 RECOMPUTE_KINDS = ("none", "selective", "full")  # activation recomputation (Korthikanti et al.)
 ZERO_STAGES = (0, 1, 2, 3)  # 0: plain data parallel; 1 optimizer, 2 +grads, 3 +params sharded
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from accelbench.config.errors import ConfigError
-from accelbench.data.tokenizer import file_sha256, register_tokenizer
+from accelbench.data.hashing import file_sha256
 
 GENSLM_VOCAB_PATH = Path(__file__).resolve().parents[1] / "assets" / "genslm" / (
     "codon_wordlevel_69vocab.json"
@@ -132,8 +132,3 @@ class CodonTokenizer:
         if bad:
             raise ValueError(f"id {bad[0]} is outside the codon vocabulary 0..{len(table) - 1}")
         return "".join(table[i] for i in ids)
-
-
-for _frame in FRAMES:
-    register_tokenizer("codon" if _frame == 0 else f"codon-frame{_frame}",
-                       lambda f=_frame: CodonTokenizer(frame=f))

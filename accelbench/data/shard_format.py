@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from accelbench.config.errors import ConfigError
+from accelbench.data.hashing import file_sha256
 from accelbench.data.tokenizer import Tokenizer
 
 SCHEMA_VERSION = 1
@@ -95,8 +96,6 @@ def _check_shard(directory: Path, shard: dict, itemsize: int, verify_hashes: boo
             "(truncated or corrupt; prepare again)",
         )
     if verify_hashes:
-        from accelbench.data.tokenizer import file_sha256
-
         actual = file_sha256(path)
         if actual != shard["sha256"]:
             raise ConfigError(

@@ -6,7 +6,6 @@ GPT-2 BPE tokenizer and a codon tokenizer (accelbench/data/codon.py) are interch
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import threading
 from collections.abc import Callable, Sequence
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from accelbench.config.errors import ConfigError
+from accelbench.data.codon import FRAMES, CodonTokenizer
+from accelbench.data.hashing import file_sha256
 
 # sha256 of the original GPT-2 files (the values tiktoken itself checks for "gpt2");
 # source: shared/data/README.md, copied into accelbench/assets/gpt2/PROVENANCE.md.
@@ -59,15 +60,6 @@ class Tokenizer(Protocol):
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
 
     def decode(self, ids: Sequence[int]) -> str: ...
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks so large shards need no large buffer."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def gpt2_asset_dir() -> Path:
@@ -165,27 +157,23 @@ def _build_tiktoken(asset_dir: Path):  # -> tiktoken.Encoding
 
 
 _FACTORIES: dict[str, Callable[[], Tokenizer]] = {"gpt2": Gpt2Tokenizer}
+for _frame in FRAMES:  # GenSLM's codon tokenizer, one name per reading frame
+    _FACTORIES["codon" if _frame == 0 else f"codon-frame{_frame}"] = (
+        lambda f=_frame: CodonTokenizer(frame=f))
 
 
 def register_tokenizer(name: str, factory: Callable[[], Tokenizer]) -> None:
-    """Make a tokenizer available by name (the codon tokenizer registers itself here)."""
+    """Make a tokenizer available by name (GPT-2 and the codon frames are built in)."""
     _FACTORIES[name] = factory
 
 
 def tokenizer_names() -> list[str]:
     """Names accepted by get_tokenizer."""
-    _register_builtin()
     return sorted(_FACTORIES)
-
-
-def _register_builtin() -> None:
-    """Import the modules that register themselves (codon imports this module: no top import)."""
-    import accelbench.data.codon  # noqa: F401
 
 
 def get_tokenizer(name: str) -> Tokenizer:
     """Build a registered tokenizer by name; unknown names are a ConfigError listing the known."""
-    _register_builtin()
     if name not in _FACTORIES:
         raise ConfigError("tokenizer", f"unknown tokenizer {name!r}", ", ".join(tokenizer_names()))
     return _FACTORIES[name]()

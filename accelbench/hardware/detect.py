@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from accelbench.config.vocab import GB
 from accelbench.hardware import device as devices
 from accelbench.hardware.specs import SPECS, DeviceSpec
 
@@ -73,7 +74,7 @@ def device_memory_bytes(device: torch.device) -> int | None:
 
 def match_spec(name: str, memory_bytes: int | None = None) -> DeviceSpec | None:
     """The spec row for a device name, or None when the table has no row for it."""
-    mem_gb = memory_bytes / 1e9 if memory_bytes else None
+    mem_gb = memory_bytes / GB if memory_bytes else None
     for pattern, mem_range, key in _NAME_RULES:
         if not re.search(pattern, name, re.IGNORECASE):
             continue

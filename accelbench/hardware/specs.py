@@ -11,8 +11,6 @@ from dataclasses import dataclass, field, replace
 
 from accelbench.config.errors import ConfigError
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
-
 
 @dataclass(frozen=True)
 class DeviceSpec:

@@ -158,7 +158,7 @@ def test_genslm_model_trains_on_real_codons() -> None:
 
 def test_command_line_builds_a_model_from_a_neox_file() -> None:
     """--model neox:FILE: a user's GPT-NeoX config.json; the published 25B one fails clearly."""
-    from accelbench.bench.train_spec import resolve_model_source
+    from accelbench.bench.train.spec import resolve_model_source
 
     cfg, checkpoint = resolve_model_source(f"neox:{GENSLM_ASSETS / 'neox_25,290,752.json'}")
     assert total_params(cfg) == 25_290_752 and checkpoint is None

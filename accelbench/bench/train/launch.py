@@ -14,7 +14,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 
 from accelbench.bench.guard import is_oom
@@ -77,8 +76,7 @@ def rank_env(spec: TrainSpec) -> dict[str, str]:
 
 def _on_cpu(spec: TrainSpec) -> bool:
     """Whether launched ranks will run on the CPU (decided without touching an accelerator)."""
-    return spec.device.startswith("cpu") or (spec.device == "auto"
-                                             and not torch.cuda.is_available())
+    return resolve_device(spec.device).type == "cpu"  # selects; creates no device context
 
 
 def with_launch_peaks(spec: TrainSpec, sink: Sink) -> TrainSpec:
