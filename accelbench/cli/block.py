@@ -31,7 +31,8 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
         f"({recorder.environment['device_name']}); results -> {recorder.store.path}"))
     with progress_bar("block") as progress:
         run_block_sweep(spec, recorder, progress)
-    table = block_table(recorder.records, f"{spec.model.name} block, seq {spec.seq_len}")
+    cells = [r for r in recorder.records if r.kind == "block"]  # peaks: in the caption
+    table = block_table(cells, f"{spec.model.name} block, seq {spec.seq_len}")
     table_console((as_json or as_csv) and output is None).print(table)
     emit(recorder.records, as_json, as_csv, output)
 

@@ -7,7 +7,7 @@ tables, exports, the report and the planner's comparison read the same names. Sc
 rank, in rank order), `_per_rank_max` (the largest entry of that list). Memory is in bytes; a
 memory figure measured on a device that cannot report it is None, never a stand-in.
 
-Version 2 renamed the version-1 keys (results.record migrates version-1 records on read).
+Version 2 renamed the version-1 keys (results.migrate upgrades version-1 records on read).
 """
 
 from __future__ import annotations
