@@ -1,7 +1,8 @@
 """Communication volumes and times of the parallel layouts (bytes per rank, seconds); no torch.
 
-Volumes follow REFERENCE.md sec. 3: ring all-reduce moves 2(n-1)/n of the buffer per rank,
-reduce-scatter and all-gather (n-1)/n each; Megatron tensor parallelism does 2 all-reduces of
+Volumes follow ring accounting (as NCCL's bus-bandwidth notes do): an all-reduce moves
+2(n-1)/n of the buffer per rank, reduce-scatter and all-gather (n-1)/n each; Megatron tensor
+parallelism does 2 all-reduces of
 b*s*h values in the forward and 2 in the backward of every layer (with sequence parallelism the
 same volume as all-gather plus reduce-scatter); pipeline stages send b*s*h values per
 micro-batch each way (b*s*h/t with the scatter/gather optimisation); data parallelism moves 2x

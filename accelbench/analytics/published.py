@@ -1,7 +1,7 @@
 """Published training runs the planner is validated against, with their sources and shapes.
 
-Only figures tagged V (read in the source) or D (derived) in /work/shared/REFERENCE.md serve as
-oracles. The run set-ups (layout, batch) are inputs, not oracles; where the source that gave
+Only figures tagged V (read in the source) or D (derived from it) serve as oracles. The run
+set-ups (layout, batch) are inputs, not oracles; where the source that gave
 the oracle does not state them, they are marked `setup_tag="U"` (recalled from the papers, not
 verified here) and the error of such a run says as much about that guess as about the model.
 
@@ -57,7 +57,7 @@ SHAPES: dict[str, ModelConfig] = {c.name: c for c in (
 )}
 
 # torchtitan's H100s: 96 GB HBM2e at 500 W; the dense peak is kept at the SXM figure as
-# REFERENCE.md sec. 2 (D) does, so predictions for them are optimistic by the power cap.
+# the derived (D) figure does, so predictions for them are optimistic by the power cap.
 H100_96GB_500W = replace(get_spec("h100-sxm"), key="h100-96gb-500w", memory_gb=96,
                          memory_bw_gb_per_s=2400, name="NVIDIA H100 96GB HBM2e (500 W)")
 # Devices defined here take the link defaults of a table device (torchtitan: NVLink inside the
@@ -113,10 +113,10 @@ class PublishedRun:
 
 
 _A100 = get_spec("a100-80gb")
-_NARAYANAN = "Narayanan et al. SC21 (arXiv 2104.04473); REFERENCE.md sec. 2"
-_KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198); REFERENCE.md sec. 2"
-_TITAN_OLD = "pytorch/torchtitan docs/performance.md (64 A100 version); REFERENCE.md sec. 2"
-_TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1); REFERENCE.md sec. 2"
+_NARAYANAN = "Narayanan et al. SC21 (arXiv 2104.04473)"
+_KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
+_TITAN_OLD = "pytorch/torchtitan docs/performance.md (64 A100 version)"
+_TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1)"
 
 # Sequence parallelism is stated per run: on for the tensor-parallel runs from 2022 on (the
 # planner's long-standing assumption, Megatron's usual choice), off for the 2021 ones.
@@ -129,15 +129,15 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Megatron-LM GPT-3 175B, 1024 A100", SHAPES["gpt3-175b"], _A100, 1024, 8, 1536,
                  2048, Layout(dp=16, tp=8, pp=8, mb=1, recompute="full", sp=False),
                  "tflops_per_device", 140, "V",
-                 "Narayanan et al. SC21 (arXiv 2104.04473) sec. 5.1, via a secondary note; "
-                 "REFERENCE.md sec. 2", setup_tag="U",
+                 "Narayanan et al. SC21 (arXiv 2104.04473) sec. 5.1, via a secondary "
+                 "note", setup_tag="U",
                  notes="batch 1536 from sec. 5.1; t=8, p=8 assumed as in Table 1; predates "
                        "sequence parallelism and flash attention"),
     PublishedRun("PaLM 540B, 6144 TPU v4 (one pod modelled)", SHAPES["palm-540b"],
                  get_spec("tpu-v4"), 3072, 3072, 1024, 2048,
                  Layout(dp=256, tp=12, pp=1, mb=4, zero=3, recompute="full", sp=True),
                  "tokens_per_s_per_device", 238.3e3 / 6144, "V",
-                 "Chowdhery et al. 2022 (arXiv 2204.02311) Table 3; REFERENCE.md sec. 2",
+                 "Chowdhery et al. 2022 (arXiv 2204.02311) Table 3",
                  setup_tag="U", mfu_as_published=0.462,
                  notes="2 pods x (12-way model x 256-way sharded data); one pod with half the "
                        "batch is modelled, the cross-pod gradient exchange is not; attention "
@@ -145,7 +145,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
                        "with full rematerialisation only sizes the recomputed block's buffer"),
     PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
                  Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True), "mfu",
-                 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract; REFERENCE.md sec. 2",
+                 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract",
                  setup_tag="U", fused_attention=True,
                  notes="MegaScale overlaps TP/PP/DP traffic; the model does not. Its use of "
                        "FlashAttention-2 is recalled from the paper (sec. 3), not verified"),
@@ -157,8 +157,8 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
                  "mfu", 0.421, "V", _KORTHIKANTI, setup_tag="U"),
     PublishedRun("Korthikanti 1T, selective, 512 A100", SHAPES["megatron-1t"], _A100, 512, 8,
                  512, 2048, Layout(dp=1, tp=8, pp=64, mb=1, recompute="selective", sp=True), "mfu",
-                 0.563, "V", "Korthikanti et al. 2022 (arXiv 2205.05198), 1T via a secondary note; "
-                 "REFERENCE.md sec. 2", setup_tag="U"),
+                 0.563, "V", "Korthikanti et al. 2022 (arXiv 2205.05198), 1T via a secondary "
+                 "note", setup_tag="U"),
     PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
                  8, 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 2973, "V", _TITAN_OLD, mfu_as_published=0.582,
