@@ -273,7 +273,8 @@ def _measured_layout(run: dict[str, Any]) -> Layout:
 
 def validate_measured_runs(runs: list[dict[str, Any]],
                            efficiency: float | None = None) -> list[ValidationRow]:
-    """Measured runs (dicts with MEASURED_RUN_KEYS) against the planner's prediction.
+    """Measured runs (dicts with MEASURED_RUN_KEYS; "model" a name or a ModelConfig) against
+    the planner's prediction.
 
     One node is assumed when n_devices fits the device's default node size; accelbench's model
     runs SDPA, so attention is fused.
@@ -284,7 +285,9 @@ def validate_measured_runs(runs: list[dict[str, Any]],
         if missing:
             raise ConfigError("measured run", f"missing keys {missing}", ", ".join(
                 MEASURED_RUN_KEYS))
-        cfg, layout = resolve_shape(str(run["model"])), _measured_layout(run)
+        model = run["model"]  # a name, or the ModelConfig a record carries (exact shape)
+        cfg = model if isinstance(model, ModelConfig) else resolve_shape(str(model))
+        layout = _measured_layout(run)
         device = get_spec(str(run["device_key"]))
         n = int(run["n_devices"])
         gpn = min(n, make_cluster(device, 1).devices_per_node)
@@ -292,7 +295,8 @@ def validate_measured_runs(runs: list[dict[str, Any]],
                            str(run["dtype"]), fused_attention=True)
         result = _predict(cfg, device, n, gpn, setup, layout, efficiency)
         rows.append(ValidationRow(
-            f"{run['model']} {n}x{device.key} {layout.label()}", device.key, float(run["mfu"]),
+            f"{getattr(model, 'name', model)} {n}x{device.key} {layout.label()}", device.key,
+            float(run["mfu"]),
             result.step.mfu, result.step.tokens_per_s / n, result.memory.total / GB,
             result.memory.fits, result.limiter, "measured", "V", "accelbench results store",
             "mfu", float(run["mfu"]), True))

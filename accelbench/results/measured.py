@@ -4,24 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbench.results.record import Record
 from accelbench.results.store import ResultStore
 
 
-def measured_training_runs(store: ResultStore) -> list[dict[str, Any]]:
-    """Successful training records on devices with a spec row (the planner needs their peaks).
+def measured_run(record: Record) -> dict[str, Any] | None:
+    """One successful training record on a device with a spec row, as the planner's
+    validation takes it (model by name); None for any other record (a CPU run: the planner
+    has no CPU model to predict it with)."""
+    key = record.environment.get("device_spec_key")
+    if (record.kind != "train" or record.status != "ok" or not key
+            or record.metrics.get("mfu") is None):
+        return None
+    s = record.spec
+    return {"model": s["model_name"], "seq_len": s["seq_len"], "micro_batch": s["micro_batch"],
+            "gas": s["gas"], "dtype": s["dtype"], "device_key": key,
+            "n_devices": record.metrics.get("n_devices") or 1,
+            "layout": {**(s.get("layout") or {}), "recompute": s.get("recompute", "none")},
+            "mfu": record.metrics["mfu"], "record_id": record.id}
 
-    CPU runs are left out: the planner has no CPU model to predict them with.
-    """
-    runs = []
-    for r in store.query(kind="train", status="ok"):
-        key = r.environment.get("device_spec_key")
-        if not key or r.metrics.get("mfu") is None:
-            continue
-        runs.append({"model": r.spec["model_name"], "seq_len": r.spec["seq_len"],
-                     "micro_batch": r.spec["micro_batch"], "gas": r.spec["gas"],
-                     "dtype": r.spec["dtype"], "device_key": key,
-                     "n_devices": r.metrics.get("n_devices") or 1,
-                     "layout": {**(r.spec.get("layout") or {}),
-                                "recompute": r.spec.get("recompute", "none")},
-                     "mfu": r.metrics["mfu"], "record_id": r.id})
-    return runs
+
+def measured_training_runs(store: ResultStore) -> list[dict[str, Any]]:
+    """Successful training records on devices with a spec row (the planner needs their peaks)."""
+    runs = (measured_run(r) for r in store.query(kind="train", status="ok"))
+    return [run for run in runs if run is not None]
