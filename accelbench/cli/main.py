@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "sbatch",
     "plan",
     "genslm",
+    "report",
 )
 
 for _name in _COMMAND_MODULES:
