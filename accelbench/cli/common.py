@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from accelbench.bench.outcome import Progress as ProgressFn
-from accelbench.results.export import to_csv, to_json
+from accelbench.results.export import to_csv, to_json, write_text
 from accelbench.results.record import Record
 
 # Two consoles, wide enough for the block grid when not on a terminal:
@@ -51,7 +51,7 @@ def emit(records: list[Record], as_json: bool, as_csv: bool, path: Path | None =
         return
     text = to_json(records) if as_json else to_csv(records)
     if path:
-        path.write_text(text)
+        write_text(path, text)
         console.print(f"wrote {len(records)} records to {path}", markup=False)
     else:
         print(text)
