@@ -35,6 +35,7 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
     table = block_table(cells, f"{spec.model.name} block, seq {spec.seq_len}")
     table_console((as_json or as_csv) and output is None).print(table)
     emit(recorder.records, as_json, as_csv, output)
+    recorder.close()  # raises, naming the file, if a record could not be stored
 
 
 def block(

@@ -42,6 +42,7 @@ def scale(
     tables.print(scale_table(summary.metrics["rows"], f"{base.model.name}: {mode} scaling"))
     console.print(Text(summary.reason))
     emit(recorder.records, json_out, csv_out, output)
+    recorder.close()  # raises, naming the file, if a record could not be stored
 
 
 def register(app: typer.Typer) -> None:

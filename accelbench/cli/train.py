@@ -50,6 +50,7 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
         cells = [r for r in records if r.kind != PEAK_KIND]  # peaks are named in the caption
         table_console((json_out or csv_out) and output is None).print(table(cells, title))
         emit(records, json_out, csv_out, output)
+        recorder.close()  # raises, naming the file, if a record could not be stored
     return records
 
 

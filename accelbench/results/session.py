@@ -52,5 +52,8 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
             view.failed(record)
         return record
 
-    sweep(sink, view.step, view.cell)
+    try:
+        sweep(sink, view.step, view.cell)
+    finally:  # the .db file alone holds the sweep; the command closes the recorder at its end
+        recorder.store.close()
     return recorder.records
