@@ -1,0 +1,126 @@
+"""Which cell a record measured, on which machine: the fingerprint that resume is keyed on.
+
+A cell's fingerprint is the sha256 of canonical JSON (sorted keys, no spaces) of its kind, its
+record spec less the fields that do not change what is measured (IGNORED_SPEC_FIELDS), and the
+machine: the environment fields that identify the hardware and the software that measured it
+(MACHINE_FIELDS). A sweep run again skips a cell whose fingerprint has a record with a FINISHED
+status. Every rule of resume is in this module, and each field's reason is next to it; the
+user's view of them is the "Resume" section of docs/results.md. Pure: no torch, no store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+FINGERPRINT_VERSION = 1  # part of every hash: changing the rules below re-measures, never mixes
+
+FINGERPRINT_KEY = "fingerprint"  # the record spec field a sweep stores it in (results.resume)
+
+# Statuses that end a cell for good on this machine: running it again would measure the same.
+FINISHED = ("ok", "oom", "unsupported", "diverged")
+# Statuses that say the cell was not measured to its end; resume runs it again.
+RETRIED = ("error", "timeout", "interrupted")
+
+# Record spec fields (at any depth) that do not change what a cell measures.
+IGNORED_SPEC_FIELDS: dict[str, str] = {
+    "cell_timeout_s": "a bound on how long a launched cell may run, not what it measures: a "
+                      "cell that finished within one bound measured what it would within another",
+    "hang_timeout_s": "how long a launched cell may go without progress before it is killed: "
+                      "a bound, as cell_timeout_s",
+    "device": "the device string as asked (auto, cuda:0): the machine part names the device "
+              "(type, name, count), and which of several identical devices ran it does not "
+              "change the measurement",
+    "peaks": "peaks handed to launched ranks (a scaling summary's base spec) are measured "
+             "numbers, not choices",
+    FINGERPRINT_KEY: "the fingerprint itself",
+}
+
+# Environment fields that identify the machine and its software.
+MACHINE_FIELDS: dict[str, str] = {
+    "device_type": "cpu, cuda, xpu, ...",
+    "device_name": "the accelerator (or CPU) model",
+    "device_count": "devices visible: another count is another machine for multi-device cells",
+    "device_capability": "CUDA compute capability, where there is one",
+    "driver_version": "the NVIDIA driver, where there is one: kernels and clocks change with it",
+    "cuda_runtime": "CUDA runtime torch was built with",
+    "hip_runtime": "ROCm runtime torch was built with",
+    "torch": "the torch version: kernels, compile and allocator change between releases",
+    "python": "major.minor only (see _MACHINE_NORMALISE): a new interpreter, not a patch release",
+    "cpu": "CPU model",
+    "cpu_count": "cores visible: sets CPU throughput and the data loader's share",
+    "torch_threads": "intra-op threads: a CPU cell at 1 thread is not the cell at 16",
+    "host": "host name: another node is another machine, even of the same kind",
+}
+
+# Environment fields deliberately left out of the machine part, and why.
+NOT_MACHINE_FIELDS: dict[str, str] = {
+    "git_revision": "every commit would otherwise measure every cell again; a change in how a "
+                    "cell is measured shows in its spec (flops_formula, new fields) or in "
+                    "FINGERPRINT_VERSION, and --rerun measures again on demand",
+    "accelbench": "the package version, for the same reason as the git revision",
+    "os": "the OS string holds the kernel release, which updates often and is not the "
+          "software that measures (the driver and torch are in the machine part)",
+    "device_spec_key": "derived from the device name by accelbench's own table",
+}
+
+
+def _python_minor(version: Any) -> Any:
+    """'3.11.7' -> '3.11'."""
+    return ".".join(str(version).split(".")[:2]) if version is not None else None
+
+
+_MACHINE_NORMALISE = {"python": _python_minor}
+
+
+def canonical_json(value: Any) -> str:
+    """The one text of a value that hashes the same wherever it came from (a tuple and the list
+    it reads back as are one; keys sorted; no whitespace; other types as str, as records are)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def spec_identity(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec without IGNORED_SPEC_FIELDS, at any depth."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in IGNORED_SPEC_FIELDS}
+        if isinstance(value, list | tuple):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(spec)
+
+
+def machine_identity(environment: dict[str, Any]) -> dict[str, Any]:
+    """The MACHINE_FIELDS of an environment (absent ones as None), normalised."""
+    return {key: _MACHINE_NORMALISE.get(key, lambda v: v)(environment.get(key))
+            for key in MACHINE_FIELDS}
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def machine_fingerprint(environment: dict[str, Any]) -> str:
+    """The machine and its software, as one hash (tells machines apart across databases)."""
+    return _sha256({"version": FINGERPRINT_VERSION, "machine": machine_identity(environment)})
+
+
+def cell_fingerprint(kind: str, spec: dict[str, Any], environment: dict[str, Any]) -> str:
+    """One cell of one kind on one machine, as one hash."""
+    return _sha256({"version": FINGERPRINT_VERSION, "kind": kind, "spec": spec_identity(spec),
+                    "machine": machine_identity(environment)})
+
+
+def is_finished(status: str) -> bool:
+    """Whether a record with this status ends its cell on this machine (resume skips it)."""
+    return status in FINISHED
+
+
+def stamped_spec(kind: str, spec: dict[str, Any], environment: dict[str, Any],
+                 asked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The spec a record stores: with the fingerprint of the cell as asked (`asked`, where a
+    search made the measured spec differ from it; else the spec itself) on this machine."""
+    key = asked if asked is not None else spec
+    return {**spec, FINGERPRINT_KEY: cell_fingerprint(kind, key, environment)}
