@@ -18,7 +18,7 @@ from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, se
 from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metrics
-from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import Peak, SweepPeaks
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
 from accelbench.config.errors import ConfigError, require_positive
@@ -151,8 +151,10 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
     return guarded(KIND, record_spec, device, body)
 
 
-def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = None) -> list[Outcome]:
-    """Every batch x dtype cell in turn; each outcome goes to `sink` as soon as it exists."""
+def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = None,
+                    skip: Skip | None = None) -> list[Outcome]:
+    """Every batch x dtype cell in turn; each outcome goes to `sink` as soon as it exists (a
+    cell `skip` reports finished is returned, not run nor sunk)."""
     spec.validate()
     device = resolve_device(spec.device)
     peaks = SweepPeaks(device, spec.tf32, sink)  # measured ones become their own records
@@ -161,8 +163,12 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
     for done, (batch, dtype) in enumerate(cells):
         if progress:
             progress(done, len(cells), f"batch {batch} {dtype}")
-        outcome = run_block_cell(spec, batch, dtype, device, lambda d: peaks.get(d).peak())
-        sink(outcome)
+        outcome = finished(skip, KIND, cell_spec(spec, batch, dtype, device))
+        if outcome is not None:
+            peaks.adopt(outcome)
+        else:
+            outcome = run_block_cell(spec, batch, dtype, device, lambda d: peaks.get(d).peak())
+            sink(outcome)
         outcomes.append(outcome)
     if progress:
         progress(len(cells), len(cells), "done")

@@ -1,4 +1,5 @@
-"""What a measured cell hands to the results layer (which adds environment, ids and time)."""
+"""What a measured cell hands to the results layer (which adds environment, ids and time), and
+how a sweep asks whether a cell needs running at all (resume)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Outcome:
-    """One cell's status, spec, metrics and raw per-repetition times."""
+    """One cell's status, spec, metrics and raw per-repetition times.
+
+    `asked_spec` is the spec the sweep asked `Skip` about, set only where a search made `spec`
+    differ from it (the largest micro-batch, the longest sequence): the record is found again
+    by what was asked, not by what the search chose."""
 
     kind: str
     status: str  # ok, oom, unsupported, error, diverged, timeout
@@ -17,7 +22,17 @@ class Outcome:
     metrics: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+    asked_spec: dict[str, Any] | None = None
 
 
 Sink = Callable[[Outcome], Any]
 Progress = Callable[[int, int, str], None]  # (done, total, label of the cell starting now)
+Skip = Callable[[str, dict[str, Any]], Outcome | None]
+"""Asked before a cell runs, with its kind and the record spec it would have: the finished
+outcome to report instead of running it (resume), or None to run it. A sweep asks before it
+decides a peak or searches, so a sweep whose cells are all finished measures nothing."""
+
+
+def finished(skip: Skip | None, kind: str, spec: dict[str, Any]) -> Outcome | None:
+    """The finished outcome `skip` reports for this cell, or None (run it; no skip: run all)."""
+    return skip(kind, spec) if skip is not None else None

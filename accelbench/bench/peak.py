@@ -169,6 +169,16 @@ def measure_peak(device: torch.device, dtype: str, tf32: bool,
                        gemm_layout=kernel, threads=_threads(threads)), rates
 
 
+def peak_of(outcome: Outcome) -> SweepPeak | None:
+    """The peak a finished cell's utilisation was divided by, or None where it had none (a
+    cell refused or failed): a resumed sweep divides the cells it runs by the same peak."""
+    m, dtype = outcome.metrics, outcome.spec.get("dtype")
+    if not dtype or m.get("peak_flops_per_s_per_device") is None or not m.get("peak_label"):
+        return None
+    return SweepPeak(dtype, m["peak_flops_per_s_per_device"], m["peak_precision"],
+                     m["peak_label"])
+
+
 class SweepPeaks:
     """Each precision's peak for one sweep, decided at its first use; a measured one is sent
     to `sink` as a 'peak' outcome (the record id, when the sink returns a record, is named in
@@ -184,6 +194,13 @@ class SweepPeaks:
         if dtype not in self._peaks:
             self._peaks[dtype] = self._decide(dtype)
         return self._peaks[dtype]
+
+    def adopt(self, finished: Outcome) -> None:
+        """Take the peak of a cell the sweep skipped (finished before) for its precision, if
+        none is decided yet: one peak per precision across a resumed sweep, not measured twice."""
+        peak = peak_of(finished)
+        if peak is not None:
+            self._peaks.setdefault(peak.dtype, peak)
 
     def all(self) -> tuple[SweepPeak, ...]:
         """Every peak decided so far (to hand to launched ranks)."""

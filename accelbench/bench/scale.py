@@ -14,8 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from accelbench.analytics.metrics import scaling_efficiency
-from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.bench.train.launch import launch_cell, with_launch_peaks
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
+from accelbench.bench.train.cell import KIND
+from accelbench.bench.train.launch import (
+    adopt_peak,
+    launch_cell,
+    launched_cell_spec,
+    with_launch_peaks,
+)
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError, require_choice, require_positive
@@ -59,19 +65,29 @@ def validate_scale(scale: ScaleSpec) -> ScaleSpec:
     return scale
 
 
-def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None) -> list[Outcome]:
-    """Measure every device count in turn; each cell's outcome goes to `sink` as it lands."""
+def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None,
+              skip: Skip | None = None) -> list[Outcome]:
+    """Measure every device count in turn; each cell's outcome goes to `sink` as it lands.
+    A count `skip` reports finished is returned without a launch; the peak is decided before
+    the first count that runs (never, when every count is finished)."""
     validate_scale(scale)
-    base = with_launch_peaks(scale.base, sink)  # one peak for every count
+    base, adopted = None, {p.dtype: p for p in scale.base.peaks}
     outcomes = []
     for i, n in enumerate(scale.devices):
         if on_cell:
             on_cell(i, len(scale.devices), f"{n} device(s), {scale.mode} scaling")
-        spec = spec_at(replace(scale, base=base), n)
-        outcome = launch_cell(spec, spec.cells()[0])
-        outcome = replace(outcome, spec={**outcome.spec, "scale_mode": scale.mode,
-                                         "scale_devices": n})
-        sink(outcome)
+        scaled = {"scale_mode": scale.mode, "scale_devices": n}
+        spec = spec_at(scale, n)
+        outcome = finished(skip, KIND, {**launched_cell_spec(spec, spec.cells()[0]), **scaled})
+        if outcome is not None:
+            adopt_peak(adopted, outcome)
+        else:  # one peak for every count, a skipped count's if there is one
+            known = replace(scale.base, peaks=tuple(adopted.values()))
+            base = base or with_launch_peaks(known, sink)
+            spec = spec_at(replace(scale, base=base), n)
+            outcome = launch_cell(spec, spec.cells()[0])
+            outcome = replace(outcome, spec={**outcome.spec, **scaled})
+            sink(outcome)
         outcomes.append(outcome)
     return outcomes
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch.distributed as dist
 
 from accelbench.bench.guard import is_oom
-from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.bench.peak import SweepPeak, SweepPeaks
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
+from accelbench.bench.peak import SweepPeak, SweepPeaks, peak_of
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
 from accelbench.bench.train.steps import StepProgress
@@ -41,9 +41,19 @@ def _group_peak(peaks: SweepPeaks, dtype: str) -> SweepPeak:
     return box[0]
 
 
+def _group_finished(skip: Skip | None, record_spec: dict, rank: int,
+                    world_size: int) -> Outcome | None:
+    """Rank 0 asks `skip` (only rank 0 has the store) and every rank gets the same answer."""
+    box = [finished(skip, KIND, record_spec) if rank == 0 else None]
+    if world_size > 1:
+        dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
-                    on_cell: Progress | None = None) -> list[Outcome]:
-    """Every cell on the process group; rank 0 sinks the outcomes, the other ranks return []."""
+                    on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
+    """Every cell on the process group; rank 0 sinks the outcomes, the other ranks return [].
+    A cell rank 0's `skip` reports finished is skipped by every rank (and returned on rank 0)."""
     device_type = None if spec.device == "auto" else spec.device.split(":")[0]
     info, device = init_distributed(device_type)
     rank_sink = sink if info.rank == 0 else (lambda outcome: None)
@@ -56,6 +66,13 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
             layout = cell_layout(spec, info.world_size, cell.gas)
             if on_cell and info.rank == 0:
                 on_cell(i, len(cells), f"{cell.label} on {layout.label()}")
+            done = _group_finished(skip, cell_spec(spec, cell, layout, str(device)), info.rank,
+                                   info.world_size)
+            if done is not None:
+                peaks.adopt(done)
+                if info.rank == 0:
+                    outcomes.append(done)
+                continue
             peak = _group_peak(peaks, cell.dtype).peak()
             outcome = run_cell(spec, cell, layout, device, peak, progress,
                                local_ranks=info.world_size)  # one host assumed
@@ -91,17 +108,38 @@ def with_launch_peaks(spec: TrainSpec, sink: Sink) -> TrainSpec:
     return replace(spec, peaks=peaks.all())
 
 
-def run_launched_sweep(spec: TrainSpec, sink: Sink,
-                       on_cell: Progress | None = None) -> list[Outcome]:
-    """Each cell as one torchrun launch of `spec.nproc` processes, bounded by cell_timeout_s."""
-    spec = with_launch_peaks(spec, sink)
+def adopt_peak(peaks: dict[str, SweepPeak], finished_cell: Outcome) -> None:
+    """Keep the peak a skipped cell was divided by, for its dtype, unless one is kept already
+    (launched cells of a resumed sweep are then divided by the same peak)."""
+    peak = peak_of(finished_cell)
+    if peak is not None:
+        peaks.setdefault(peak.dtype, peak)
+
+
+def launched_cell_spec(spec: TrainSpec, cell: TrainCell) -> dict:
+    """The record spec of a cell launched on `spec.nproc` processes, as it is asked about
+    before the launch (its device is the one asked for; a fingerprint ignores it)."""
+    return cell_spec(spec, cell, cell_layout(spec, spec.nproc, cell.gas), spec.device)
+
+
+def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = None,
+                       skip: Skip | None = None) -> list[Outcome]:
+    """Each cell as one torchrun launch of `spec.nproc` processes, bounded by cell_timeout_s;
+    the peaks are decided before the first cell that runs (none when `skip` finds them all)."""
     outcomes = []
     cells = spec.cells()
+    with_peaks, adopted = None, {p.dtype: p for p in spec.peaks}
     for i, cell in enumerate(cells):
         if on_cell:
             on_cell(i, len(cells), f"{cell.label} on {spec.nproc} processes")
-        outcome = launch_cell(spec, cell)
-        sink(outcome)
+        outcome = finished(skip, KIND, launched_cell_spec(spec, cell))
+        if outcome is not None:
+            adopt_peak(adopted, outcome)
+        else:
+            known = replace(spec, peaks=tuple(adopted.values()))
+            with_peaks = with_peaks or with_launch_peaks(known, sink)
+            outcome = launch_cell(with_peaks, cell)
+            sink(outcome)
         outcomes.append(outcome)
     return outcomes
 

@@ -18,7 +18,7 @@ import torch
 
 from accelbench.bench.bisection import largest_that_fits
 from accelbench.bench.guard import memory_budget_bytes
-from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.cell import KIND, cell_spec, estimate_bytes, run_cell
@@ -121,8 +121,10 @@ def search_cells(spec: TrainSpec) -> list[TrainCell]:
 
 
 def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
-                          on_cell: Progress | None = None) -> list[Outcome]:
-    """For each cell: search the longest sequence (probes recorded), then measure it."""
+                          on_cell: Progress | None = None,
+                          skip: Skip | None = None) -> list[Outcome]:
+    """For each cell: search the longest sequence (probes recorded), then measure it. `skip`
+    is asked about the cell as given (its starting --seq), so a finished one is not searched."""
     validate_train_spec(spec)
     cells = search_cells(spec)
     check_data(spec)
@@ -132,10 +134,16 @@ def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | 
     for i, cell in enumerate(cells):
         if on_cell:
             on_cell(i, len(cells), f"longest sequence from {cell.label}")
+        start = cell_spec(spec, cell, ONE_DEVICE, str(device))
+        asked = {**start, "seq_search": "longest"}  # not the plain cell at the start length
+        done = finished(skip, KIND, asked)
+        if done is not None:
+            peaks.adopt(done)
+            outcomes.append(done)
+            continue
         seq, search = find_longest_seq(spec, cell, device, sink)
         if seq == 0:
-            outcome = Outcome(KIND, "oom", {**cell_spec(spec, cell, ONE_DEVICE, str(device)),
-                                            "seq_search": search},
+            outcome = Outcome(KIND, "oom", {**start, "seq_search": search},
                               metrics_dict(TrainMetrics()),
                               reason=f"no sequence of {SEQ_MULTIPLE} or more fits")
         else:
@@ -143,6 +151,7 @@ def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | 
             outcome = run_cell(spec, replace(cell, seq_len=seq), ONE_DEVICE, device, peak,
                                progress)
             outcome = replace(outcome, spec={**outcome.spec, "seq_search": search})
+        outcome = replace(outcome, asked_spec=asked)
         sink(outcome)
         outcomes.append(outcome)
     return outcomes

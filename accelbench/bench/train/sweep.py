@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import torch
 
-from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.build import needs_group
-from accelbench.bench.train.cell import run_cell
+from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.fit import find_max_micro_batch
 from accelbench.bench.train.launch import in_process_group, run_group_sweep, run_launched_sweep
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, validate_train_spec
@@ -37,14 +37,15 @@ def check_sweep(spec: TrainSpec) -> TrainSpec:
 
 
 def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
-                    on_cell: Progress | None = None) -> list[Outcome]:
-    """Every cell in turn; each outcome (and each measured peak) goes to `sink` as it exists."""
+                    on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
+    """Every cell in turn; each outcome (and each measured peak) goes to `sink` as it exists;
+    a cell `skip` reports finished is returned without running."""
     check_sweep(spec)
     if in_process_group():
-        return run_group_sweep(spec, sink, progress, on_cell)
+        return run_group_sweep(spec, sink, progress, on_cell, skip)
     if spec.nproc > 1 or needs_group(spec.layout_for(1)):
-        return run_launched_sweep(spec, sink, on_cell)
-    return run_local_sweep(spec, sink, progress, on_cell)
+        return run_launched_sweep(spec, sink, on_cell, skip)
+    return run_local_sweep(spec, sink, progress, on_cell, skip)
 
 
 def _local_cells(spec: TrainSpec) -> list[TrainCell]:
@@ -57,8 +58,9 @@ def _local_cells(spec: TrainSpec) -> list[TrainCell]:
 
 
 def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
-                    on_cell: Progress | None = None) -> list[Outcome]:
-    """The cells on this process's device (the layout of one device)."""
+                    on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
+    """The cells on this process's device (the layout of one device); `skip` is asked before
+    the micro-batch search and the peak, so a finished cell costs neither."""
     device = resolve_device(spec.device)
     peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)
     cells = _local_cells(spec)
@@ -66,15 +68,21 @@ def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     for i, cell in enumerate(cells):
         if on_cell:
             on_cell(i, len(cells), cell.label)
-        outcome = _run_local_cell(spec, cell, device, peaks, progress)
-        sink(outcome)
+        asked = cell_spec(spec, cell, cell_layout(spec, 1, cell.gas), str(device))
+        outcome = finished(skip, KIND, asked)
+        if outcome is not None:
+            peaks.adopt(outcome)
+        else:
+            outcome = _run_local_cell(spec, cell, device, peaks, progress, asked)
+            sink(outcome)
         outcomes.append(outcome)
     return outcomes
 
 
 def _run_local_cell(spec: TrainSpec, cell: TrainCell, device: torch.device, peaks: SweepPeaks,
-                    progress: StepProgress | None) -> Outcome:
-    """One cell at its given micro-batch, or at the largest that fits (the search recorded)."""
+                    progress: StepProgress | None, asked: dict) -> Outcome:
+    """One cell at its given micro-batch, or at the largest that fits (the search recorded,
+    and the record keyed by the cell as `asked`, before the search)."""
     search = None
     if spec.max_micro_batch:
         mb, search = find_max_micro_batch(spec, cell, device)
@@ -82,5 +90,6 @@ def _run_local_cell(spec: TrainSpec, cell: TrainCell, device: torch.device, peak
     peak = peaks.get(cell.dtype).peak()
     outcome = run_cell(spec, cell, cell_layout(spec, 1, cell.gas), device, peak, progress)
     if search is not None:
-        outcome = replace(outcome, spec={**outcome.spec, "micro_batch_search": search})
+        outcome = replace(outcome, spec={**outcome.spec, "micro_batch_search": search},
+                          asked_spec=asked)
     return outcome
