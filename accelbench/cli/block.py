@@ -10,31 +10,42 @@ from rich.text import Text
 from accelbench.bench.block import BlockSpec, quick_spec, run_block_sweep
 from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.cli.common import console, emit, progress_bar, table_console
+from accelbench.cli.options import RERUN_HELP
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.results.recorder import Recorder
+from accelbench.results.resume import Resume
 from accelbench.results.store import ResultStore
 from accelbench.results.table import block_table
 
 
+def _note(text: str) -> None:
+    """A line about the sweep (a skipped cell, the resume summary) on stderr, as text."""
+    console.print(Text(text), highlight=False)
+
+
 def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
-         output: Path | None) -> None:
+         output: Path | None, rerun: bool = False) -> None:
     """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked): the
-    banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there)."""
+    banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there).
+    Cells finished on this machine before are skipped and shown from the store, unless rerun."""
     spec.validate()
     device = resolve_device(spec.device)
     recorder = Recorder(ResultStore(db), environment(device))
     console.print(Text.assemble(
         (spec.model.name, "bold"), f" block on {device} "
         f"({recorder.environment['device_name']}); results -> {recorder.store.path}"))
+    resume = Resume(recorder, _note, rerun)
     with progress_bar("block") as progress:
-        run_block_sweep(spec, recorder, progress)
-    cells = [r for r in recorder.records if r.kind == "block"]  # peaks: in the caption
+        run_block_sweep(spec, resume.sink, progress, resume.skip)
+    if resume.summary():
+        _note(resume.summary())
+    cells = [r for r in resume.records if r.kind == "block"]  # peaks: in the caption
     table = block_table(cells, f"{spec.model.name} block, seq {spec.seq_len}")
     table_console((as_json or as_csv) and output is None).print(table)
-    emit(recorder.records, as_json, as_csv, output)
+    emit(resume.records, as_json, as_csv, output)
     recorder.close()  # raises, naming the file, if a record could not be stored
 
 
@@ -53,6 +64,7 @@ def block(
     json_out: bool = typer.Option(False, "--json", help="Print the records as JSON."),
     csv_out: bool = typer.Option(False, "--csv", help="Print the records as CSV."),
     output: Path = typer.Option(None, help="Write JSON/CSV here instead of stdout."),
+    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
 ) -> None:
     """Time one transformer block's forward and backward over batch x dtype (study figs 3-4)."""
     spec = BlockSpec(
@@ -60,15 +72,16 @@ def block(
         dtypes=parse_choice_list("dtype", dtype, tuple(TORCH_DTYPES)), device=device,
         repeats=repeats, warmup=warmup, compile=compile, tf32=tf32,
         mem_limit_bytes=parse_bytes("mem-limit", mem_limit) if mem_limit else None)
-    _run(spec, db, json_out, csv_out, output)
+    _run(spec, db, json_out, csv_out, output, rerun)
 
 
 def run(
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
     db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
+    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
 ) -> None:
     """The main job on built-in defaults: a quick block micro-benchmark sized for this device."""
-    _run(quick_spec(resolve_device(device)), db, False, False, None)
+    _run(quick_spec(resolve_device(device)), db, False, False, None, rerun)
 
 
 def register(app: typer.Typer) -> None:

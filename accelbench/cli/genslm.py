@@ -50,7 +50,7 @@ def codon_tables(records: list[Record], title: str) -> RenderableType:
 @training_command(model="genslm-25m", data="default", seq="2048")
 def genslm(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
-    quiet: bool,
+    quiet: bool, rerun: bool,
     frame: int = typer.Option(0, help="Codon reading frame of the data: 0, 1 or 2."),
     longest_seq: bool = typer.Option(
         False, "--longest-seq", help="Find the longest sequence that fits (doubling from --seq, "
@@ -61,9 +61,9 @@ def genslm(
     if longest_seq:
         search_cells(spec)  # refuse a spec that cannot be searched before anything runs
     sweep = run_longest_seq_sweep if longest_seq else run_train_sweep
-    run_and_show(spec, lambda sink, step, cell: sweep(spec, sink, step, cell), db=db,
-                 json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
-                 table=codon_tables)
+    run_and_show(spec, lambda sink, step, cell, skip: sweep(spec, sink, step, cell, skip),
+                 db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
+                 rerun=rerun, table=codon_tables)
 
 
 def register(app: typer.Typer) -> None:

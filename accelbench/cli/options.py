@@ -13,6 +13,9 @@ import typer
 
 from accelbench.bench.train.options import TrainOptions, option_fields, with_defaults
 
+RERUN_HELP = ("Measure every cell again, also those already finished on this machine (default: "
+              "skip them and show their stored records).")
+
 OUTPUT_PARAMS = {
     "db": (Path | None, typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB "
                                      "or XDG).")),
@@ -20,6 +23,7 @@ OUTPUT_PARAMS = {
     "csv_out": (bool, typer.Option(False, "--csv", help="Print the records as CSV.")),
     "output": (Path | None, typer.Option(None, help="Write JSON/CSV here instead of stdout.")),
     "quiet": (bool, typer.Option(False, "--quiet", help="No per-step lines.")),
+    "rerun": (bool, typer.Option(False, "--rerun", help=RERUN_HELP)),
 }
 
 
@@ -35,8 +39,8 @@ def _option_param(f, default: Any) -> inspect.Parameter:
 
 
 def training_command(skip: tuple[str, ...] = (), **defaults: Any) -> Callable:
-    """Decorate `fn(options: TrainOptions, db, json_out, csv_out, output, quiet, **own)`: the
-    command then takes every shared option (but `skip`), with `defaults` overriding ours."""
+    """Decorate `fn(options: TrainOptions, db, json_out, csv_out, output, quiet, rerun, **own)`:
+    the command then takes every shared option (but `skip`), with `defaults` overriding ours."""
     base = with_defaults(**defaults)
 
     def wrap(fn: Callable) -> Callable:

@@ -13,6 +13,7 @@ from accelbench.cli.common import console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.cli.train import sweep_view
 from accelbench.config.units import parse_int_list
+from accelbench.results.resume import stored_summary
 from accelbench.results.session import open_recorder, record_sweep
 from accelbench.results.table import scale_table, train_table
 
@@ -20,7 +21,7 @@ from accelbench.results.table import scale_table, train_table
 @training_command(skip=("nproc", "layout", "max_micro_batch"), model="gpt2")
 def scale(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
-    quiet: bool,
+    quiet: bool, rerun: bool,
     devices: str = typer.Option("1,2", help="Device (process) counts, comma-separated."),
     mode: str = typer.Option("weak", help="weak (same micro-batch per device) or strong "
                              "(same global batch)."),
@@ -31,17 +32,17 @@ def scale(
     study = validate_scale(ScaleSpec(base, parse_int_list("devices", devices), mode, zero))
     recorder = open_recorder(db, base.device)
     title = f"{base.model.name} {mode} scaling over {list(study.devices)} device(s)"
-    records = record_sweep(lambda sink, step, cell: run_scale(study, sink, cell), recorder,
-                           sweep_view(base, quiet), title)
+    records = record_sweep(lambda sink, step, cell, skip: run_scale(study, sink, cell, skip),
+                           recorder, sweep_view(base, quiet), title, rerun=rerun)
     if recorder is None:
         return
-    summary = recorder(summary_outcome(study, [r for r in records if r.kind == "train"]))
-    tables = table_console((json_out or csv_out) and output is None)
     cells = [r for r in records if r.kind == "train"]
+    summary = stored_summary(recorder, summary_outcome(study, cells))
+    tables = table_console((json_out or csv_out) and output is None)
     tables.print(train_table(cells, f"{base.model.name}: cells"))
     tables.print(scale_table(summary.metrics["rows"], f"{base.model.name}: {mode} scaling"))
     console.print(Text(summary.reason))
-    emit(recorder.records, json_out, csv_out, output)
+    emit([*records, summary], json_out, csv_out, output)
     recorder.close()  # raises, naming the file, if a record could not be stored
 
 

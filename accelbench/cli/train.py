@@ -34,18 +34,20 @@ def sweep_view(spec: TrainSpec, quiet: bool) -> SweepView:
     return SweepView(
         banner=lambda text: console.print(Text(text, style="bold")),
         cell=lambda i, total, label: console.print(Text(f"cell {i + 1}/{total}: {label}")),
-        step=None if quiet else step, failed=failed)
+        step=None if quiet else step, failed=failed,
+        note=lambda text: console.print(Text(text), highlight=False))
 
 
 def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bool,
-                 csv_out: bool, output: Path | None, quiet: bool,
+                 csv_out: bool, output: Path | None, quiet: bool, rerun: bool = False,
                  table: Callable[[list[Record], str], object] = train_table,
                  tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
-    """Record the sweep (rank 0), then print its table and any JSON/CSV."""
+    """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
+    on this machine before, unless `rerun`, are skipped and shown from the store)."""
     recorder = open_recorder(db, spec.device)
     title = f"{spec.model.name} {spec.benchmark}"
     records = record_sweep(sweep, recorder, sweep_view(spec, quiet), f"{title}, data {spec.data}",
-                           tag)
+                           tag, rerun)
     if recorder is not None:
         cells = [r for r in records if r.kind != PEAK_KIND]  # peaks are named in the caption
         table_console((json_out or csv_out) and output is None).print(table(cells, title))
@@ -56,11 +58,13 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
 
 @training_command()
 def train(options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool,
-          output: Path | None, quiet: bool) -> None:
+          output: Path | None, quiet: bool, rerun: bool) -> None:
     """Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and loss."""
     spec = build_spec(options)
-    run_and_show(spec, lambda sink, step, cell: run_train_sweep(spec, sink, step, cell), db=db,
-                 json_out=json_out, csv_out=csv_out, output=output, quiet=quiet)
+    run_and_show(spec, lambda sink, step, cell, skip: run_train_sweep(spec, sink, step, cell,
+                                                                      skip),
+                 db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
+                 rerun=rerun)
 
 
 def register(app: typer.Typer) -> None:

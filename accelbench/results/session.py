@@ -8,16 +8,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.train.metrics import StepReport
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.parallel.dist import is_rank_zero
 from accelbench.results.record import Record
 from accelbench.results.recorder import Recorder
+from accelbench.results.resume import Resume
 from accelbench.results.store import ResultStore
 
-Sweep = Callable[[Sink, Callable[[StepReport], None] | None, Progress | None], list[Outcome]]
+Sweep = Callable[[Sink, Callable[[StepReport], None] | None, Progress | None, Skip | None],
+                 list[Outcome]]
 
 
 @dataclass
@@ -28,6 +30,7 @@ class SweepView:
     cell: Progress
     step: Callable[[StepReport], None] | None
     failed: Callable[[Record], None]
+    note: Callable[[str], None] = lambda text: None  # a skipped cell, the resume summary
 
 
 def open_recorder(db: Path | None, device: str) -> Recorder | None:
@@ -38,22 +41,28 @@ def open_recorder(db: Path | None, device: str) -> Recorder | None:
 
 
 def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title: str,
-                 tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
-    """Run a sweep, storing each outcome as it lands and telling the view; the records."""
+                 tag: Callable[[Outcome], Outcome] | None = None,
+                 rerun: bool = False) -> list[Record]:
+    """Run a sweep, storing each outcome as it lands and telling the view; the records, in
+    sweep order, with the finished ones it skipped (results.resume; none with `rerun`)."""
     if recorder is None:  # a rank other than 0: measure, record nothing, show nothing
-        sweep(lambda outcome: None, None, None)
+        sweep(lambda outcome: None, None, None, None)
         return []
     view.banner(f"{title} on {recorder.environment['device_name']}; "
                 f"results -> {recorder.store.path}")
+    resume = Resume(recorder, view.note, rerun)
 
     def sink(outcome: Outcome) -> Record:
-        record = recorder(tag(outcome) if tag else outcome)
+        record = resume.sink(tag(outcome) if tag else outcome)
         if record.status != "ok":
             view.failed(record)
         return record
 
     try:
-        sweep(sink, view.step, view.cell)
+        sweep(sink, view.step, view.cell, resume.skip)
     finally:  # the .db file alone holds the sweep; the command closes the recorder at its end
         recorder.store.close()
-    return recorder.records
+    summary = resume.summary()
+    if summary:
+        view.note(summary)
+    return resume.records
