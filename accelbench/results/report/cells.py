@@ -30,11 +30,12 @@ class Rate:
         return Rate(self.value * factor, None if self.low is None else self.low * factor,
                     None if self.high is None else self.high * factor)
 
-    def text(self, fmt: str = ",.0f") -> str:
-        """'1,234 (1,100-1,300)': the median's rate, then the slowest and fastest."""
+    def text(self, fmt: str = ",.0f", unit: str = "") -> str:
+        """'1,234 (1,100-1,300)': the median's rate, then the slowest and fastest; a unit
+        such as 'x' after each number."""
         if self.low is None or self.high is None:
-            return format(self.value, fmt)
-        return f"{self.value:{fmt}} ({self.low:{fmt}}-{self.high:{fmt}})"
+            return f"{self.value:{fmt}}{unit}"
+        return f"{self.value:{fmt}}{unit} ({self.low:{fmt}}-{self.high:{fmt}}{unit})"
 
 
 def rate(amount: float | None, median: float | None, fastest: float | None = None,

@@ -105,7 +105,7 @@ def cell_settings(record: Record) -> str:
 def mfu_table(best: dict[tuple, list[Best]]) -> Table:
     """Per device and precision: tokens/s, TFLOPS and MFU against each machine's own peak."""
     rows = tuple((name, precision, b.machine.label, b.per_device.text(),
-                  num(b.tflops, ".3g"), b.mfu.text(".3%") if b.mfu else "-",
+                  num(b.tflops, ".3g"), b.mfu.text(".2%") if b.mfu else "-",
                   tflops(b.record.metrics.get("peak_flops_per_s_per_device")),
                   peak_source(b.record), cell_settings(b.record))
                  for (name, precision), items in best.items() for b in items)
@@ -140,7 +140,7 @@ def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
         if ref is None:
             total = each = "baseline did not run it"
         else:
-            total = b.total.scaled(1 / ref.total.value).text(".2f") + "x"
+            total = b.total.scaled(1 / ref.total.value).text(".2f", "x")
             each = f"{b.per_device.value / ref.per_device.value:.2f}x"
         rows.append((name, precision, b.machine.label, b.total.text(), total, each))
     return rows

@@ -92,7 +92,7 @@ def _rows(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[tuple[s
             rate, speed = train_rate(r) if r.status == "ok" else None, _speedup(r, base)
             rows.append((label, str(r.spec["gas"]), r.status if r.status != "oom"
                          else "does not fit", rate.text() if rate else "-",
-                         speed.text(".2f") if speed else "-",
+                         speed.text(".2f", "x") if speed else "-",
                          prediction_text(train_prediction(r)) if r.status == "ok" else "-"))
     return tuple(rows)
 
