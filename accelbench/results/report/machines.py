@@ -62,7 +62,7 @@ def load_records(paths: Sequence[Path]) -> list[tuple[str, Record]]:
     for path in paths:
         if not Path(path).is_file():
             raise ConfigError("db", f"no results database at {path}", "an existing .db file")
-        store = ResultStore(path)
+        store = ResultStore(path, write=False)  # read-only: a report changes no database
         try:
             records = store.query()
         finally:
