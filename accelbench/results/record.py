@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,3 +76,10 @@ class Record:
 def new_run_id() -> str:
     """An id shared by the cells of one sweep."""
     return uuid.uuid4().hex[:12]
+
+
+def content_uid(record: Record) -> str:
+    """The uid of a record written before uids existed, from its content (its JSON with an empty
+    uid): the same record gets the same uid wherever it is read, so importing or merging it twice
+    stores it once."""
+    return hashlib.sha256(replace(record, uid="").to_json().encode()).hexdigest()[:32]

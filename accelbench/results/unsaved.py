@@ -10,7 +10,6 @@ array of `results export --format json`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ from typing import Any, TextIO
 
 from accelbench.config.errors import ConfigError
 from accelbench.results.jsontext import loads
-from accelbench.results.record import Record
+from accelbench.results.record import Record, content_uid
 
 SUFFIX = ".unsaved.jsonl"
 IMPORTABLE = "a file of records: <db>.unsaved.jsonl, or results export --format json"
@@ -85,7 +84,7 @@ def _with_uid(record: Record) -> Record:
     stores it once."""
     if record.uid:
         return record
-    return replace(record, uid=hashlib.sha256(record.to_json().encode()).hexdigest()[:32])
+    return replace(record, uid=content_uid(record))
 
 
 def read_records(path: Path) -> list[Record]:
