@@ -66,13 +66,15 @@ def summary_table(records: list[Record]) -> Table:
         table.add_column(column)
     for r in records:
         table.add_row(str(r.id), r.created_utc[:19], r.kind, str(r.spec.get("model_name", "")),
-                      r.status, _key_figure(r))
+                      r.status, key_figure(r))
     return table
 
 
-def _key_figure(r: Record) -> str:
+def key_figure(r: Record) -> str:
     """The one number that best sums a record up."""
     m = r.metrics
+    if r.kind == "peak" and m.get("peak_flops_per_s_per_device") is not None:
+        return f"peak {m['peak_flops_per_s_per_device'] / 1e12:.3g} TFLOPS"
     for key, mfu_key in (("forward_backward_tokens_per_s_per_device", "forward_backward_mfu"),
                          ("tokens_per_s_global", "mfu")):
         if m.get(key) is not None:
