@@ -1,6 +1,6 @@
-"""Machines in a report: records from one or several databases told apart by an environment
-fingerprint (device type, name and count, torch version, CPU, host) and named by device,
-count and software version."""
+"""Machines in a report: records from one or several databases told apart by the machine
+fingerprint resume uses (results.fingerprint: device, count, drivers, torch, CPU, threads,
+host) and named by device, count and software version."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.config.errors import ConfigError
+from accelbench.results.fingerprint import machine_fingerprint
 from accelbench.results.record import Record
 from accelbench.results.store import ResultStore
 
-MACHINE_KEYS = ("device_type", "device_name", "device_count", "torch", "cpu", "host")
 
-
-def fingerprint(environment: dict[str, Any]) -> tuple[str, ...]:
-    """What tells two machines apart in a report: the MACHINE_KEYS of a record's environment."""
-    return tuple(str(environment.get(key)) for key in MACHINE_KEYS)
+def fingerprint(environment: dict[str, Any]) -> str:
+    """What tells two machines apart in a report: the one machine fingerprint resume and
+    `results list --machine` use (results.fingerprint)."""
+    return machine_fingerprint(environment)
 
 
 def short_version(version: Any) -> str:
@@ -43,7 +43,7 @@ class Machine:
 
     index: int
     name: str
-    key: tuple[str, ...]
+    key: str  # the machine fingerprint
     environment: dict[str, Any]
     records: tuple[Record, ...]
     sources: tuple[str, ...]
