@@ -21,7 +21,10 @@ from accelbench.config.layout import MESH_DIMS, Layout
 from accelbench.hardware import device as devices
 
 DEFAULT_PORT = 29500
-DEFAULT_TIMEOUT_S = 600.0
+# A collective that waits longer fails on every rank that waits: a dead or stopped peer ends the
+# group within five minutes (the training runner passes its --hang-timeout, of the same default).
+DEFAULT_TIMEOUT_S = 300.0
+_timeout_s = [DEFAULT_TIMEOUT_S]  # the group's, for the mesh's subgroups too
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,9 @@ def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_
                      env: dict[str, str] | None = None) -> tuple[DistEnv, torch.device]:
     """Join the process group the launcher set up (idempotent); returns (env, this rank's device).
 
-    The timeout bounds every collective, so a dead peer ends this rank with an error instead of
-    a hang. A single process with no launcher variables still gets a group of one.
+    The timeout bounds every collective (the mesh's subgroups too: make_mesh), so a dead peer
+    ends this rank with an error instead of a hang. A single process with no launcher variables
+    still gets a group of one. When a group exists already, its timeout stays.
     """
     info = read_env(env)
     device = device_for(info.local_rank, device_type)
@@ -100,6 +104,7 @@ def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_
     dist.init_process_group(backend=backend, init_method=init, rank=info.rank,
                             world_size=info.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
+    _timeout_s[0] = timeout_s
     return info, device
 
 
@@ -120,8 +125,17 @@ def teardown(together: bool = False) -> None:
 
 
 def make_mesh(layout: Layout, device: torch.device) -> DeviceMesh:
-    """The (pp, dp, tp) device mesh of a layout over the current world."""
-    return init_device_mesh(device.type, layout.mesh_shape, mesh_dim_names=MESH_DIMS)
+    """The (pp, dp, tp) device mesh of a layout over the current world; its subgroups wait in
+    a collective no longer than the world group does (torch gives new groups its own default,
+    30 minutes on gloo, 10 on NCCL)."""
+    mesh = init_device_mesh(device.type, layout.mesh_shape, mesh_dim_names=MESH_DIMS)
+    set_timeout = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
+    if set_timeout is not None and dist.get_world_size() > 1:
+        for name in MESH_DIMS:
+            group = mesh.get_group(name)
+            if group is not dist.group.WORLD and group.size() > 1:
+                set_timeout(datetime.timedelta(seconds=_timeout_s[0]), group)
+    return mesh
 
 
 def mesh_coords(mesh: DeviceMesh) -> dict[str, int]:

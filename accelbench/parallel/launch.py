@@ -1,48 +1,84 @@
-"""Starting ranks: torchrun on this machine with a deadline, and sbatch scripts for clusters.
+"""Starting ranks: torchrun on this machine, supervised, and sbatch scripts for clusters.
 
 launch_torchrun runs `python -m torch.distributed.run --standalone --nproc-per-node N <argv>`
-in its own process group. torchrun starts each worker in a session of its own, so on a timeout
-every descendant of the agent is found in /proc and killed, not only the agent's group, and the
-caller goes on. Each rank's output is kept in a log folder (torchrun's --log-dir with
---redirects/--tee), from which the failed rank's error text is returned.
+through a small wrapper (this module's `agent` entry) that ties the torchrun agent to the
+caller's life: the kernel sends the agent SIGTERM when the caller dies, even by SIGKILL
+(PR_SET_PDEATHSIG), and the agent then stops its workers. While it waits, the caller ends the
+launch early on three things, and always kills the whole tree then (torchrun starts each worker
+in a session of its own, so every descendant is found in /proc, not only the agent's group):
+
+- the deadline (`timeout_s`): a result with `timed_out`;
+- the progress watchdog (`hang_timeout_s`, reading the ranks' heartbeats in the work folder,
+  parallel/watchdog.py): `timed_out`, the stopped rank named with its last heartbeat;
+- SIGINT or SIGTERM to the caller: a result with `interrupted` set to the signal.
+
+A failed launch names the rank that caused it with ITS OWN error: the exception it wrote to the
+work folder (`write_rank_error`), or the signal that killed it from torchrun's report, before
+the echoes of its peers ("Connection closed by peer" from the ranks it left waiting).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import runpy
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accelbench.parallel.procs import (
+    Interrupted,
+    alive,
+    descendants,
+    die_with_parent,
+    signal_name,
+    signals_raise,
+    watch_parent,
+)
+from accelbench.parallel.watchdog import HEARTBEAT_DIR, Hang, HangWatch, describe, read_heartbeats
+
 ACCELBENCH_MODULE = ["-m", "accelbench.cli.main"]
+ERRORS_DIR = "errors"
+LOGS_DIR = "logs"
 _TAIL_CHARS = 4000
 _KILL_GRACE_S = 5.0
 _LAST_LINE_CHARS = 200
+_POLL_S = 0.2
+# Signals torchrun's agent sends to the ranks it stops after another failed: not a cause.
+_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# What a rank says when a PEER is gone: the echo of a failure, never its cause.
+_PEER_LOSS = re.compile(
+    r"connection closed by peer|connection reset|remote (worker|process)|broken pipe|"
+    r"timed out|timeout|socket|communicator was aborted|NCCL.*(abort|error)|DistNetworkError|"
+    r"DistStoreError|recvBytes|sendBytes|read error|end of file", re.IGNORECASE)
 
 
 @dataclass
 class LaunchResult:
     """What came of one torchrun launch."""
 
-    returncode: int | None  # None when killed on timeout
-    timed_out: bool
+    returncode: int | None  # None when the launcher killed it (deadline, hang, signal)
+    timed_out: bool  # the deadline or the hang watchdog ended it
     wall_s: float
     output: str  # torchrun's combined stdout and stderr (tail)
     failed_rank: int | None = None
-    error: str = ""  # the failed rank's error text, or why the launch was stopped
+    error: str = ""  # the failed rank's own error, or why the launch was stopped
     rank_logs: dict[int, str] = field(default_factory=dict)  # rank -> tail of its stderr
+    interrupted: int | None = None  # SIGINT or SIGTERM that reached the caller
 
     @property
     def ok(self) -> bool:
         """True when every rank exited with 0 in time."""
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and self.interrupted is None
 
 
 def torchrun_argv(nproc: int, argv: list[str], log_dir: str | None = None) -> list[str]:
@@ -54,37 +90,24 @@ def torchrun_argv(nproc: int, argv: list[str], log_dir: str | None = None) -> li
     return cmd + list(argv)
 
 
-def _proc_stat(pid: int) -> tuple[int, str, int] | None:
-    """(parent pid, state letter, start time in clock ticks) from /proc/<pid>/stat, or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()  # the command name may hold spaces and ')'
-    return int(fields[1]), fields[0], int(fields[19])
+def agent_argv(torchrun_cmd: list[str], parent_pid: int | None = None) -> list[str]:
+    """The torchrun command run through this module's `agent` entry, tied to parent_pid."""
+    args = torchrun_cmd[3:]  # after: python -m torch.distributed.run
+    pid = os.getpid() if parent_pid is None else parent_pid
+    return [sys.executable, "-m", __name__, "agent", str(pid), *args]
 
 
-def descendants(root_pid: int) -> dict[int, int]:
-    """Every live process below root_pid (pid -> start time), found by walking parent links in
-    /proc: torchrun starts each worker in a session of its own, out of reach of killpg."""
-    children: dict[int, list[tuple[int, int]]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (stat := _proc_stat(int(entry.name))) is not None:
-            children.setdefault(stat[0], []).append((int(entry.name), stat[2]))
-    found: dict[int, int] = {}
-    todo = [root_pid]
-    while todo:
-        for pid, started in children.get(todo.pop(), []):
-            if pid not in found:
-                found[pid] = started
-                todo.append(pid)
-    return found
-
-
-def _alive(pid: int, started: int) -> bool:
-    """The same process (pid and start time) still exists and is not a zombie."""
-    stat = _proc_stat(pid)
-    return stat is not None and stat[2] == started and stat[1] not in "ZX"
+def agent_main(argv: list[str]) -> None:
+    """The torchrun agent, tied to the process that launched it: SIGTERM from the kernel when
+    that process dies (Linux), or from a thread that polls the parent id (elsewhere too); on
+    SIGTERM torchrun stops its workers and exits."""
+    parent = int(argv[0])
+    die_with_parent(signal.SIGTERM)
+    if os.getppid() != parent:  # died before the kernel was asked
+        sys.exit(1)
+    watch_parent(parent, signal.SIGTERM)
+    sys.argv = ["torchrun", *argv[1:]]
+    runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 
 
 def _signal_all(proc: subprocess.Popen, tree: dict[int, int], sig: signal.Signals) -> None:
@@ -92,7 +115,7 @@ def _signal_all(proc: subprocess.Popen, tree: dict[int, int], sig: signal.Signal
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
     for pid, started in tree.items():
-        if _alive(pid, started):
+        if alive(pid, started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
@@ -102,7 +125,7 @@ def _wait_gone(proc: subprocess.Popen, tree: dict[int, int], wait_s: float) -> b
     deadline = time.monotonic() + wait_s
     while True:
         agent_done = proc.poll() is not None
-        if agent_done and not any(_alive(p, s) for p, s in tree.items()):
+        if agent_done and not any(alive(p, s) for p, s in tree.items()):
             return True
         if time.monotonic() >= deadline:
             return False
@@ -111,9 +134,11 @@ def _wait_gone(proc: subprocess.Popen, tree: dict[int, int], wait_s: float) -> b
 
 def _kill_tree(proc: subprocess.Popen) -> None:
     """SIGTERM the agent and all its descendants (collected before signalling, since workers
-    orphaned by the agent's death leave its tree), then SIGKILL whatever is left."""
+    orphaned by the agent's death leave its tree), SIGCONT so that a stopped one gets it too,
+    then SIGKILL whatever is left."""
     tree = descendants(proc.pid)
     _signal_all(proc, tree, signal.SIGTERM)
+    _signal_all(proc, tree, signal.SIGCONT)
     if _wait_gone(proc, tree, _KILL_GRACE_S):
         return
     tree.update(descendants(proc.pid))  # anything the agent started meanwhile
@@ -121,65 +146,169 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     _wait_gone(proc, tree, _KILL_GRACE_S)
 
 
+@dataclass
+class _Stop:
+    """How the wait ended: the agent exited (code), or the launcher stopped it."""
+
+    code: int | None = None
+    deadline: bool = False
+    silent_s: dict[int, float] = field(default_factory=dict)
+    hang: Hang | None = None
+    signum: int | None = None
+
+
+def _supervise(proc: subprocess.Popen, timeout_s: float, watch: HangWatch | None,
+               log_dir: Path) -> _Stop:
+    """Wait for the agent; kill the tree at the deadline, on a hang, or on SIGINT/SIGTERM."""
+    deadline = time.monotonic() + timeout_s
+    with signals_raise():
+        try:
+            while True:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    return _Stop(code=proc.wait(timeout=_POLL_S))
+                if time.monotonic() >= deadline:
+                    silent_s = rank_silence_s(log_dir)  # before the kill adds output
+                    _kill_tree(proc)
+                    return _Stop(deadline=True, silent_s=silent_s)
+                if watch is not None and (hang := watch.check()) is not None:
+                    _kill_tree(proc)
+                    return _Stop(hang=hang)
+        except Interrupted as stop:
+            _kill_tree(proc)
+            return _Stop(signum=stop.signum)
+
+
+@contextlib.contextmanager
+def _work_folder(work_dir: Path | str | None) -> Iterator[Path]:
+    """The caller's work folder (kept), or a temporary one removed at the end."""
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        yield Path(work_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="accelbench-torchrun-") as tmp:
+        yield Path(tmp)
+
+
 def launch_torchrun(nproc: int, argv: list[str], timeout_s: float,
-                    env: dict[str, str] | None = None, cwd: str | None = None) -> LaunchResult:
+                    env: dict[str, str] | None = None, cwd: str | None = None, *,
+                    work_dir: Path | str | None = None,
+                    hang_timeout_s: float | None = None) -> LaunchResult:
     """Run argv (a script path or ['-m', module, ...]) on nproc local ranks under torchrun.
 
     Never blocks longer than timeout_s (plus a few seconds to kill): a dead rank ends the launch
-    through torchrun, a hung one through the deadline, which kills the agent and every worker.
-    The result names the failed rank and carries its error text where torchrun reports one.
+    through torchrun, a hung one through the watchdog (with `hang_timeout_s`: the ranks write
+    heartbeats to <work_dir>/heartbeat) or the deadline, SIGINT/SIGTERM to this process through
+    its handler; each kills the agent and every worker. Rank logs go to <work_dir>/logs and
+    rank errors are read from <work_dir>/errors (a temporary folder without work_dir).
     """
-    with tempfile.TemporaryDirectory(prefix="accelbench-torchrun-") as log_dir:
-        cmd = torchrun_argv(nproc, argv, log_dir)
+    with _work_folder(work_dir) as folder:
+        log_dir = folder / LOGS_DIR
+        cmd = agent_argv(torchrun_argv(nproc, argv, str(log_dir)))
+        watch = (HangWatch(folder / HEARTBEAT_DIR, nproc, hang_timeout_s)
+                 if hang_timeout_s else None)
         started = time.perf_counter()
-        silent_s: dict[int, float] = {}
         with tempfile.TemporaryFile("w+") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
                                     env={**os.environ, **(env or {})}, start_new_session=True)
-            try:
-                code: int | None = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                silent_s = rank_silence_s(Path(log_dir))  # before the kill adds output
-                _kill_tree(proc)
-                code = None
+            stop = _supervise(proc, timeout_s, watch, log_dir)
             out.seek(0)
             output = out.read()
         wall_s = time.perf_counter() - started
-        logs = read_rank_logs(Path(log_dir))
-    if code is None:
-        return _timeout_result(wall_s, output, logs, timeout_s, silent_s)
-    return _result(code, wall_s, output, logs)
+        logs = read_rank_logs(log_dir)
+        errors = read_rank_errors(folder / ERRORS_DIR)
+        beats = read_heartbeats(folder / HEARTBEAT_DIR)
+    if stop.signum is not None:
+        return LaunchResult(None, False, wall_s, output[-_TAIL_CHARS:], rank_logs=logs,
+                            interrupted=stop.signum,
+                            error=f"interrupted by {signal_name(stop.signum)} after "
+                                  f"{wall_s:.1f} s; all ranks and their children killed")
+    if stop.hang is not None:
+        return LaunchResult(None, True, wall_s, output[-_TAIL_CHARS:], stop.hang.rank,
+                            f"{stop.hang.reason}; all ranks and their children killed", logs)
+    if stop.deadline:
+        return _timeout_result(wall_s, output, logs, timeout_s, stop.silent_s, beats)
+    return _result(stop.code, wall_s, output, logs, errors)
 
 
-def _result(code: int, wall_s: float, output: str, logs: dict[int, str]) -> LaunchResult:
-    """Name the failed rank and its error from torchrun's failure report and the rank logs."""
+def _result(code: int, wall_s: float, output: str, logs: dict[int, str],
+            errors: dict[int, dict] | None = None) -> LaunchResult:
+    """Name the failed rank and its own error (root_cause)."""
     result = LaunchResult(code, False, wall_s, output[-_TAIL_CHARS:], rank_logs=logs)
     if code == 0:
         return result
-    result.failed_rank = failed_rank_from_output(output)
-    text = logs.get(result.failed_rank, "") if result.failed_rank is not None else ""
-    result.error = (text or output)[-_TAIL_CHARS:].strip()
+    result.failed_rank, error = root_cause(output, logs, errors or {})
+    result.error = error[-_TAIL_CHARS:].strip()
     return result
+
+
+def root_cause(output: str, logs: dict[int, str], errors: dict[int, dict]) -> tuple[int | None,
+                                                                                   str]:
+    """The rank that caused a failed launch and its own error, in this order: the earliest
+    exception a rank raised that is not a lost peer's echo; a rank killed by a signal that
+    torchrun did not send (SIGKILL, SIGSEGV); the earliest exception at all; torchrun's root
+    cause with its log."""
+    own = sorted((e.get("time", 0.0), r) for r, e in errors.items()
+                 if not _PEER_LOSS.search(e.get("message", "")))
+    if own:
+        return own[0][1], _error_text(errors[own[0][1]])
+    codes = failure_codes(output)
+    killed = [r for r, code in codes.items()
+              if code < 0 and -code not in _SHUTDOWN_SIGNALS and r not in errors]
+    if killed:
+        first = failed_rank_from_output(output)
+        rank = first if first in killed else killed[0]
+        return rank, _signal_text(-codes[rank], logs.get(rank, ""))
+    if errors:
+        rank = min(errors, key=lambda r: (errors[r].get("time", 0.0), r))
+        return rank, _error_text(errors[rank])
+    rank = failed_rank_from_output(output)
+    text = logs.get(rank, "") if rank is not None else ""
+    return rank, text or output
+
+
+def _signal_text(signum: int, log: str) -> str:
+    """'killed by SIGSEGV (signal 11); its last output: ...'. SIGKILL leaves the process no
+    last word, so its output is left out: the kernel's out-of-memory killer is the usual
+    sender when no person or program was."""
+    text = f"killed by {signal_name(signum)} (signal {signum})"
+    if signum == signal.SIGKILL:
+        return f"{text}: sent by another process or the kernel's out-of-memory killer"
+    last = _last_line(log)
+    return f"{text}; its last output: {last}" if last else text
+
+
+def _error_text(error: dict) -> str:
+    """'RuntimeError: boom' from a rank's error file."""
+    return f"{error.get('type', 'Error')}: {error.get('message', '')}".strip()
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][-_LAST_LINE_CHARS:] if lines else ""
 
 
 def _timeout_result(wall_s: float, output: str, logs: dict[int, str], timeout_s: float,
-                    silent_s: dict[int, float]) -> LaunchResult:
+                    silent_s: dict[int, float], beats: dict[int, dict] | None = None
+                    ) -> LaunchResult:
     """A launch ended by the deadline; its error says which rank went quiet first, and how."""
     result = LaunchResult(None, True, wall_s, output[-_TAIL_CHARS:], rank_logs=logs)
-    result.error = timeout_reason(timeout_s, logs, silent_s)
+    result.error = timeout_reason(timeout_s, logs, silent_s, beats)
     return result
 
 
-def timeout_reason(timeout_s: float, logs: dict[int, str], silent_s: dict[int, float]) -> str:
+def timeout_reason(timeout_s: float, logs: dict[int, str], silent_s: dict[int, float],
+                   beats: dict[int, dict] | None = None) -> str:
     """'timed out after N s ...; rank r silent for S s, last line: ...' with the rank that
-    stopped making progress (longest without output) first."""
+    stopped making progress (longest without output) first, and its last heartbeat."""
+    beats = beats or {}
     parts = [f"timed out after {timeout_s:.0f} s (a rank hung or is too slow); "
              "all ranks and their children killed"]
-    for rank in sorted(set(logs) | set(silent_s), key=lambda r: -silent_s.get(r, 0.0)):
-        lines = [line for line in logs.get(rank, "").splitlines() if line.strip()]
-        last = lines[-1].strip()[-_LAST_LINE_CHARS:] if lines else "(no output)"
+    for rank in sorted(set(logs) | set(silent_s) | set(beats),
+                       key=lambda r: -silent_s.get(r, 0.0)):
+        last = _last_line(logs.get(rank, "")) or "(no output)"
         quiet = f" silent for {silent_s[rank]:.1f} s," if rank in silent_s else ""
-        parts.append(f"rank {rank}{quiet} last line: {last}")
+        beat = f" last heartbeat '{describe(beats[rank])}'," if rank in beats else ""
+        parts.append(f"rank {rank}{quiet}{beat} last line: {last}")
     return "; ".join(parts)
 
 
@@ -204,6 +333,14 @@ def failed_rank_from_output(output: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def failure_codes(output: str) -> dict[int, int]:
+    """Every failed rank's exit code in torchrun's report (negative: the signal that ended it),
+    the root cause and the other failures alike."""
+    pairs = re.findall(r"rank\s*:\s*(\d+)\s*\(local_rank[^\n]*\n\s*exitcode\s*:\s*(-?\d+)",
+                       output)
+    return {int(rank): int(code) for rank, code in pairs}
+
+
 def read_rank_logs(log_dir: Path) -> dict[int, str]:
     """Tail of each local rank's stderr.log under torchrun's log folder (layout varies by
     version: <run>/attempt_<n>/<rank>/stderr.log)."""
@@ -215,6 +352,31 @@ def read_rank_logs(log_dir: Path) -> dict[int, str]:
             continue
         logs[rank] = path.read_text(errors="replace")[-_TAIL_CHARS:]
     return logs
+
+
+def write_rank_error(work_dir: Path | str, rank: int, err: BaseException) -> None:
+    """A launched rank's own exception, for the launcher (<work_dir>/errors/rank-<r>.json):
+    its type, first line, time and traceback. Written before the rank exits, since the exit
+    status alone cannot say (a Python error often ends the process as SIGABRT at teardown)."""
+    folder = Path(work_dir) / ERRORS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    data = {"rank": rank, "type": type(err).__name__, "message": message[:1000],
+            "time": time.time(),
+            "traceback": "".join(traceback.format_exception(err))[-_TAIL_CHARS:]}
+    tmp = folder / f".rank-{rank}.json.tmp"
+    tmp.write_text(json.dumps(data))
+    tmp.replace(folder / f"rank-{rank}.json")
+
+
+def read_rank_errors(folder: Path) -> dict[int, dict]:
+    """The errors ranks wrote with write_rank_error, by rank."""
+    errors: dict[int, dict] = {}
+    for path in folder.glob("rank-*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(path.read_text())
+            errors[int(data["rank"])] = data
+    return errors
 
 
 def sbatch_script(nodes: int, gpus_per_node: int, command: list[str] | str,
@@ -243,3 +405,7 @@ def sbatch_script(nodes: int, gpus_per_node: int, command: list[str] | str,
         f"    {args}",
     ]
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["agent"]:
+    agent_main(sys.argv[2:])
