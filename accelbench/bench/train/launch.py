@@ -4,13 +4,21 @@ launched as its own torchrun job from a single `accelbench` process.
 `accelbench train --nproc N` (outside torchrun) starts each cell as its own torchrun launch of
 this module: a dead or hung rank then costs one cell (recorded with the rank's error), never the
 sweep. Under torchrun or srun the same command runs its cells on the group directly.
+
+A launched cell lives in a folder beside the results database (bench/train/cell_folder.py), so
+that rank 0's outcome survives its `accelbench` process. Its ranks write heartbeats there for
+the launcher's hang watchdog, and each failed rank its own exception. SIGINT or SIGTERM to the
+launcher stops the ranks and ends the sweep with CellInterrupted, which carries the cell's
+'interrupted' outcome for the caller to record.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
-import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,12 +28,38 @@ from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import SweepPeak, SweepPeaks, peak_of
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
+from accelbench.bench.train.cell_folder import (
+    FINAL_FILE,
+    OUTCOME_FILE,
+    SPEC_FILE,
+    hand_over,
+    open_cell_folder,
+    read_outcome,
+    write_json,
+)
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
-from accelbench.bench.train.steps import StepProgress
+from accelbench.bench.train.steps import Heartbeat, StepProgress, set_heartbeat
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import LaunchResult, launch_torchrun
+from accelbench.parallel.launch import LaunchResult, launch_torchrun, write_rank_error
+from accelbench.parallel.procs import Interrupted, signal_name, watch_parent
+from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
+
+# Launched ranks wait in a collective this much longer than the watchdog waits for progress, so
+# the watchdog, which can name the rank that stopped, acts before the ranks' own timeouts.
+WATCHDOG_MARGIN_S = 30.0
+TEST_FAULT_ENV = "ACCELBENCH_TEST_FAULT"
+_REASON_CHARS = 2000
+
+
+class CellInterrupted(Interrupted):  # noqa: N818 - an Interrupted, as KeyboardInterrupt is
+    """SIGINT or SIGTERM stopped a launched cell; `outcome` is what to record for it (status
+    'interrupted', or the measured outcome where rank 0 had finished)."""
+
+    def __init__(self, signum: int, outcome: Outcome) -> None:
+        super().__init__(signum)
+        self.outcome = outcome
 
 
 def in_process_group() -> bool:
@@ -55,7 +89,7 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     """Every cell on the process group; rank 0 sinks the outcomes, the other ranks return [].
     A cell rank 0's `skip` reports finished is skipped by every rank (and returned on rank 0)."""
     device_type = None if spec.device == "auto" else spec.device.split(":")[0]
-    info, device = init_distributed(device_type)
+    info, device = init_distributed(device_type, timeout_s=spec.hang_timeout_s)
     rank_sink = sink if info.rank == 0 else (lambda outcome: None)
     peaks = SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks)
     outcomes: list[Outcome] = []
@@ -146,19 +180,37 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = N
 
 def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
     """Run one cell under torchrun; its outcome, or the failed rank's error as the outcome.
-    Every outcome records the cell's layout and world size (nproc)."""
+    Every outcome records the cell's layout and world size (nproc). Raises CellInterrupted
+    (after the ranks are stopped) when SIGINT or SIGTERM reached this process."""
     layout = cell_layout(spec, spec.nproc, cell.gas)
     single = replace(spec, **{key: (getattr(cell, name),) for key, name in TRAIN_SWEPT.items()})
-    with tempfile.TemporaryDirectory(prefix="accelbench-cell-") as tmp:
-        spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "outcome.json"
-        spec_path.write_text(json.dumps(single.to_dict()))
-        result = launch_torchrun(spec.nproc, ["-m", __name__, str(spec_path), str(out_path)],
-                                 spec.cell_timeout_s, env=rank_env(spec))
-        if out_path.exists():  # rank 0 wrote it after gathering every rank: keep the measurement
-            return _with_exit_note(Outcome(**json.loads(out_path.read_text())), result)
+    record_spec = cell_spec(spec, cell, layout, spec.device)
+    folder = open_cell_folder(single.to_dict(), record_spec, cell.label)
+    try:
+        result = launch_torchrun(spec.nproc, ["-m", __name__, str(folder)], spec.cell_timeout_s,
+                                 env=rank_env(spec), work_dir=folder,
+                                 hang_timeout_s=spec.hang_timeout_s)
+        outcome = _outcome_of(result, folder / OUTCOME_FILE, record_spec)
+        write_json(folder / FINAL_FILE, vars(outcome))
+    finally:
+        hand_over(folder)
+    if result.interrupted is not None:
+        raise CellInterrupted(result.interrupted, outcome)
+    return outcome
+
+
+def _outcome_of(result: LaunchResult, out_path: Path, record_spec: dict) -> Outcome:
+    """Rank 0's outcome where it wrote one (every rank's results were gathered: the measurement
+    is kept), else the launch's failure as the outcome."""
+    if out_path.exists():
+        return _with_exit_note(read_outcome(out_path), result)
+    if result.interrupted is not None:
+        return Outcome(KIND, "interrupted", record_spec, reason=result.error)
     rank = f"rank {result.failed_rank}: " if result.failed_rank is not None else ""
-    return Outcome(KIND, failure_status(result), cell_spec(spec, cell, layout, spec.device),
-                   reason=f"{rank}{result.error}"[-2000:])
+    reason = result.error
+    if len(rank) + len(reason) > _REASON_CHARS:  # a log tail: its end says most
+        reason = "..." + reason[-(_REASON_CHARS - len(rank) - 3):]
+    return Outcome(KIND, failure_status(result), record_spec, reason=rank + reason)
 
 
 def failure_status(result: LaunchResult) -> str:
@@ -173,22 +225,66 @@ def _with_exit_note(outcome: Outcome, result: LaunchResult) -> Outcome:
     """A rank that failed after the outcome was complete (at teardown) is noted, not fatal."""
     if result.ok:
         return outcome
+    if result.interrupted is not None:
+        note = f"measured in full before {signal_name(result.interrupted)} stopped the launch"
+        return replace(outcome, reason=f"{outcome.reason}; {note}" if outcome.reason else note)
     rank = f"rank {result.failed_rank}" if result.failed_rank is not None else "a rank"
     how = "timed out" if result.timed_out else f"failed: {result.error}"
     note = f"measured in full; afterwards {rank} {how}"[-1000:]
     return replace(outcome, reason=f"{outcome.reason}; {note}" if outcome.reason else note)
 
 
-def worker_main(spec_path: str, out_path: str) -> None:
-    """A launched rank: run the one cell; rank 0 writes the outcome for the launcher."""
-    spec = spec_from_dict(json.loads(Path(spec_path).read_text()))
+def worker_main(folder: str) -> None:
+    """A launched rank: run the one cell of <folder>/spec.json; rank 0 writes the outcome for
+    the launcher. Every phase beats the rank's heartbeat; an exception is written to the folder
+    before the rank exits; the rank ends itself when the torchrun agent is gone."""
+    work, rank = Path(folder), read_env().rank
+    watch_parent(os.getppid(), signal.SIGKILL)  # an orphan has no one to report to
+    beat = HeartbeatWriter(work / HEARTBEAT_DIR, rank)
+    heartbeat = with_test_fault(beat, rank)
+    set_heartbeat(heartbeat)
+    heartbeat(0, "starting")
+    spec = spec_from_dict(json.loads((work / SPEC_FILE).read_text()))
 
     def write(outcome: Outcome) -> None:
         if outcome.kind == KIND:  # a peak decided by the ranks stays inside the cell's record
-            Path(out_path).write_text(json.dumps(vars(outcome), default=str))
+            write_json(work / OUTCOME_FILE, vars(outcome))
+            heartbeat(0, "outcome written")
 
-    run_group_sweep(spec, write)
+    try:
+        device_type = None if spec.device == "auto" else spec.device.split(":")[0]
+        init_distributed(device_type, timeout_s=spec.hang_timeout_s + WATCHDOG_MARGIN_S)
+        run_group_sweep(spec, write)
+    except BaseException as err:
+        write_rank_error(work, rank, err)
+        raise
+
+
+def with_test_fault(beat: Heartbeat, rank: int) -> Heartbeat:
+    """The heartbeat, with the fault tests inject (tests/dist/test_lifecycle.py) where
+    ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase> names this rank: at its first
+    heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill` (SIGKILL itself), `raise`
+    (RuntimeError('boom')) or `hold` (sleep 120 s). Unset (always, outside tests): no fault."""
+    fault = os.environ.get(TEST_FAULT_ENV, "").split(":")
+    if len(fault) != 3 or fault[1] != str(rank):
+        return beat
+    action, when = fault[0], fault[2]
+    fired = []
+
+    def faulty(step: int, phase: str) -> None:
+        beat(step, phase)
+        if fired or when not in (str(step), phase):
+            return
+        fired.append(True)
+        if action in ("stop", "kill"):
+            os.kill(os.getpid(), signal.SIGSTOP if action == "stop" else signal.SIGKILL)
+        elif action == "raise":
+            raise RuntimeError("boom")
+        elif action == "hold":
+            time.sleep(120)
+
+    return faulty
 
 
 if __name__ == "__main__":
-    worker_main(sys.argv[1], sys.argv[2])
+    worker_main(sys.argv[1])

@@ -50,6 +50,9 @@ class TrainOptions:
     layout: str = _opt("", "dp=..,tp=..,pp=..,vp=..,zero=0-3,sp=0|1,schedule=gpipe|1f1b|"
                        "interleaved_1f1b (default: data parallel over all processes).")
     cell_timeout: float = _opt(3600.0, "Seconds before a launched cell is killed.")
+    hang_timeout: float = _opt(300.0, "Seconds without progress on every rank (no heartbeat, no "
+                               "CPU use) before a launched cell is killed as hung; also the "
+                               "collective timeout of the process group.")
 
 
 def option_fields() -> tuple:
@@ -81,5 +84,6 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         mem_limit_bytes=(parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
                          else None),
         max_micro_batch=options.max_micro_batch, nproc=options.nproc, layout=options.layout,
-        cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps)
+        cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
+        hang_timeout_s=options.hang_timeout)
     return check_sweep(spec)

@@ -69,6 +69,9 @@ class TrainSpec:
     layout: str = ""  # dp=..,tp=..,pp=..,zero=.. (empty: data parallel over every process)
     nproc: int = 1  # processes to launch with torchrun (1: this process, or the launcher's)
     cell_timeout_s: float = 3600.0  # a launched cell that runs longer is killed and recorded
+    # a launched cell whose ranks all stop progressing this long is killed and recorded as a
+    # timeout naming the stopped rank; also the process group's collective timeout
+    hang_timeout_s: float = 300.0
     peaks: tuple[SweepPeak, ...] = ()  # decided once per sweep, handed to launched ranks
 
     @property
@@ -143,7 +146,8 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     if spec.compile and spec.warmup_steps < 1:  # else compilation lands in a timed step
         raise ConfigError("warmup-steps", "--compile needs at least 1 warm-up step", ">= 1")
     for name, value in (("lr", spec.lr), ("weight-decay", spec.weight_decay),
-                        ("grad-clip", spec.grad_clip), ("cell-timeout", spec.cell_timeout_s)):
+                        ("grad-clip", spec.grad_clip), ("cell-timeout", spec.cell_timeout_s),
+                        ("hang-timeout", spec.hang_timeout_s)):
         _require_finite(name, value)
     require_positive("lr", spec.lr)
     for name, value in (("lr-warmup-steps", spec.lr_warmup_steps),
@@ -154,6 +158,7 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
         _require_finite("time-budget", spec.time_budget_s)
         require_positive("time-budget", spec.time_budget_s)
     require_positive("cell-timeout", spec.cell_timeout_s)
+    require_positive("hang-timeout", spec.hang_timeout_s)
     require_positive("nproc", spec.nproc)
     return spec
 

@@ -4,6 +4,8 @@ Each step: the step's GAS micro-batches (the data wait is inside the timed step:
 it), forward and backward (autocast for fp16/bf16, loss scaling for fp16), the global gradient
 norm clipped, AdamW, the learning-rate schedule. Rank 0 decides when a time budget ends, so all
 ranks stop after the same step. The first warmup_steps are run but left out of the summary.
+A launched rank installs a heartbeat (`set_heartbeat`) that each phase reports to, so the
+launcher's watchdog can tell a hung cell from a slow one and name where a rank stopped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ from accelbench.parallel.apply import micro_batch_context
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.dist import mean_over_replicas
 from accelbench.parallel.optim import clip_grad_norm_
+
+Heartbeat = Callable[[int, str], None]  # (step, 1-based; phase) -> None
+_heartbeat: list[Heartbeat] = []
+
+
+def set_heartbeat(beat: Heartbeat | None) -> None:
+    """What this rank calls at each phase of its steps (None: nothing, the default)."""
+    _heartbeat[:] = [beat] if beat is not None else []
+
+
+def _beat(step: int, phase: str) -> None:
+    for beat in _heartbeat:
+        beat(step, phase)
 
 
 @dataclass
@@ -118,9 +133,12 @@ def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
         t0 = time.perf_counter()
         x, y = _step_batch(batches, cell)
         log.data_wait_s.append(time.perf_counter() - t0)
+        _beat(step + 1, "forward/backward")
         loss = _forward_backward(trainer, cell, layout, x, y, device)
+        _beat(step + 1, "optimizer")
         _optimizer_step(trainer, layout, spec.grad_clip)
     log.step_time_s.append(timer.times_s()["step"][0])
+    _beat(step + 1, "loss all-reduce")
     log.loss.append(mean_over_replicas(loss, layout, device))
     log.lr.append(lr)
 
@@ -147,10 +165,12 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
     memory). Raises Diverged when the global loss is not finite (every rank at the same step)."""
     log, collectives = StepLog(), {"time_s": None, "source": "not profiled"}
     with PeakMemory(device) as peak_mem:
+        _beat(0, "building the model")
         trainer = build_trainer(spec, cell, layout, device)
         batches = open_batches(replace(spec, seed=spec.seed + trainer.coords["dp"]), cell, device)
         started = time.perf_counter()
         for step in range(spec.steps):
+            _beat(step + 1, "data")
             run_step(spec, cell, layout, device, trainer, batches, step, log, collectives)
             if progress and _rank() == 0:
                 progress(step_report(counts, step + 1, spec.steps, log.step_time_s[-1],
@@ -160,6 +180,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
                 raise Diverged(step + 1, log.loss[-1], log)
             if stop_together(spec.time_budget_s, started, device):
                 break
+        _beat(len(log.step_time_s), "steps done")
         batches.close()
         coords, optimizer_label = trainer.coords, trainer.optimizer_label
         del trainer
