@@ -11,10 +11,10 @@ from accelbench.bench.scale import ScaleSpec, run_scale, summary_outcome, valida
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.cli.common import console, emit, table_console
 from accelbench.cli.options import training_command
-from accelbench.cli.train import sweep_view
+from accelbench.cli.train import recorded, sweep_view
 from accelbench.config.units import parse_int_list
 from accelbench.results.resume import stored_summary
-from accelbench.results.session import open_recorder, record_sweep
+from accelbench.results.session import open_recorder
 from accelbench.results.table import scale_table, train_table
 
 
@@ -32,8 +32,8 @@ def scale(
     study = validate_scale(ScaleSpec(base, parse_int_list("devices", devices), mode, zero))
     recorder = open_recorder(db, base.device)
     title = f"{base.model.name} {mode} scaling over {list(study.devices)} device(s)"
-    records = record_sweep(lambda sink, step, cell, skip: run_scale(study, sink, cell, skip),
-                           recorder, sweep_view(base, quiet), title, rerun=rerun)
+    records = recorded(lambda sink, step, cell, skip: run_scale(study, sink, cell, skip),
+                       recorder, sweep_view(base, quiet), title, rerun=rerun)
     if recorder is None:
         return
     cells = [r for r in records if r.kind == "train"]

@@ -16,6 +16,7 @@ from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.cli.common import console, emit, table_console
 from accelbench.cli.options import training_command
+from accelbench.results.interrupted import SweepInterrupted
 from accelbench.results.lines import step_line
 from accelbench.results.record import Record
 from accelbench.results.session import Sweep, SweepView, open_recorder, record_sweep
@@ -38,6 +39,16 @@ def sweep_view(spec: TrainSpec, quiet: bool) -> SweepView:
         note=lambda text: console.print(Text(text), highlight=False))
 
 
+def recorded(*args, **kwargs) -> list[Record]:
+    """record_sweep; a sweep stopped by SIGINT/SIGTERM prints its one line of what was kept and
+    exits with 130/143."""
+    try:
+        return record_sweep(*args, **kwargs)
+    except SweepInterrupted as stop:
+        console.print(Text(stop.line), soft_wrap=True, highlight=False)
+        raise typer.Exit(stop.exit_code) from None
+
+
 def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bool,
                  csv_out: bool, output: Path | None, quiet: bool, rerun: bool = False,
                  table: Callable[[list[Record], str], object] = train_table,
@@ -46,8 +57,8 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
     recorder = open_recorder(db, spec.device)
     title = f"{spec.model.name} {spec.benchmark}"
-    records = record_sweep(sweep, recorder, sweep_view(spec, quiet), f"{title}, data {spec.data}",
-                           tag, rerun)
+    records = recorded(sweep, recorder, sweep_view(spec, quiet), f"{title}, data {spec.data}",
+                       tag, rerun)
     if recorder is not None:
         cells = [r for r in records if r.kind != PEAK_KIND]  # peaks are named in the caption
         table_console((json_out or csv_out) and output is None).print(table(cells, title))

@@ -12,7 +12,7 @@ from accelbench.config.schema import SCHEMA_VERSION
 from accelbench.results.jsontext import dumps, loads
 from accelbench.results.migrate import upgrade
 
-STATUSES = ("ok", "oom", "unsupported", "error", "diverged", "timeout")
+STATUSES = ("ok", "oom", "unsupported", "error", "diverged", "timeout", "interrupted")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
+from accelbench.bench.train.cell_folder import recording_into
 from accelbench.bench.train.metrics import StepReport
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.parallel.dist import is_rank_zero
+from accelbench.parallel.procs import Interrupted, signals_raise
+from accelbench.results.interrupted import CellSeen, stopped_sweep
+from accelbench.results.pending import recover, recovered_line
 from accelbench.results.record import Record
 from accelbench.results.recorder import Recorder
 from accelbench.results.resume import Resume
@@ -44,22 +48,34 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
                  tag: Callable[[Outcome], Outcome] | None = None,
                  rerun: bool = False) -> list[Record]:
     """Run a sweep, storing each outcome as it lands and telling the view; the records, in
-    sweep order, with the finished ones it skipped (results.resume; none with `rerun`)."""
+    sweep order, with the finished ones it skipped (results.resume; none with `rerun`).
+    Launched cells a dead accelbench process left are recorded first (results.pending); SIGINT
+    or SIGTERM ends the sweep with SweepInterrupted (results.interrupted) once the running cell
+    is recorded as interrupted."""
     if recorder is None:  # a rank other than 0: measure, record nothing, show nothing
         sweep(lambda outcome: None, None, None, None)
         return []
     view.banner(f"{title} on {recorder.environment['device_name']}; "
                 f"results -> {recorder.store.path}")
+    for recovered in recover(recorder.store):
+        view.note(recovered_line(recovered))
     resume = Resume(recorder, view.note, rerun)
+    seen = CellSeen(view.cell)
 
     def sink(outcome: Outcome) -> Record:
         record = resume.sink(tag(outcome) if tag else outcome)
+        seen.recorded(record)
         if record.status != "ok":
             view.failed(record)
         return record
 
     try:
-        sweep(sink, view.step, view.cell, resume.skip)
+        with signals_raise(), recording_into(str(recorder.store.path), recorder.environment,
+                                             recorder.run_id):
+            try:
+                sweep(sink, view.step, seen, resume.skip)
+            except Interrupted as stop:
+                raise stopped_sweep(stop, recorder, seen, tag) from None
     finally:  # the .db file alone holds the sweep; the command closes the recorder at its end
         recorder.store.close()
     summary = resume.summary()
