@@ -1,7 +1,15 @@
 """Launched cells: a rank that fails after rank 0 wrote the outcome keeps the measurement;
-failed cells keep their layout; a rank out of memory is an oom; refused multi-process options."""
+failed cells keep their layout; a rank out of memory is an oom; refused multi-process options.
+When things go wrong (no processes: torchrun stood in for, heartbeats and pending folders made
+by hand; tests/dist/test_lifecycle.py does the same with real ranks): the failed rank is named
+with its own error, the watchdog names the rank that stopped, an interrupted cell is recorded
+and the sweep says what was kept, a cell its dead parent left is recovered once."""
 
 import json
+import os
+import signal
+import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,21 +17,36 @@ import pytest
 
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.train import launch as train_launch
+from accelbench.bench.train.cell_folder import (
+    LAUNCH_FILE,
+    OUTCOME_FILE,
+    open_cell_folder,
+    recording_into,
+)
 from accelbench.bench.train.spec import TrainSpec, cell_layout
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
-from accelbench.parallel.launch import LaunchResult
+from accelbench.parallel.launch import LaunchResult, root_cause
+from accelbench.parallel.procs import Interrupted, signals_raise
+from accelbench.parallel.watchdog import HangWatch, HeartbeatWriter
+from accelbench.results.interrupted import SweepInterrupted
+from accelbench.results.pending import recover
+from accelbench.results.recorder import Recorder
+from accelbench.results.session import SweepView, open_recorder, record_sweep
+from accelbench.results.store import ResultStore
 
 SPEC = TrainSpec(model=get_preset("gpt2-tiny"), seq_lens=(32,), micro_batches=(2,), gas=(1,),
                  dtypes=("fp32",), steps=2, warmup_steps=1, device="cpu", nproc=2)
 
 
-def _fake_launch(write_outcome: bool, result: LaunchResult):
+def _fake_launch(write_outcome: bool, result: LaunchResult, seen: list | None = None):
     """A stand-in for torchrun: rank 0 may have written its outcome before a rank failed."""
-    def launch(nproc, argv, timeout_s, env=None, cwd=None):
+    def launch(nproc, argv, timeout_s, env=None, cwd=None, work_dir=None, hang_timeout_s=None):
         if write_outcome:
             done = Outcome("train", "ok", {"seq": 32}, {"tokens_per_s_global": 123.0})
-            Path(argv[-1]).write_text(json.dumps(vars(done)))
+            (Path(argv[-1]) / "outcome.json").write_text(json.dumps(vars(done)))
+        if seen is not None:
+            seen.append(Path(work_dir))
         return result
     return launch
 
@@ -72,8 +95,8 @@ def test_the_launched_ranks_get_the_real_process_count(monkeypatch):
     """Rank 0 records the spec it was given: nproc must be the launch's, not 1."""
     seen = {}
 
-    def launch(nproc, argv, timeout_s, env=None, cwd=None):
-        seen.update(json.loads(Path(argv[-2]).read_text()))
+    def launch(nproc, argv, timeout_s, env=None, cwd=None, work_dir=None, hang_timeout_s=None):
+        seen.update(json.loads((Path(argv[-1]) / "spec.json").read_text()))
         return LaunchResult(returncode=0, timed_out=False, wall_s=1.0, output="")
 
     monkeypatch.setattr(train_launch, "launch_torchrun", launch)
@@ -105,3 +128,185 @@ def test_fp16_on_data_parallel_and_one_process_options_pass():
     assert cell_layout(fp16, 2, 1).zero == 3
     search = replace(SPEC, max_micro_batch=True, nproc=1, layout="dp=1")
     assert cell_layout(search, 1, 1).dp == 1  # one process: the search runs
+
+
+# --- when things go wrong -----------------------------------------------------------------
+
+REPORT = """Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 944)  (SIGTERM)
+-----------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 945)  ({name})
+"""
+ECHO = {"rank": 0, "type": "RuntimeError", "time": 1.0,
+        "message": "[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]"}
+
+
+def test_a_rank_is_named_with_its_own_exception_not_its_peers_echo():
+    """Rank 1 raised; rank 0's 'connection closed' came first in time but is only the echo;
+    rank 1's exit status (SIGABRT at teardown) says less than its exception."""
+    boom = {"rank": 1, "type": "RuntimeError", "message": "boom", "time": 2.0}
+    output = REPORT.format(code=-6, name="SIGABRT")
+    assert root_cause(output, {}, {0: ECHO, 1: boom}) == (1, "RuntimeError: boom")
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_it():
+    """No exception of its own (SIGKILL gives none); the peer's echo and torchrun's SIGTERM of
+    the survivor are not causes."""
+    output = REPORT.format(code=-9, name="SIGKILL")
+    rank, error = root_cause(output, {1: "profiler_stop\n", 0: "noise"}, {0: ECHO})
+    assert rank == 1 and error.startswith("killed by SIGKILL (signal 9)")
+    assert "profiler" not in error and "noise" not in error
+
+
+def test_the_watchdog_names_the_rank_that_stopped_first(tmp_path):
+    beats = tmp_path / "heartbeat"
+    one, zero = HeartbeatWriter(beats, 1), HeartbeatWriter(beats, 0)
+    one(2, "data")
+    time.sleep(0.02)
+    zero(2, "forward/backward")
+    start = time.monotonic()
+    watch = HangWatch(beats, 2, hang_timeout_s=5)
+    assert watch.check(start) is None and watch.check(start + 4) is None
+    hang = watch.check(start + 6)
+    assert hang is not None and hang.rank == 1
+    assert hang.reason.startswith("hung: no rank made progress for 6 s (hang timeout 5 s); "
+                                  "rank 1, last heartbeat 'step 2: data'")
+    assert "rank 0, last heartbeat 'step 2: forward/backward'" in hang.reason
+    zero(3, "data")  # a heartbeat that advances is progress again
+    assert watch.check(start + 7) is None
+    assert HangWatch(beats, 3, 5).check(start + 60) is None  # rank 2 never started: no verdict
+
+
+def test_signals_raise_turns_sigterm_into_interrupted_once():
+    with pytest.raises(Interrupted) as caught, signals_raise():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert caught.value.signum == signal.SIGTERM and caught.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def _interrupted(**_):
+    return LaunchResult(None, False, 3.0, "", error="interrupted by SIGINT after 3.0 s",
+                        interrupted=signal.SIGINT)
+
+
+def test_an_interrupted_cell_raises_with_its_interrupted_outcome(monkeypatch, tmp_path):
+    monkeypatch.setattr(train_launch, "launch_torchrun", _fake_launch(False, _interrupted()))
+    spec = replace(SPEC, layout="tp=2")
+    with pytest.raises(train_launch.CellInterrupted) as caught:
+        train_launch.launch_cell(spec, spec.cells()[0])
+    outcome = caught.value.outcome
+    assert outcome.status == "interrupted" and outcome.reason.startswith("interrupted by SIGINT")
+    assert outcome.spec["layout"]["tp"] == 2 and caught.value.exit_code == 130
+
+
+def test_cell_folders_last_until_the_outcome_is_recorded(monkeypatch, tmp_path):
+    ok = LaunchResult(returncode=0, timed_out=False, wall_s=1.0, output="")
+    folders: list[Path] = []
+    monkeypatch.setattr(train_launch, "launch_torchrun", _fake_launch(True, ok, folders))
+    train_launch.launch_cell(SPEC, SPEC.cells()[0])  # no session: nothing would recover it
+    assert not folders[0].exists()
+    with recording_into(str(tmp_path / "r.db"), {}, "run1"):
+        train_launch.launch_cell(SPEC, SPEC.cells()[0])
+        assert folders[1].exists() and folders[1].parent == tmp_path / "accelbench-pending"
+        train_launch.launch_cell(SPEC, SPEC.cells()[0])  # the next cell: the first is recorded
+        assert not folders[1].exists() and folders[2].exists()
+    assert not folders[2].exists()
+
+
+def _reaped() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def _left_behind(db: Path, outcome: Outcome | None, **parent) -> Path:
+    """A cell folder as an accelbench process that died would leave it."""
+    env = {"device_name": "test cpu", "device_type": "cpu"}
+    with recording_into(str(db), env, "deadrun"):
+        folder = open_cell_folder({}, {"workload": "train", "seq_len": 32}, "seq 32")
+    folder.mkdir(exist_ok=True)
+    meta = json.loads((folder / LAUNCH_FILE).read_text())
+    meta["parent"].update({"pid": _reaped(), "start_ticks": None, **parent})
+    (folder / LAUNCH_FILE).write_text(json.dumps(meta))
+    if outcome is not None:
+        (folder / OUTCOME_FILE).write_text(json.dumps(vars(outcome)))
+    return folder
+
+
+def test_a_cell_finished_after_its_parent_died_is_recovered_once(tmp_path):
+    db = tmp_path / "r.db"
+    done = Outcome("train", "ok", {"workload": "train", "seq_len": 32},
+                   {"tokens_per_s_global": 5.0})
+    folder = _left_behind(db, done)
+    store = ResultStore(db)
+    [record] = recover(store)
+    assert (record.status, record.run_id, record.metrics["tokens_per_s_global"]) == (
+        "ok", "deadrun", 5.0)
+    assert record.environment["device_name"] == "test cpu"
+    assert "finished after the accelbench process" in record.reason
+    assert not folder.exists() and recover(store) == []
+    assert len(store.query(kind="train")) == 1
+
+
+def test_a_cell_its_parent_died_in_is_recorded_interrupted(tmp_path):
+    db = tmp_path / "r.db"
+    folder = _left_behind(db, None)
+    [record] = recover(ResultStore(db))
+    assert record.status == "interrupted" and record.spec["seq_len"] == 32
+    assert "died during it" in record.reason and not folder.exists()
+
+
+def test_recovery_leaves_live_and_foreign_launches_and_never_stores_twice(tmp_path):
+    db = tmp_path / "r.db"
+    store = ResultStore(db)
+    alive = _left_behind(db, None, pid=os.getpid(), start_ticks=None)
+    foreign = _left_behind(db, None, host="another-host")
+    done = Outcome("train", "ok", {"workload": "train", "seq_len": 32}, {})
+    stored = _left_behind(db, done)
+    Recorder(store, {"device_name": "test cpu"}, "deadrun")(done)  # stored before it died
+    assert recover(store) == []
+    assert alive.exists() and foreign.exists() and not stored.exists()
+    assert len(store.query(kind="train")) == 1
+
+
+def test_a_sweep_stopped_by_a_signal_says_what_it_kept(tmp_path):
+    db = tmp_path / "r.db"
+    left = _left_behind(db, None)
+    notes: list[str] = []
+    view = SweepView(banner=lambda text: None, cell=lambda i, n, label: None, step=None,
+                     failed=lambda record: None, note=notes.append)
+
+    def sweep(sink, step, cell, skip):
+        cell(0, 3, "first")
+        sink(Outcome("train", "ok", {"workload": "train", "seq_len": 16}))
+        cell(1, 3, "second")
+        raise train_launch.CellInterrupted(
+            signal.SIGINT, Outcome("train", "interrupted", {"workload": "train", "seq_len": 32},
+                                   reason="interrupted by SIGINT"))
+
+    recorder = open_recorder(db, "cpu")
+    with pytest.raises(SweepInterrupted) as caught:
+        record_sweep(sweep, recorder, view, "t")
+    assert caught.value.exit_code == 130
+    assert caught.value.line == (f"interrupted by SIGINT: 1 cell(s) recorded in {db}; "
+                                 "cell 2/3 (second) recorded as interrupted")
+    assert notes[0].startswith("recovered: a train cell of run deadrun") and not left.exists()
+    assert [r.status for r in ResultStore(db).query(kind="train")] == [
+        "interrupted", "ok", "interrupted"]
+
+    def killed(sink, step, cell, skip):  # a real SIGTERM, outside any launch
+        cell(0, 1, "only")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    with pytest.raises(SweepInterrupted) as caught:
+        record_sweep(killed, open_recorder(db, "cpu"), view, "t")
+    assert caught.value.exit_code == 143
+    assert caught.value.line.endswith("cell 1/1 (only) was running in this process and is "
+                                      "not recorded")
