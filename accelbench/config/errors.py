@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class ConfigError(ValueError):
     """Bad user input, raised before anything runs; the CLI prints it on one line, exit 2."""
@@ -17,9 +19,19 @@ class ConfigError(ValueError):
 
 
 def require_positive(field: str, value: int | float) -> None:
-    """Reject zero or negative sizes with a message that names the field."""
-    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+    """Reject zero, negative and non-finite (NaN, infinite) sizes, naming the field."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
         raise ConfigError(field, f"must be a positive number, got {value!r}", "> 0")
+    if not math.isfinite(value):
+        raise ConfigError(field, f"must be a finite number, got {value!r}", "a finite number > 0")
+    if value <= 0:
+        raise ConfigError(field, f"must be a positive number, got {value!r}", "> 0")
+
+
+def require_finite(field: str, value: float) -> None:
+    """NaN and infinity are not numbers a run or a plan can use."""
+    if not math.isfinite(value):
+        raise ConfigError(field, f"must be a finite number, got {value!r}", "a finite number")
 
 
 def require_choice(field: str, value: str, allowed: list[str] | tuple[str, ...]) -> str:

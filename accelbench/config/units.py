@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from accelbench.config.errors import ConfigError
 
 _BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE_ALLOWED = "a number with B, MB, GB, MiB, GiB"
 
 
 def parse_bytes(field: str, text: str) -> int:
@@ -15,39 +17,59 @@ def parse_bytes(field: str, text: str) -> int:
     match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _BYTE_UNITS:
-        raise ConfigError(field, f"cannot read size {text!r}", "a number with B, MB, GB, MiB, GiB")
+        raise ConfigError(field, f"cannot read size {text!r}", _SIZE_ALLOWED)
     try:
         value = float(match.group(1)) * _BYTE_UNITS[unit]
     except ValueError:
-        raise ConfigError(field, f"cannot read size {text!r}",
-                          "a number with B, MB, GB, MiB, GiB") from None
-    if not value >= 1:  # also NaN; 0.5B would round to 0, which reads as "no limit"
+        raise ConfigError(field, f"cannot read size {text!r}", _SIZE_ALLOWED) from None
+    if not math.isfinite(value):  # '1e999' reads as infinity
+        raise ConfigError(field, f"size {text!r} is not a finite number", _SIZE_ALLOWED)
+    if not value >= 1:  # 0.5B would round to 0, which reads as "no limit"
         raise ConfigError(field, f"must be at least one byte, got {text!r}", ">= 1B")
     return int(value)
 
 
-def parse_int_list(field: str, text: str) -> tuple[int, ...]:
-    """'8,16,32' -> (8, 16, 32); each must be a positive integer."""
-    values = []
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        try:
-            value = int(item)
-        except ValueError:
-            raise ConfigError(field, f"{item!r} is not an integer", "positive integers") from None
-        if value <= 0:
-            raise ConfigError(field, f"must be positive, got {value}", "positive integers")
-        values.append(value)
-    if not values:
-        raise ConfigError(field, "needs at least one value", "a comma-separated list")
+def _items(field: str, text: str, allowed: str, lower: bool = False) -> list[str]:
+    """The comma-separated items of `text`, stripped; an empty item ('1,,2', '1,', ',') or
+    an empty list is refused rather than silently dropped."""
+    if not text.strip():
+        raise ConfigError(field, "needs at least one value", allowed)
+    items = [s.strip().lower() if lower else s.strip() for s in text.split(",")]
+    if "" in items:
+        raise ConfigError(field, f"empty item in {text!r}", allowed)
+    return items
+
+
+def _unique(field: str, values: list, allowed: str) -> tuple:
+    """Refuse a value given twice: a sweep would measure the same cell twice."""
+    seen: set = set()
+    for value in values:
+        if value in seen:
+            raise ConfigError(field, f"{value} given twice", f"{allowed}; each at most once")
+        seen.add(value)
     return tuple(values)
 
 
+def parse_int_list(field: str, text: str) -> tuple[int, ...]:
+    """'8,16,32' -> (8, 16, 32); each a positive integer, given once, no empty item."""
+    allowed = "comma-separated positive integers"
+    values = []
+    for item in _items(field, text, allowed):
+        try:
+            value = int(item)
+        except ValueError:
+            raise ConfigError(field, f"{item!r} is not an integer", allowed) from None
+        if value <= 0:
+            raise ConfigError(field, f"must be positive, got {value}", allowed)
+        values.append(value)
+    return _unique(field, values, allowed)
+
+
 def parse_choice_list(field: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """'fp32,bf16' -> ('fp32', 'bf16'), each checked against allowed."""
-    values = tuple(filter(None, (s.strip().lower() for s in text.split(","))))
-    if not values:
-        raise ConfigError(field, "needs at least one value", ", ".join(allowed))
+    """'fp32,bf16' -> ('fp32', 'bf16'), each one of `allowed`, given once, no empty item."""
+    names = ", ".join(allowed)
+    values = _items(field, text, names, lower=True)
     for value in values:
         if value not in allowed:
-            raise ConfigError(field, f"unknown value {value!r}", ", ".join(allowed))
-    return values
+            raise ConfigError(field, f"unknown value {value!r}", names)
+    return _unique(field, values, names)

@@ -113,8 +113,8 @@ def test_hw_prints_its_table_on_stdout(monkeypatch, capsys):
 def test_sigkill_midway_keeps_every_measured_cell(tmp_path):
     db = tmp_path / "killed.db"
     cmd = [sys.executable, "-m", "accelbench.cli.main", "block", "--model", "gpt2-tiny",
-           "--seq", "32", "--batch", ",".join(["1"] * 40), "--dtype", "fp32", "--repeats", "20",
-           "--warmup", "1", "--device", "cpu", "--db", str(db)]
+           "--seq", "32", "--batch", ",".join(str(b) for b in range(1, 41)), "--dtype", "fp32",
+           "--repeats", "20", "--warmup", "1", "--device", "cpu", "--db", str(db)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 90
