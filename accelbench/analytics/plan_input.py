@@ -12,7 +12,12 @@ from accelbench.analytics.cluster import ClusterSpec, make_cluster
 from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
 from accelbench.analytics.published import resolve_shape
 from accelbench.analytics.steptime import TrainSetup
-from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.config.errors import (
+    ConfigError,
+    require_choice,
+    require_finite,
+    require_positive,
+)
 from accelbench.config.layout import PLANNER_KEYS, parse_layout_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import PEAK_PRECISIONS
@@ -84,6 +89,22 @@ def _us(value: float | None) -> float | None:
     return None if value is None else value * 1e-6
 
 
+def _check_links(given: PlanInput) -> None:
+    """The cluster options as typed (positive finite sizes and bandwidths, finite latencies
+    of zero or more), named as on the command line."""
+    if given.gpus_per_node is not None:
+        require_positive("gpus-per-node", given.gpus_per_node)
+    for name, value in (("intra-bw", given.intra_bw), ("inter-bw", given.inter_bw)):
+        if value is not None:
+            require_positive(name, value)
+    for name, value in (("intra-latency-us", given.intra_latency_us),
+                        ("inter-latency-us", given.inter_latency_us)):
+        if value is not None:
+            require_finite(name, value)
+            if value < 0:
+                raise ConfigError(name, f"must not be negative, got {value!r}", ">= 0")
+
+
 def resolve_plan_input(given: PlanInput) -> PlanRequest:
     """Check every input (ConfigError naming the first bad one) and resolve model, cluster,
     set-up and --layout fields."""
@@ -94,7 +115,11 @@ def resolve_plan_input(given: PlanInput) -> PlanRequest:
                         ("nodes", given.nodes), ("top", given.top),
                         ("train-tokens", given.train_tokens)):
         require_positive(name, value)
+    _check_links(given)
     model = resolve_shape(given.model)
+    if model.position == "learned" and given.seq > model.n_positions:
+        raise ConfigError("seq", f"{given.seq} is longer than {model.name}'s "
+                          f"{model.n_positions} positions", f"<= {model.n_positions}")
     cluster = make_cluster(given.device, given.nodes, given.gpus_per_node, given.intra_bw,
                            given.inter_bw, _us(given.intra_latency_us),
                            _us(given.inter_latency_us))

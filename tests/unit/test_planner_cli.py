@@ -30,9 +30,9 @@ def test_fixed_layout_that_does_not_fit_in_json_is_labelled() -> None:
 
 
 @pytest.mark.parametrize("args,field", [
-    (["--gpus-per-node", "0"], "cluster.devices_per_node"),
-    (["--inter-latency-us", "-3"], "cluster.inter_latency_s"),
-    (["--intra-bw", "-5"], "cluster.intra_gb_per_s"),
+    (["--gpus-per-node", "0"], "gpus-per-node"),
+    (["--inter-latency-us", "-3"], "inter-latency-us"),
+    (["--intra-bw", "-5"], "intra-bw"),
     (["--train-tokens", "-1"], "train-tokens"),
     (["--layout", "dp=1,tp=3,pp=1,vp=1,mb=1,zero=0,recompute=full"], "layout"),
     (["--layout", "dp=1,tp=8,pp=1,vp=1,mb=1,zero=0,recompute=full,sp=off,sp=on"], "layout.sp"),
