@@ -4,18 +4,23 @@ on a layout of one or more processes (one process is the layout dp=tp=pp=1)."""
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from accelbench.bench.peak import SweepPeak
-from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.config.errors import (
+    ConfigError,
+    require_choice,
+    require_finite,
+    require_positive,
+)
 from accelbench.config.genslm import model_from_neox_config
 from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
+from accelbench.hardware.detect import resolve_device
 from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
 
 BENCHMARKS = ("train", "genslm")  # what the cells are reported as; genslm counts codons
@@ -107,10 +112,7 @@ def spec_from_dict(data: dict) -> TrainSpec:
     return TrainSpec(**{k: v for k, v in values.items() if k in known})
 
 
-def _require_finite(name: str, value: float) -> None:
-    """NaN and infinity are not numbers a run can use."""
-    if not math.isfinite(value):
-        raise ConfigError(name, f"must be a finite number, got {value!r}", "a finite number")
+SEED_MAX = 2**63 - 1  # torch.manual_seed takes a signed 64-bit integer; seed + rank must fit
 
 
 def _check_sweep_lists(spec: TrainSpec) -> None:
@@ -119,6 +121,9 @@ def _check_sweep_lists(spec: TrainSpec) -> None:
         values = getattr(spec, key)
         if not values:
             raise ConfigError(name.replace("_", "-"), "needs at least one value")
+        if len(set(values)) != len(values):  # the same cell twice (a TrainSpec built in Python)
+            twice = next(v for v in values if values.count(v) > 1)
+            raise ConfigError(name.replace("_", "-"), f"{twice} given twice", "each value once")
     for seq in spec.seq_lens:
         require_positive("seq", seq)
         if spec.model.position == "learned" and seq > spec.model.n_positions:
@@ -148,18 +153,23 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     for name, value in (("lr", spec.lr), ("weight-decay", spec.weight_decay),
                         ("grad-clip", spec.grad_clip), ("cell-timeout", spec.cell_timeout_s),
                         ("hang-timeout", spec.hang_timeout_s)):
-        _require_finite(name, value)
+        require_finite(name, value)
     require_positive("lr", spec.lr)
     for name, value in (("lr-warmup-steps", spec.lr_warmup_steps),
                         ("weight-decay", spec.weight_decay), ("grad-clip", spec.grad_clip)):
         if value < 0:
             raise ConfigError(name, f"must be 0 or more, got {value}", ">= 0 (0: off)")
     if spec.time_budget_s is not None:
-        _require_finite("time-budget", spec.time_budget_s)
         require_positive("time-budget", spec.time_budget_s)
+    if spec.mem_limit_bytes is not None:
+        require_positive("mem-limit", spec.mem_limit_bytes)
+    if not 0 <= spec.seed <= SEED_MAX:
+        raise ConfigError("seed", f"must be in [0, 2**63 - 1], got {spec.seed}",
+                          f"0 to {SEED_MAX}")
     require_positive("cell-timeout", spec.cell_timeout_s)
     require_positive("hang-timeout", spec.hang_timeout_s)
     require_positive("nproc", spec.nproc)
+    resolve_device(spec.device)  # an unknown or absent device, before a results file is made
     return spec
 
 
