@@ -18,10 +18,10 @@ from typing import Any
 SCHEMA_VERSION = 2
 
 # A training spec's swept list fields and the cell field each becomes, outermost first
-# (the sweep order: dtype, then recompute, sequence, GAS, micro-batch).
+# (the sweep order: dtype, then recompute, sequence, GAS, micro-batch, sparsity).
 TRAIN_SWEPT: dict[str, str] = {"dtypes": "dtype", "recomputes": "recompute",
                                "seq_lens": "seq_len", "gas": "gas",
-                               "micro_batches": "micro_batch"}
+                               "micro_batches": "micro_batch", "sparsities": "sparsity"}
 
 BLOCK_PHASES = ("forward", "backward", "forward_backward")
 
@@ -84,6 +84,12 @@ class TrainMetrics(MemoryFields, PeakFields):
     comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
     comm_bytes_per_step_ideal_per_rank: dict[str, float] | None = None  # Megatron's volume
     diverged_step: int | None = None  # 1-based step whose loss was not finite
+    # weight sparsity (models/sparsity.py, docs/sparsity.md); MFU stays dense-equivalent
+    sparsity_measured: float | None = None  # zeros in the sparse matrices after the last step
+    executed_flops_per_step_global: float | None = None  # what the kernels performed
+    sparse_kernel: str | None = None  # the sparse kernel that ran, None when none did
+    sparse_kernel_reason: str | None = None  # why none ran (a sparse cell only)
+    speedup_vs_dense: float | None = None  # dense cell's step time / this one's, same sweep
 
 
 @dataclass(frozen=True)

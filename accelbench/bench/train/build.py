@@ -17,6 +17,7 @@ from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.models.convert_hf_gpt2 import load_checkpoint_dir, load_hf_gpt2_state_dict
 from accelbench.models.gpt import GPT
+from accelbench.models.sparsity import SparseState, sparsify
 from accelbench.parallel.apply import prepare_model
 from accelbench.parallel.dist import make_mesh, mesh_coords
 from accelbench.parallel.optim import make_optimizer
@@ -33,6 +34,7 @@ class Trainer:
     scaler: torch.amp.GradScaler
     optimizer_label: str
     coords: dict[str, int]
+    sparsity: SparseState | None = None  # the masks of a sparse cell's local shards
 
 
 def needs_group(layout: Layout) -> bool:
@@ -48,6 +50,8 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     model = GPT(spec.model)
     if spec.init_checkpoint:
         load_hf_gpt2_state_dict(model, load_checkpoint_dir(spec.init_checkpoint))
+    # masked before placement, so TP/FSDP/pipeline shard the masked weights
+    masks = sparsify(model, cell.sparsity, spec.sparsity_pattern, spec.sparsity_mask, spec.seed)
     model = model.to(device)
     mesh = make_mesh(layout, device) if dist.is_initialized() else None
     if layout.pp > 1:
@@ -60,4 +64,5 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     # is whole or an FSDP shard, so found-inf agrees on all ranks.
     scaler = torch.amp.GradScaler(device.type, enabled=cell.dtype == "fp16")
     coords = mesh_coords(mesh) if mesh is not None else {"pp": 0, "dp": 0, "tp": 0}
-    return Trainer(module, optimizer, scaler, label, coords)
+    sparse = SparseState.from_placed(module) if masks else None
+    return Trainer(module, optimizer, scaler, label, coords, sparse)

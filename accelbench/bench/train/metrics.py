@@ -18,6 +18,7 @@ from accelbench.bench.timing import summarize
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.schema import TrainMetrics
+from accelbench.models.sparsity import no_sparse_kernel_reason
 from accelbench.parallel.collectives import (
     bubble_fraction_theory,
     busiest_rank_comm_bytes,
@@ -143,4 +144,17 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         loss_last=ranks[0]["loss"][-1], optimizer=ranks[0]["optimizer"],
         collective_time_s_per_rank=[r["collective_s"] for r in ranks],
         collective_time_source=ranks[0]["collective_source"],
-        mem_estimate_bytes_per_rank=estimate_bytes)
+        mem_estimate_bytes_per_rank=estimate_bytes,
+        **_sparsity(spec, cell, counts, ranks))
+
+
+def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[dict]) -> dict:
+    """Sparsity fields: the measured level, what ran and what it executed. Masked dense runs
+    every multiply of the dense matmuls, so executed FLOPs are the hardware FLOPs."""
+    if not cell.sparsity:
+        return {}
+    kernel, reason = None, no_sparse_kernel_reason(spec.sparsity_pattern,
+                                                  ranks[0].get("device_type", spec.device))
+    return {"sparsity_measured": ranks[0].get("sparsity_measured"), "sparse_kernel": kernel,
+            "sparse_kernel_reason": reason,
+            "executed_flops_per_step_global": counts.hardware_flops_per_step_global}

@@ -11,6 +11,7 @@ from accelbench.bench.train.spec import TrainSpec, resolve_model_source
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
+from accelbench.models.sparsity import parse_sparsity_list
 
 
 def _opt(default: Any, help: str, flag: str | None = None) -> Any:
@@ -30,6 +31,11 @@ class TrainOptions:
     gas: str = _opt("1", "Gradient accumulation steps, comma-separated.")
     dtype: str = _opt("bf16", "fp32, fp16 (loss scaling), bf16; comma-separated.")
     recompute: str = _opt("none", "none, selective, full; comma-separated.")
+    sparsity: str = _opt("0", "Weight sparsity of the blocks' matrices, levels in [0, 1), "
+                         "comma-separated, e.g. 0,0.6,0.8,0.9 (docs/sparsity.md).")
+    sparsity_pattern: str = _opt("unstructured", "unstructured, or 2:4 (level 0.5 only).")
+    sparsity_mask: str = _opt("magnitude", "magnitude (largest weights at initialisation) or "
+                              "random (seeded by --seed).")
     steps: int = _opt(20, "Optimizer steps per cell.")
     warmup_steps: int = _opt(5, "Steps run but not timed into the summary.")
     time_budget: float | None = _opt(None, "Seconds per cell before stopping early.")
@@ -77,6 +83,8 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         gas=parse_int_list("gas", options.gas),
         dtypes=parse_choice_list("dtype", options.dtype, DTYPES),
         recomputes=parse_choice_list("recompute", options.recompute, RECOMPUTE_KINDS),
+        sparsities=parse_sparsity_list(options.sparsity),
+        sparsity_pattern=options.sparsity_pattern, sparsity_mask=options.sparsity_mask,
         steps=options.steps, warmup_steps=options.warmup_steps,
         time_budget_s=options.time_budget, lr=options.lr, weight_decay=options.weight_decay,
         grad_clip=options.grad_clip, compile=options.compile, tf32=options.tf32,

@@ -22,6 +22,7 @@ from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
 from accelbench.hardware.detect import resolve_device
 from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
+from accelbench.models.sparsity import validate_sparsity
 
 BENCHMARKS = ("train", "genslm")  # what the cells are reported as; genslm counts codons
 
@@ -35,12 +36,14 @@ class TrainCell:
     gas: int
     dtype: str
     recompute: str
+    sparsity: float = 0.0  # fraction of zeros in the blocks' matrices (models/sparsity.py)
 
     @property
     def label(self) -> str:
         """Short text for progress lines."""
+        sparse = f" sparsity {self.sparsity:g}" if self.sparsity else ""
         return (f"seq {self.seq_len} mb {self.micro_batch} gas {self.gas} {self.dtype} "
-                f"recompute {self.recompute}")
+                f"recompute {self.recompute}{sparse}")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class TrainSpec:
     gas: tuple[int, ...] = (1,)
     dtypes: tuple[str, ...] = ("bf16",)
     recomputes: tuple[str, ...] = ("none",)
+    sparsities: tuple[float, ...] = (0.0,)  # weight sparsity levels of the blocks' matrices
+    sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
+    sparsity_mask: str = "magnitude"  # magnitude at initialisation, or random (spec.seed)
     steps: int = 20
     warmup_steps: int = 5
     time_budget_s: float | None = None
@@ -138,6 +144,8 @@ def _check_sweep_lists(spec: TrainSpec) -> None:
         require_choice("dtype", dtype, DTYPES)
     for rc in spec.recomputes:
         require_choice("recompute", rc, RECOMPUTE_KINDS)
+    validate_sparsity(spec.sparsities, spec.sparsity_pattern, spec.sparsity_mask,
+                      spec.model.d_model)
 
 
 def validate_train_spec(spec: TrainSpec) -> TrainSpec:

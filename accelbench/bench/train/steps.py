@@ -28,6 +28,7 @@ from accelbench.bench.train.build import Trainer, build_trainer
 from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
+from accelbench.models.sparsity import keep_sparse, measured_sparsity
 from accelbench.parallel.apply import micro_batch_context
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.dist import mean_over_replicas
@@ -97,6 +98,7 @@ def _optimizer_step(trainer: Trainer, layout: Layout, grad_clip: float) -> None:
         clip_grad_norm_(trainer.module, grad_clip, layout)
     trainer.scaler.step(trainer.optimizer)
     trainer.scaler.update()
+    keep_sparse(trainer)  # masked weights and their AdamW moments stay zero
     trainer.optimizer.zero_grad(set_to_none=True)
 
 
@@ -183,6 +185,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         _beat(len(log.step_time_s), "steps done")
         batches.close()
         coords, optimizer_label = trainer.coords, trainer.optimizer_label
+        sparsity = measured_sparsity(trainer, device)  # a collective: every rank
         del trainer
     timed = log.step_time_s[spec.warmup_steps:]
     return {"rank": _rank(), **coords, "optimizer": optimizer_label, "timed_steps": len(timed),
@@ -190,4 +193,5 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
             "step_times_s": log.step_time_s, "loss": log.loss, "lr": log.lr,
             "data_wait_s": log.data_wait_s, "collective_s": collectives["time_s"],
             "collective_source": collectives["source"], "mem_peak_bytes": peak_mem.peak_bytes,
-            "mem_base_bytes": peak_mem.base_bytes, "mem_method": peak_mem.method}
+            "mem_base_bytes": peak_mem.base_bytes, "mem_method": peak_mem.method,
+            "sparsity_measured": sparsity, "device_type": device.type}

@@ -1,0 +1,197 @@
+"""Weight sparsity of a GPT's transformer blocks: which matrices, how their masks are chosen,
+applied at build and kept after every optimizer step.
+
+What is sparse: every block's four matrices, attention qkv (`attn.c_attn.weight`), attention
+output (`attn.c_proj.weight`), MLP fc (`mlp.c_fc.weight`) and MLP proj (`mlp.c_proj.weight`).
+Embeddings, the output head, norms and biases stay dense.
+
+How the mask is chosen, per matrix (each matrix gets the requested level, so no layer is
+emptied by a global threshold): `magnitude` keeps the largest |w| at initialisation (after an
+initial checkpoint is loaded), `random` keeps a uniformly random set, drawn from a generator
+seeded by the spec's seed. `unstructured` zeros round(level x numel) entries of the matrix;
+`2:4` keeps 2 of every 4 consecutive weights along the input dimension (level 0.5 only).
+
+How it is kept: the masked full weights are placed (TP/FSDP/pipeline shard them as any weight),
+and each rank's mask is the non-zero pattern of its own local shard, read once after placement
+(a freshly initialised weight is never exactly zero). After every optimizer step the local
+shards and AdamW's exp_avg/exp_avg_sq at masked positions are multiplied by the mask, so zeros
+stay zero and the optimizer's state does not drift.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from accelbench.config.errors import ConfigError
+
+SPARSE_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                   "mlp.c_proj.weight")
+PATTERNS = ("unstructured", "2:4")
+MASK_KINDS = ("magnitude", "random")
+OPTIMIZER_STATE_KEYS = ("exp_avg", "exp_avg_sq")
+
+
+def is_sparse_weight(name: str) -> bool:
+    """Whether a parameter name (of a placed or wrapped model too) is one of the sparse
+    matrices; wrappers (checkpoint, compile, FSDP) add prefixes, never change the suffix."""
+    return name.endswith(SPARSE_SUFFIXES)
+
+
+def parse_sparsity_list(text: str) -> tuple[float, ...]:
+    """'0,0.6,0.8,0.9' -> (0.0, 0.6, 0.8, 0.9); ConfigError on anything that is not a number."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            values.append(float(item))
+        except ValueError:
+            raise ConfigError("sparsity", f"{item!r} is not a number",
+                              "levels in [0, 1), comma-separated") from None
+    return tuple(values)
+
+
+def validate_sparsity(levels: Iterable[float], pattern: str, mask_kind: str,
+                      d_model: int) -> None:
+    """Levels in [0, 1), a known pattern and mask, 2:4 only at level 0 or 0.5."""
+    if pattern not in PATTERNS:
+        raise ConfigError("sparsity-pattern", f"unknown value {pattern!r}", ", ".join(PATTERNS))
+    if mask_kind not in MASK_KINDS:
+        raise ConfigError("sparsity-mask", f"unknown value {mask_kind!r}",
+                          ", ".join(MASK_KINDS))
+    for level in levels:
+        if not (isinstance(level, (int, float)) and math.isfinite(level) and 0 <= level < 1):
+            raise ConfigError("sparsity", f"must be in [0, 1), got {level!r}", "0 <= level < 1")
+        if pattern == "2:4" and level not in (0, 0.5):
+            raise ConfigError("sparsity", f"2:4 keeps exactly half the weights, got {level}",
+                              "0 or 0.5 with --sparsity-pattern 2:4")
+    if pattern == "2:4" and d_model % 4:
+        raise ConfigError("sparsity-pattern", f"2:4 needs a hidden size divisible by 4, got "
+                          f"{d_model}", "unstructured")
+
+
+def make_mask(weight: torch.Tensor, level: float, pattern: str, mask_kind: str,
+              generator: torch.Generator) -> torch.Tensor:
+    """The boolean keep-mask of one (out, in) matrix: True where the weight stays."""
+    if mask_kind == "magnitude":
+        score = weight.detach().abs().float()
+    else:
+        score = torch.rand(weight.shape, generator=generator).to(weight.device)
+    if pattern == "2:4":
+        groups = score.reshape(weight.shape[0], -1, 4)
+        keep = torch.zeros_like(groups, dtype=torch.bool)
+        keep.scatter_(-1, groups.topk(2, dim=-1).indices, True)
+        return keep.reshape(weight.shape)
+    n_zero = round(level * weight.numel())
+    keep = torch.ones(weight.numel(), dtype=torch.bool, device=weight.device)
+    if n_zero:
+        keep[score.flatten().topk(n_zero, largest=False).indices] = False
+    return keep.reshape(weight.shape)
+
+
+def sparsify(model: nn.Module, level: float, pattern: str, mask_kind: str,
+             seed: int) -> dict[str, torch.Tensor]:
+    """Zero the masked weights of a whole (unplaced) model in place; the masks by name.
+    Level 0 touches nothing (the dense run, bit for bit)."""
+    if level == 0:
+        return {}
+    generator = torch.Generator().manual_seed(seed)
+    masks = {}
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if is_sparse_weight(name):
+                mask = make_mask(param, level, pattern, mask_kind, generator)
+                param.mul_(mask)
+                masks[name] = mask
+    return masks
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's piece of a (DTensor) tensor; a plain tensor is its own piece."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def _named_params(module: object) -> Iterator[tuple[str, nn.Parameter]]:
+    """Parameters of a placed module or of a PipelineRunner's stage modules."""
+    parts = [module] if isinstance(module, nn.Module) else module.modules
+    for part in parts:
+        yield from part.named_parameters()
+
+
+@dataclass
+class SparseState:
+    """Each sparse parameter of this rank with the keep-mask of its local shard."""
+
+    params: list[tuple[str, nn.Parameter, torch.Tensor]] = field(default_factory=list)
+
+    @classmethod
+    def from_placed(cls, module: object) -> SparseState:
+        """Masks read from the local shards of the placed (already masked) weights."""
+        with torch.no_grad():
+            return cls([(name, p, _local(p) != 0) for name, p in _named_params(module)
+                        if is_sparse_weight(name)])
+
+    def keep(self, optimizer: torch.optim.Optimizer) -> None:
+        """Zero the masked positions again in the weights and AdamW's moments."""
+        inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer wraps one
+        with torch.no_grad():
+            for _, param, mask in self.params:
+                _local(param).mul_(mask)
+                state = inner.state.get(param, {})
+                for key in OPTIMIZER_STATE_KEYS:
+                    if key in state:
+                        _local(state[key]).mul_(mask)
+
+    def local_counts(self) -> tuple[int, int]:
+        """(zeros, elements) over this rank's local shards of the sparse matrices."""
+        zeros = total = 0
+        with torch.no_grad():
+            for _, param, _ in self.params:
+                local = _local(param)
+                zeros += int((local == 0).sum())
+                total += local.numel()
+        return zeros, total
+
+
+def keep_sparse(trainer: object) -> None:
+    """The step hook: re-apply the masks after an optimizer step (nothing when dense)."""
+    state = getattr(trainer, "sparsity", None)
+    if state is not None:
+        state.keep(trainer.optimizer)
+
+
+def measured_sparsity(trainer: object, device: torch.device) -> float | None:
+    """Fraction of zeros in the sparse matrices, from the weights. On several ranks the local
+    counts are summed: every sparse matrix is held the same number of times over the group
+    (replicated over dp, or sharded), so the summed ratio is the model's."""
+    state = getattr(trainer, "sparsity", None)
+    if state is None:
+        return None
+    zeros, total = state.local_counts()
+    if dist.is_initialized():
+        counts = torch.tensor([zeros, total], dtype=torch.float64, device=device)
+        dist.all_reduce(counts)
+        zeros, total = counts.tolist()
+    return zeros / total if total else None
+
+
+def per_matrix_sparsity(model: nn.Module) -> dict[str, float]:
+    """Fraction of zeros of each sparse matrix of an unplaced model (for checks)."""
+    return {name: float((p == 0).float().mean()) for name, p in model.named_parameters()
+            if is_sparse_weight(name)}
+
+
+def no_sparse_kernel_reason(pattern: str, device: str) -> str:
+    """Why a sparse cell ran masked dense (no sparse kernel runs in this version)."""
+    if pattern == "unstructured":
+        return (f"no sparse kernel ran: masked dense on {device} (no GPU kernel accelerates "
+                "unstructured sparsity)")
+    if not str(device).startswith("cuda"):
+        return f"no sparse kernel ran: masked dense on {device} (2:4 kernels need CUDA)"
+    return ("no sparse kernel ran: masked dense on cuda (torch's 2:4 semi-structured kernels "
+            "are not wired into training in this version)")

@@ -1,0 +1,131 @@
+"""Weight sparsity of the training runner: masks, their upkeep, counting and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from accelbench.bench.train.build import build_trainer
+from accelbench.bench.train.options import TrainOptions, build_spec
+from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
+from accelbench.bench.train.steps import _optimizer_step
+from accelbench.bench.train.sweep import run_train_sweep
+from accelbench.config.errors import ConfigError
+from accelbench.config.layout import Layout
+from accelbench.config.presets import get_preset
+from accelbench.models.gpt import GPT
+from accelbench.models.sparsity import (
+    SPARSE_SUFFIXES,
+    is_sparse_weight,
+    make_mask,
+    per_matrix_sparsity,
+    sparsify,
+)
+
+TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
+ONE = Layout(dp=1)
+
+
+def _spec(**changes):
+    base = dict(model=TINY, seq_lens=(32,), micro_batches=(2,), dtypes=("fp32",), steps=4,
+                warmup_steps=1, device="cpu", lr=1e-2, lr_warmup_steps=0)
+    base.update(changes)
+    return TrainSpec(**base)
+
+
+def _train(spec, level, steps=5):
+    """A trainer after `steps` real steps on random batches (one process)."""
+    cell = TrainCell(32, 2, 1, "fp32", "none", level)
+    trainer = build_trainer(spec, cell, ONE, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        ids = torch.randint(0, TINY.vocab_size, (2, 33), generator=gen)
+        loss = trainer.module(ids[:, :-1], ids[:, 1:])
+        loss = loss[1] if isinstance(loss, tuple) else loss
+        loss.backward()
+        _optimizer_step(trainer, ONE, 1.0)
+    return trainer
+
+
+@pytest.mark.parametrize("level", [0.6, 0.9])
+@pytest.mark.parametrize("mask", ["magnitude", "random"])
+def test_measured_sparsity_is_the_level_per_matrix_after_steps(level, mask):
+    trainer = _train(_spec(sparsity_mask=mask), level)
+    per_matrix = per_matrix_sparsity(trainer.module)
+    assert len(per_matrix) == 4 * TINY.n_layer
+    for name, fraction in per_matrix.items():
+        assert fraction == pytest.approx(level, abs=1e-3), name
+    dense = [p for n, p in trainer.module.named_parameters() if not is_sparse_weight(n)]
+    assert all(float((p == 0).float().mean()) < 0.01 for p in dense if p.dim() == 2)
+    zeros, total = trainer.sparsity.local_counts()
+    assert zeros / total == pytest.approx(level, abs=1e-3)
+    state = trainer.optimizer.state
+    for _, param, mask_ in trainer.sparsity.params:
+        assert not state[param]["exp_avg"][~mask_].any()
+        assert not state[param]["exp_avg_sq"][~mask_].any()
+
+
+def test_magnitude_mask_keeps_the_largest_weights():
+    w = torch.tensor([[0.1, -3.0, 0.2, 2.0], [5.0, 0.0, -0.3, 0.4]])
+    keep = make_mask(w, 0.5, "unstructured", "magnitude", torch.Generator())
+    assert keep.tolist() == [[False, True, False, True], [True, False, False, True]]
+
+
+def test_two_four_mask_is_a_valid_pattern():
+    model = GPT(TINY)
+    sparsify(model, 0.5, "2:4", "magnitude", 0)
+    for name, p in model.named_parameters():
+        if is_sparse_weight(name):
+            groups = (p != 0).reshape(p.shape[0], -1, 4).sum(-1)
+            assert int(groups.max()) <= 2 and float((p == 0).float().mean()) >= 0.5
+
+
+def test_level_zero_gives_exactly_the_dense_losses():
+    dense = run_train_sweep(_spec(), lambda o: None)[0]
+    zero = run_train_sweep(_spec(sparsities=(0.0, 0.8)), lambda o: None)
+    assert zero[0].raw["rank0"]["loss"] == dense.raw["rank0"]["loss"]
+    assert zero[1].raw["rank0"]["loss"] != dense.raw["rank0"]["loss"]
+    sparse = zero[1].metrics
+    assert sparse["sparsity_measured"] == pytest.approx(0.8, abs=1e-3)
+    assert zero[0].metrics["sparsity_measured"] is None
+    assert sparse["sparse_kernel"] is None
+    assert sparse["sparse_kernel_reason"].startswith("no sparse kernel ran: masked dense on cpu")
+    assert sparse["executed_flops_per_step_global"] == sparse["hardware_flops_per_step_global"]
+    assert zero[1].spec["sparsity"] == 0.8
+
+
+def test_sparse_suffixes_name_the_four_block_matrices():
+    names = [n for n, _ in GPT(TINY).named_parameters() if is_sparse_weight(n)]
+    assert len(names) == 4 * TINY.n_layer
+    assert {n.split(".", 2)[2] for n in names} == set(SPARSE_SUFFIXES)
+
+
+@pytest.mark.parametrize("changes", [
+    dict(sparsities=(1.0,)), dict(sparsities=(-0.1,)), dict(sparsities=(float("nan"),)),
+    dict(sparsity_pattern="4:8"), dict(sparsity_mask="gradient"),
+    dict(sparsity_pattern="2:4", sparsities=(0.6,)),
+])
+def test_bad_sparsity_input_is_refused(changes):
+    with pytest.raises(ConfigError):
+        validate_train_spec(_spec(**changes))
+
+
+def test_two_four_at_zero_and_half_is_accepted():
+    validate_train_spec(_spec(sparsity_pattern="2:4", sparsities=(0.0, 0.5)))
+
+
+def test_options_parse_the_sparsity_list():
+    spec = build_spec(TrainOptions(model="gpt2-tiny", seq="32", micro_batch="1", dtype="fp32",
+                                   device="cpu", sparsity="0,0.6,0.8,0.9"))
+    assert spec.sparsities == (0.0, 0.6, 0.8, 0.9) and len(spec.cells()) == 4
+    with pytest.raises(ConfigError):
+        build_spec(TrainOptions(model="gpt2-tiny", seq="32", device="cpu", sparsity="0,x"))
+
+
+def test_a_cpu_two_four_cell_records_that_no_sparse_kernel_ran():
+    out = run_train_sweep(_spec(sparsity_pattern="2:4", sparsities=(0.5,), steps=2), lambda o: None)
+    m = out[0].metrics
+    assert out[0].status == "ok" and m["sparse_kernel"] is None
+    assert m["sparse_kernel_reason"] == ("no sparse kernel ran: masked dense on cpu (2:4 kernels "
+                                         "need CUDA)")
+    assert m["sparsity_measured"] == pytest.approx(0.5, abs=1e-3)
