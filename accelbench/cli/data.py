@@ -16,16 +16,34 @@ from rich.table import Table
 
 from accelbench.cli.common import console
 from accelbench.cli.common import out as result_out  # `out` is an option name here
-from accelbench.config.errors import ConfigError
-from accelbench.data.corpus import Corpus, resolve_source
+from accelbench.config.errors import ConfigError, require_positive
+from accelbench.data.corpus import (
+    Corpus,
+    FileCorpus,
+    StdlibDocstringCorpus,
+    first_document,
+    resolve_source,
+)
 from accelbench.data.defaults import (
     DEFAULT_CORPUS_CHUNK_CHARS,
     DEFAULT_CORPUS_SHARD_TOKENS,
     default_shards_dir,
 )
-from accelbench.data.genome_corpus import codon_tokenizer_name, resolve_genomes, tokenizer_key
+from accelbench.data.fasta import check_nucleotide_text
+from accelbench.data.genome_corpus import (
+    GenomeCorpus,
+    codon_tokenizer_name,
+    is_codon_tokenizer,
+    resolve_genomes,
+    tokenizer_key,
+)
 from accelbench.data.shard_format import open_shards, read_index
-from accelbench.data.shards import DEFAULT_CHUNK_CHARS, DEFAULT_SHARD_TOKENS, prepare
+from accelbench.data.shards import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_SHARD_TOKENS,
+    check_out_dir,
+    prepare,
+)
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer, tokenizer_names
 
 data_app = typer.Typer(
@@ -49,6 +67,23 @@ def _corpus_and_tokenizer(source: str | None, tokenizer: str | None, text_field:
         raise ConfigError("tokenizer", f"genomes are read by the codon tokenizer, not {tokenizer!r}"
                           " (choose the reading frame with --frame)", name)
     return resolve_genomes(genome), get_tokenizer(name)
+
+
+def _check_first_document(corpus: Corpus, tok: Tokenizer, given: str) -> None:
+    """Local files are read up to their first document before anything is written: an empty
+    file or a FASTA of headers only, a file that is not text, and English for the codon
+    tokenizer are refused first (a Hugging Face dataset is not fetched twice for this)."""
+    if not isinstance(corpus, FileCorpus | GenomeCorpus | StdlibDocstringCorpus):
+        return
+    field = "genome" if isinstance(corpus, GenomeCorpus) else "source"
+    doc = first_document(corpus)
+    if doc is None:
+        what = "no sequence (an empty file, or headers only)" if field == "genome" else "no text"
+        raise ConfigError(field, f"{given} holds {what}",
+                          "FASTA records with sequence" if field == "genome" else
+                          "files with text in them")
+    if is_codon_tokenizer(tok) and field == "source":
+        check_nucleotide_text(doc, f"the first document of {given}")
 
 
 @data_app.command("prepare")
@@ -83,6 +118,10 @@ def prepare_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Tokenize a corpus into shards; rerun the same command to resume after a kill."""
+    for name, value in (("shard-tokens", shard_tokens), ("max-tokens", max_tokens),
+                        ("workers", workers)):
+        if value is not None:
+            require_positive(name, value)
     corpus, tok = _corpus_and_tokenizer(source, tokenizer, text_field, genome, frame)
     chunk_chars = DEFAULT_CHUNK_CHARS
     builtin = genome == "default" if genome is not None else source in (None, "default")
@@ -92,6 +131,8 @@ def prepare_cmd(
         out = out or default_shards_dir(tokenizer_key(tok), max_tokens)
     if out is None:
         raise ConfigError("out", f"no output folder given for {genome or source!r}", "--out DIR")
+    check_out_dir(out)
+    _check_first_document(corpus, tok, genome or source or "default (the built-in corpus)")
     index = prepare(
         corpus, tok, out, shard_tokens=shard_tokens or DEFAULT_SHARD_TOKENS,
         max_tokens=max_tokens, workers=workers, chunk_chars=chunk_chars, progress=progress,
@@ -132,7 +173,7 @@ def info_cmd(
         result_out.print(_summary_table(directory, index))  # the listing on stdout
     open_shards(directory, verify_hashes=verify)  # the verdict on stderr (stdout stays JSON)
     console.print(f"ok: {len(index['shards'])} shards present"
-                  + (", sha256 verified" if verify else ", sizes checked"))
+                  + (", sha256 and token ids verified" if verify else ", sizes checked"))
 
 
 def register(app: typer.Typer) -> None:

@@ -51,14 +51,29 @@ class IterableCorpus:
 
 
 def _read_txt(path: Path) -> Iterator[str]:
-    """A .txt file is one document (GPT-2 style: one web page, one book, one file)."""
-    yield path.read_text(encoding="utf-8", errors="replace")
+    """A .txt file is one document (GPT-2 style: one web page, one book, one file); it must be
+    UTF-8 text (a binary file is refused, not tokenized as replacement characters)."""
+    yield _utf8_text(path, path.read_bytes())
+
+
+def _utf8_text(path: Path, data: bytes) -> str:
+    """The bytes as UTF-8 text, or a one-line refusal naming the file and the first bad byte."""
+    allowed = "UTF-8 text (.txt, .jsonl) or a Parquet file"
+    if b"\x00" in data:
+        raise ConfigError("source", f"{path} holds NUL bytes at byte {data.index(0)}: a binary "
+                          "file, not text", allowed)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError("source", f"{path} is not UTF-8 text (byte {err.start} is "
+                          f"0x{data[err.start]:02x})", allowed) from None
 
 
 def _read_jsonl(path: Path, text_field: str) -> Iterator[str]:
     """One document per JSON line, taken from `text_field`; blank lines are skipped."""
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            line = _utf8_text(Path(f"{path}:{line_no}"), raw)
             if not line.strip():
                 continue
             try:
@@ -67,7 +82,7 @@ def _read_jsonl(path: Path, text_field: str) -> Iterator[str]:
                 raise ConfigError("source", f"{path}:{line_no} is not JSON ({err.msg})") from err
             if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
                 raise ConfigError(
-                    "text_field",
+                    "text-field",
                     f"{path}:{line_no} has no string field {text_field!r}",
                     "a field holding the document text, e.g. --text-field text",
                 )
@@ -82,10 +97,15 @@ def _read_parquet(path: Path, text_column: str) -> Iterator[str]:
         raise ConfigError(
             "source", f"reading {path.name} needs the package 'pyarrow' (pip install pyarrow)"
         ) from err
-    parquet = pq.ParquetFile(path)
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...
+        raise ConfigError("source", f"{path} is not a Parquet file "
+                          f"({str(err).splitlines()[0] if str(err) else type(err).__name__})",
+                          ".parquet files written by pyarrow, pandas, Spark ...") from None
     if text_column not in parquet.schema_arrow.names:
         raise ConfigError(
-            "text_field",
+            "text-field",
             f"{path} has no column {text_column!r}",
             ", ".join(parquet.schema_arrow.names),
         )
@@ -163,7 +183,7 @@ class HFDatasetCorpus:
                               f"{self.split!r}: {err}".splitlines()[0]) from err
         for row in rows:
             if self.text_field not in row:
-                raise ConfigError("text_field", f"{self.hf_name} has no column "
+                raise ConfigError("text-field", f"{self.hf_name} has no column "
                                   f"{self.text_field!r}", ", ".join(sorted(row)))
             yield row[self.text_field]
 
@@ -244,6 +264,16 @@ class StdlibDocstringCorpus:
             text = module_docstrings(source)
             if text:
                 yield text
+
+
+def first_document(corpus: Corpus) -> str | None:
+    """The first document with any non-blank text, or None when the corpus has none (an empty
+    file, a FASTA of headers only): read before anything is written, so unreadable or empty
+    input is refused first."""
+    for doc in corpus.documents():
+        if doc.strip():
+            return doc
+    return None
 
 
 SOURCE_KEYWORDS = ("default", "openwebtext")

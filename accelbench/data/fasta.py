@@ -36,7 +36,11 @@ _ASSETS = Path(__file__).resolve().parents[1] / "assets" / "genomes"
 
 
 class FastaError(ConfigError):
-    """A file that is not valid FASTA; a ConfigError so the CLI prints it on one line."""
+    """A file that is not valid FASTA; a ConfigError (field `genome`, the file named in the
+    problem) so the CLI prints it on one line."""
+
+    def __init__(self, source: str, problem: str, allowed: str | None = None) -> None:
+        super().__init__("genome", f"{source}: {problem}", allowed)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,21 @@ class FastaChunk:
     header: str
     start_nt: int
     sequence: str
+
+
+_NUCLEOTIDE_TEXT = frozenset((IUPAC_BYTES + _WHITESPACE).decode("ascii"))
+TEXT_CHECK_CHARS = 1 << 20
+
+
+def check_nucleotide_text(text: str, where: str) -> None:
+    """Refuse text that is not nucleotides (English, code) for the codon tokenizer, which would
+    turn it into unknown codons; the first TEXT_CHECK_CHARS characters are looked at."""
+    head = text[:TEXT_CHECK_CHARS]
+    bad = next((i for i, ch in enumerate(head) if ch not in _NUCLEOTIDE_TEXT), None)
+    if bad is not None:
+        raise ConfigError("tokenizer", f"the codon tokenizer reads nucleotides, but {where} has "
+                          f"{head[bad]!r} at character {bad}", "gpt2 for text; codon for "
+                          "nucleotide text (IUPAC codes ACGTURYSWKMBDHVN, '-', '*', '.')")
 
 
 def builtin_genomes() -> list[Path]:

@@ -66,6 +66,12 @@ class TokenShards:
 def read_index(directory: Path) -> dict:
     """Parse index.json, refusing a missing file, bad JSON or another schema version."""
     path = directory / INDEX_NAME
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError("data", f"{directory} is a file, not a shard folder",
+                          "a folder made by `accelbench data prepare --out DIR`")
+    if not directory.exists():
+        raise ConfigError("data", f"no such folder: {directory}",
+                          "a folder made by `accelbench data prepare`")
     if not path.is_file():
         raise ConfigError(
             "data", f"{directory} has no {INDEX_NAME}",
@@ -81,6 +87,20 @@ def read_index(directory: Path) -> dict:
             "data", f"{path} has schema version {found!r}", f"{SCHEMA_VERSION} (prepare again)"
         )
     return index
+
+
+def _check_ids(path: Path, dtype: np.dtype, tokens: int, vocab_size: int) -> None:
+    """Every token id of a shard is below the vocabulary size (else an embedding lookup fails
+    halfway through a run); read in blocks, so a large shard needs no large buffer."""
+    ids = np.memmap(path, dtype=dtype, mode="r", shape=(tokens,))
+    block = 1 << 24
+    for start in range(0, tokens, block):
+        top = int(ids[start:start + block].max())
+        if top >= vocab_size:
+            raise ConfigError(
+                "data", f"shard {path} holds token id {top}, outside the tokenizer's "
+                f"{vocab_size} ids (corrupt, or made with another tokenizer; prepare again)",
+                f"ids 0 to {vocab_size - 1}")
 
 
 def _check_shard(directory: Path, shard: dict, itemsize: int, verify_hashes: bool) -> None:
@@ -112,6 +132,7 @@ def open_shards(
 ) -> TokenShards:
     """Validate a shard folder and open it; `tokenizer` (object or identity) must match if given.
 
+    verify_hashes=True also checks every token id is below the vocabulary size;
     verify_hashes=False checks only presence and sizes (for very large corpora).
     """
     directory = Path(directory)
@@ -129,7 +150,10 @@ def open_shards(
                 "tokenizer", f"shards in {directory} were made with tokenizer {made_with!r}, "
                 f"but {wanted!r} was asked for", "shards prepared with the same tokenizer",
             )
-    itemsize = np.dtype(index["dtype"]).itemsize
+    dtype = np.dtype(index["dtype"]).newbyteorder("<")
     for shard in index["shards"]:
-        _check_shard(directory, shard, itemsize, verify_hashes)
+        _check_shard(directory, shard, dtype.itemsize, verify_hashes)
+        if verify_hashes and shard["tokens"]:
+            _check_ids(directory / shard["file"], dtype, shard["tokens"],
+                       int(index["tokenizer"]["vocab_size"]))
     return TokenShards(directory, index)

@@ -234,6 +234,22 @@ def _folder_lock(out_dir: Path) -> Iterator[None]:
         yield
 
 
+def check_out_dir(out_dir: Path, field: str = "out") -> Path:
+    """A shard folder that exists, or can be made: not a file, under a folder this process can
+    write in (checked before any document is read or any file is written)."""
+    allowed = "a folder (made if missing) this user can write in"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(field, f"{out_dir} is a file, not a folder", allowed)
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(field, f"{out_dir} cannot be made: {existing} is a file", allowed)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(field, f"{existing} is not writable by this user", allowed)
+    return out_dir
+
+
 def prepare(
     corpus: Corpus | Iterable[str],
     tokenizer: Tokenizer,
@@ -256,7 +272,7 @@ def prepare(
         require_positive("max_tokens", max_tokens)
     if not isinstance(corpus, Corpus):
         corpus = IterableCorpus(corpus)
-    out_dir = Path(out_dir)
+    out_dir = check_out_dir(Path(out_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = _settings(corpus, tokenizer, shard_tokens, max_tokens, chunk_chars)
     with _folder_lock(out_dir):

@@ -45,7 +45,7 @@ def test_local_dataset_streams_its_rows_in_order(local_dataset):
 
 
 def test_missing_column_names_the_columns(local_dataset):
-    with pytest.raises(ConfigError, match="text_field.*body, id"):
+    with pytest.raises(ConfigError, match="text-field.*body, id"):
         list(resolve_source(f"hf:{local_dataset}").documents())
 
 

@@ -204,8 +204,11 @@ def test_unfinished_or_absent_index_is_refused(prepared, tmp_path) -> None:
     (prepared / INDEX_NAME).write_text(json.dumps(index))
     with pytest.raises(ConfigError, match="did not finish"):
         open_shards(prepared)
-    with pytest.raises(ConfigError, match="has no index.json"):
+    with pytest.raises(ConfigError, match="no such folder"):
         open_shards(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="has no index.json"):
+        open_shards(tmp_path / "empty")
 
 
 def test_second_tokenizer_uses_the_same_writer(tmp_path) -> None:
