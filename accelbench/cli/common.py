@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from accelbench.bench.outcome import Progress as ProgressFn
-from accelbench.results.export import to_csv, to_json, write_text
+from accelbench.config.errors import ConfigError
+from accelbench.results.export import check_output, to_csv, to_json, write_text
 from accelbench.results.record import Record
 
 # Two consoles, wide enough for the block grid when not on a terminal:
@@ -43,6 +44,19 @@ def progress_bar(title: str) -> Iterator[ProgressFn]:
             bar.update(task, completed=done, total=total, label=label)
 
         yield update
+
+
+def check_emit(as_json: bool, as_csv: bool, path: Path | None) -> None:
+    """The output options of a measuring command, checked before a banner, a results file or
+    a measurement: one format at most, and --output a file in an existing folder that a format
+    is written to."""
+    if as_json and as_csv:
+        raise ConfigError("csv", "give --json or --csv, not both", "one of them")
+    if path is not None:
+        if not (as_json or as_csv):
+            raise ConfigError("output", "writes the --json or --csv text, and neither was "
+                              "given", "--output with --json or --csv")
+        check_output(path)
 
 
 def emit(records: list[Record], as_json: bool, as_csv: bool, path: Path | None = None) -> None:

@@ -14,7 +14,7 @@ from accelbench.bench.train.metrics import StepReport
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
-from accelbench.cli.common import console, emit, table_console
+from accelbench.cli.common import check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.results.interrupted import SweepInterrupted
 from accelbench.results.lines import step_line
@@ -55,6 +55,7 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
                  tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
+    check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, spec.device)
     title = f"{spec.model.name} {spec.benchmark}"
     records = recorded(sweep, recorder, sweep_view(spec, quiet), f"{title}, data {spec.data}",
