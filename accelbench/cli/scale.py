@@ -9,7 +9,7 @@ from rich.text import Text
 
 from accelbench.bench.scale import ScaleSpec, run_scale, summary_outcome, validate_scale
 from accelbench.bench.train.options import TrainOptions, build_spec
-from accelbench.cli.common import console, emit, table_console
+from accelbench.cli.common import check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.cli.train import recorded, sweep_view
 from accelbench.config.units import parse_int_list
@@ -30,6 +30,7 @@ def scale(
     """Run one training cell at each device count and report table II's columns."""
     base = build_spec(options)
     study = validate_scale(ScaleSpec(base, parse_int_list("devices", devices), mode, zero))
+    check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, base.device)
     title = f"{base.model.name} {mode} scaling over {list(study.devices)} device(s)"
     records = recorded(lambda sink, step, cell, skip: run_scale(study, sink, cell, skip),
