@@ -56,15 +56,27 @@ class BlockSpec:
     def validate(self) -> BlockSpec:
         """Raise ConfigError on the first bad field."""
         require_positive("seq", self.seq_len)
+        cfg = self.model
+        if cfg.position == "learned" and self.seq_len > cfg.n_positions:
+            raise ConfigError("seq", f"{self.seq_len} is longer than the model's "
+                              f"{cfg.n_positions} positions", f"<= {cfg.n_positions}")
         require_positive("repeats", self.repeats)
         if self.warmup < 0:
             raise ConfigError("warmup", f"must be 0 or more, got {self.warmup}", ">= 0")
         if self.compile and self.warmup < 1:  # else compilation lands in the first timed window
             raise ConfigError("warmup", "--compile needs at least 1 warm-up repetition", ">= 1")
+        for name, values in (("batch", self.batches), ("dtype", self.dtypes)):
+            if not values:
+                raise ConfigError(name, "needs at least one value")
+            if len(set(values)) != len(values):
+                twice = next(v for v in values if values.count(v) > 1)
+                raise ConfigError(name, f"{twice} given twice", "each value once")
         for batch in self.batches:
             require_positive("batch", batch)
         for dtype in self.dtypes:
             parse_dtype(dtype)
+        if self.mem_limit_bytes is not None:
+            require_positive("mem-limit", self.mem_limit_bytes)
         return self
 
 
