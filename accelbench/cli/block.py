@@ -9,7 +9,7 @@ from rich.text import Text
 
 from accelbench.bench.block import BlockSpec, quick_spec, run_block_sweep
 from accelbench.bench.dtypes import TORCH_DTYPES
-from accelbench.cli.common import console, emit, progress_bar, table_console
+from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.options import RERUN_HELP
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
@@ -32,6 +32,7 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
     banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there).
     Cells finished on this machine before are skipped and shown from the store, unless rerun."""
     spec.validate()
+    check_emit(as_json, as_csv, output)
     device = resolve_device(spec.device)
     recorder = Recorder(ResultStore(db), environment(device))
     console.print(Text.assemble(
