@@ -91,3 +91,30 @@ def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
     """Training FLOPs the hardware executes per token: model FLOPs plus recompute."""
     model = model_flops_per_token(cfg, seq_len).total
     return model + recompute_flops_per_token(cfg, seq_len, recompute, early_stop)
+
+
+def sparse_matmul_params(cfg: ModelConfig) -> int:
+    """Weights of the matrices weight sparsity masks: every block's qkv, attention output, MLP
+    fc and MLP proj (models/sparsity.py); embeddings and the head stay dense."""
+    return cfg.n_layer * block_matmul_params(cfg)
+
+
+def sparse_flops_per_token(cfg: ModelConfig, seq_len: int, level: float) -> FlopCount:
+    """Effective training FLOPs per token of a model whose block matrices have `level` of their
+    weights zero (any pattern: 2:4 is level 0.5): the dense count less the multiplies by zeros,
+    6 x level x (masked weights). What a kernel that skips zeros would perform; masked dense
+    still performs model_flops_per_token, and MFU is always that dense count."""
+    forward = model_forward_per_token(cfg, seq_len) - 2.0 * level * sparse_matmul_params(cfg)
+    return FlopCount(forward, 2.0 * forward)
+
+
+def mask_bytes(cfg: ModelConfig) -> int:
+    """Memory of the masks: one bool (1 byte) per masked weight, on the ranks that hold it."""
+    return sparse_matmul_params(cfg)
+
+
+def two_four_compressed_bytes(cfg: ModelConfig, bytes_per_value: int = 2) -> int:
+    """The masked matrices compressed 2:4 (16-bit values, as torch's semi-structured kernels
+    take them): the kept half of the values plus 2 bits of position per kept value."""
+    n = sparse_matmul_params(cfg)
+    return n // 2 * bytes_per_value + n // 8

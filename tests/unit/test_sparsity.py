@@ -5,6 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from accelbench.analytics.flops import (
+    mask_bytes,
+    model_flops_per_token,
+    sparse_flops_per_token,
+    two_four_compressed_bytes,
+)
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
@@ -129,3 +135,24 @@ def test_a_cpu_two_four_cell_records_that_no_sparse_kernel_ran():
     assert m["sparse_kernel_reason"] == ("no sparse kernel ran: masked dense on cpu (2:4 kernels "
                                          "need CUDA)")
     assert m["sparsity_measured"] == pytest.approx(0.5, abs=1e-3)
+
+
+@pytest.mark.parametrize("level,pattern", [(0.0, "unstructured"), (0.8, "unstructured"),
+                                           (0.5, "2:4")])
+def test_counted_flops_agree_with_a_count_on_the_real_modules(level, pattern):
+    model = GPT(TINY)
+    sparsify(model, level, pattern, "random", 3)
+    seq = 32
+    nonzero = sum(int(m.weight.count_nonzero()) for m in model.modules()
+                  if isinstance(m, torch.nn.Linear))
+    attention = 12 * TINY.n_layer * TINY.d_model * seq
+    counted = sparse_flops_per_token(TINY, seq, level).total
+    # each matrix zeros round(level x numel): at most half a weight from level x numel
+    assert counted == pytest.approx(6 * nonzero + attention, abs=6 * 0.5 * 4 * TINY.n_layer)
+    assert sparse_flops_per_token(TINY, seq, 0).total == model_flops_per_token(TINY, seq).total
+
+
+def test_mask_and_compressed_memory():
+    n = sum(p.numel() for name, p in GPT(TINY).named_parameters() if is_sparse_weight(name))
+    assert mask_bytes(TINY) == n
+    assert two_four_compressed_bytes(TINY) == n // 2 * 2 + n // 8
