@@ -90,6 +90,8 @@ class TrainMetrics(MemoryFields, PeakFields):
     sparse_kernel: str | None = None  # the sparse kernel that ran, None when none did
     sparse_kernel_reason: str | None = None  # why none ran (a sparse cell only)
     speedup_vs_dense: float | None = None  # dense cell's step time / this one's, same sweep
+    loss_last_vs_dense: float | None = None  # loss_last minus the dense cell's
+    loss_last_vs_dense_relative: float | None = None  # that difference / the dense loss_last
 
 
 @dataclass(frozen=True)

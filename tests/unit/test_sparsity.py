@@ -97,6 +97,14 @@ def test_level_zero_gives_exactly_the_dense_losses():
     assert sparse["sparse_kernel"] is None
     assert sparse["sparse_kernel_reason"].startswith("no sparse kernel ran: masked dense on cpu")
     assert sparse["executed_flops_per_step_global"] == sparse["hardware_flops_per_step_global"]
+    dense_m = zero[0].metrics
+    assert sparse["speedup_vs_dense"] == pytest.approx(dense_m["step_time_s_median"]
+                                                       / sparse["step_time_s_median"])
+    assert sparse["loss_last_vs_dense"] == pytest.approx(sparse["loss_last"]
+                                                         - dense_m["loss_last"])
+    assert sparse["loss_last_vs_dense_relative"] == pytest.approx(
+        sparse["loss_last_vs_dense"] / dense_m["loss_last"])
+    assert dense_m["speedup_vs_dense"] is None
     assert zero[1].spec["sparsity"] == 0.8
 
 
@@ -135,6 +143,7 @@ def test_a_cpu_two_four_cell_records_that_no_sparse_kernel_ran():
     assert m["sparse_kernel_reason"] == ("no sparse kernel ran: masked dense on cpu (2:4 kernels "
                                          "need CUDA)")
     assert m["sparsity_measured"] == pytest.approx(0.5, abs=1e-3)
+    assert m["speedup_vs_dense"] is None  # the sweep had no dense cell
 
 
 @pytest.mark.parametrize("level,pattern", [(0.0, "unstructured"), (0.8, "unstructured"),

@@ -14,6 +14,7 @@ from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
+from accelbench.bench.train.dense_ref import DenseReference
 from accelbench.bench.train.fit import find_max_micro_batch
 from accelbench.bench.train.launch import in_process_group, run_group_sweep, run_launched_sweep
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, validate_train_spec
@@ -41,11 +42,14 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     """Every cell in turn; each outcome (and each measured peak) goes to `sink` as it exists;
     a cell `skip` reports finished is returned without running."""
     check_sweep(spec)
+    ref = DenseReference()  # sparse cells against the sweep's dense cell (speedup, loss)
     if in_process_group():
-        return run_group_sweep(spec, sink, progress, on_cell, skip)
-    if spec.nproc > 1 or needs_group(spec.layout_for(1)):
-        return run_launched_sweep(spec, sink, on_cell, skip)
-    return run_local_sweep(spec, sink, progress, on_cell, skip)
+        outcomes = run_group_sweep(spec, ref.sink(sink), progress, on_cell, skip)
+    elif spec.nproc > 1 or needs_group(spec.layout_for(1)):
+        outcomes = run_launched_sweep(spec, ref.sink(sink), on_cell, skip)
+    else:
+        outcomes = run_local_sweep(spec, ref.sink(sink), progress, on_cell, skip)
+    return [ref.annotate(o) for o in outcomes]
 
 
 def _local_cells(spec: TrainSpec) -> list[TrainCell]:

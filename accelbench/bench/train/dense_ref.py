@@ -1,0 +1,47 @@
+"""A sparse cell against the dense cell of the same configuration in the same sweep: the
+wall-clock speedup and the price in loss after the same steps (same seed, same data order)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from accelbench.bench.outcome import Outcome, Sink
+from accelbench.bench.train.cell import KIND
+
+
+def _key(spec: dict) -> str:
+    """The cell's configuration without its sparsity level."""
+    rest = {k: v for k, v in spec.items() if k != "sparsity"}
+    return json.dumps(rest, sort_keys=True, default=str)
+
+
+class DenseReference:
+    """Remembers the sweep's ok dense cells and annotates the sparse ones that follow."""
+
+    def __init__(self) -> None:
+        self.dense: dict[str, dict] = {}
+
+    def annotate(self, outcome: Outcome) -> Outcome:
+        """The outcome with speedup_vs_dense and the loss against dense filled where a dense
+        cell of its configuration has run (sparsity is the innermost axis: it runs first)."""
+        if outcome.kind != KIND or outcome.status != "ok" or "sparsity" not in outcome.spec:
+            return outcome
+        key = _key(outcome.spec)
+        if not outcome.spec["sparsity"]:
+            self.dense[key] = outcome.metrics
+            return outcome
+        dense = self.dense.get(key)
+        if dense is None:
+            return outcome
+        m = outcome.metrics
+        loss, dense_loss = m.get("loss_last"), dense.get("loss_last")
+        extra = {"speedup_vs_dense": dense["step_time_s_median"] / m["step_time_s_median"]}
+        if loss is not None and dense_loss is not None:
+            extra["loss_last_vs_dense"] = loss - dense_loss
+            extra["loss_last_vs_dense_relative"] = (loss - dense_loss) / dense_loss
+        return replace(outcome, metrics={**m, **extra})
+
+    def sink(self, sink: Sink) -> Sink:
+        """`sink` fed annotated outcomes."""
+        return lambda outcome: sink(self.annotate(outcome))
