@@ -19,11 +19,11 @@ from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_b
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metrics
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import Peak, SweepPeaks
+from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.model import ModelConfig
-from accelbench.config.presets import get_preset
+from accelbench.config.presets import get_preset, resolve_model
 from accelbench.config.schema import (
     BLOCK_PHASES,
     BlockMetrics,
@@ -31,6 +31,7 @@ from accelbench.config.schema import (
     metrics_dict,
     phase_dict,
 )
+from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import cpu_has_bf16_matmul, resolve_device
 from accelbench.models.gpt import Block
@@ -52,6 +53,7 @@ class BlockSpec:
     compile: bool = False
     tf32: bool = False
     mem_limit_bytes: int | None = None
+    peaks: tuple[SweepPeak, ...] = ()  # decided before the sweep (a study's earlier sweeps)
 
     def validate(self) -> BlockSpec:
         """Raise ConfigError on the first bad field."""
@@ -169,7 +171,7 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
     cell `skip` reports finished is returned, not run nor sunk)."""
     spec.validate()
     device = resolve_device(spec.device)
-    peaks = SweepPeaks(device, spec.tf32, sink)  # measured ones become their own records
+    peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)  # measured: own records
     cells = [(batch, dtype) for dtype in spec.dtypes for batch in spec.batches]
     outcomes = []
     for done, (batch, dtype) in enumerate(cells):
@@ -206,3 +208,33 @@ def quick_spec(device: torch.device) -> BlockSpec:
         return BlockSpec(get_preset("gpt2"), seq_len=256, batches=(1, 4), dtypes=dtypes,
                          device=str(device), repeats=5, warmup=2)
     return BlockSpec(get_preset("gpt2-xl"), device=str(device))
+
+
+@dataclass(frozen=True)
+class BlockOptions:
+    """What a user types for a block sweep: the options of `accelbench block` and the keys of a
+    study's block experiment (lists comma-separated, as on the command line)."""
+
+    model: str = "gpt2-xl"
+    seq: int = 1024
+    batch: str = "8,16,32,64"
+    dtype: str = "fp32,fp16,bf16"
+    device: str = "auto"
+    repeats: int = 10
+    warmup: int = 3
+    compile: bool = False
+    tf32: bool = False
+    mem_limit: str = ""
+
+
+def build_block_spec(options: BlockOptions) -> BlockSpec:
+    """Options to a checked BlockSpec (ConfigError naming the option, before anything runs)."""
+    spec = BlockSpec(
+        model=resolve_model(options.model), seq_len=options.seq,
+        batches=parse_int_list("batch", options.batch),
+        dtypes=parse_choice_list("dtype", options.dtype, tuple(TORCH_DTYPES)),
+        device=options.device, repeats=options.repeats, warmup=options.warmup,
+        compile=options.compile, tf32=options.tf32,
+        mem_limit_bytes=parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
+        else None)
+    return spec.validate()

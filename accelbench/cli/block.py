@@ -7,12 +7,15 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from accelbench.bench.block import BlockSpec, quick_spec, run_block_sweep
-from accelbench.bench.dtypes import TORCH_DTYPES
+from accelbench.bench.block import (
+    BlockOptions,
+    BlockSpec,
+    build_block_spec,
+    quick_spec,
+    run_block_sweep,
+)
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.options import RERUN_HELP
-from accelbench.config.presets import resolve_model
-from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.results.recorder import Recorder
@@ -68,11 +71,9 @@ def block(
     rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
 ) -> None:
     """Time one transformer block's forward and backward over batch x dtype (study figs 3-4)."""
-    spec = BlockSpec(
-        model=resolve_model(model), seq_len=seq, batches=parse_int_list("batch", batch),
-        dtypes=parse_choice_list("dtype", dtype, tuple(TORCH_DTYPES)), device=device,
-        repeats=repeats, warmup=warmup, compile=compile, tf32=tf32,
-        mem_limit_bytes=parse_bytes("mem-limit", mem_limit) if mem_limit else None)
+    spec = build_block_spec(BlockOptions(
+        model=model, seq=seq, batch=batch, dtype=dtype, device=device, repeats=repeats,
+        warmup=warmup, compile=compile, tf32=tf32, mem_limit=mem_limit))
     _run(spec, db, json_out, csv_out, output, rerun)
 
 
