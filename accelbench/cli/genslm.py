@@ -13,7 +13,7 @@ import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from accelbench.bench.train.options import TrainOptions, build_spec
+from accelbench.bench.train.options import GENSLM_DEFAULTS, TrainOptions, build_spec
 from accelbench.bench.train.search import SEARCH_KIND, run_longest_seq_sweep, search_cells
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.cli.options import training_command
@@ -47,7 +47,7 @@ def codon_tables(records: list[Record], title: str) -> RenderableType:
     return Group(_probe_table(probes), table) if probes else table
 
 
-@training_command(model="genslm-25m", data="default", seq="2048")
+@training_command(**GENSLM_DEFAULTS)
 def genslm(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
     quiet: bool, rerun: bool,

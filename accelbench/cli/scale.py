@@ -8,7 +8,12 @@ import typer
 from rich.text import Text
 
 from accelbench.bench.scale import ScaleSpec, run_scale, summary_outcome, validate_scale
-from accelbench.bench.train.options import TrainOptions, build_spec
+from accelbench.bench.train.options import (
+    SCALE_DEFAULTS,
+    SCALE_SKIPS,
+    TrainOptions,
+    build_spec,
+)
 from accelbench.cli.common import check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.cli.train import recorded, sweep_view
@@ -18,7 +23,7 @@ from accelbench.results.session import open_recorder
 from accelbench.results.table import scale_table, train_table
 
 
-@training_command(skip=("nproc", "layout", "max_micro_batch"), model="gpt2")
+@training_command(skip=SCALE_SKIPS, **SCALE_DEFAULTS)
 def scale(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
     quiet: bool, rerun: bool,

@@ -66,6 +66,12 @@ def option_fields() -> tuple:
     return fields(TrainOptions)
 
 
+# Each command's own defaults over TrainOptions' (also those of a study's experiments).
+GENSLM_DEFAULTS = {"model": "genslm-25m", "data": "default", "seq": "2048"}
+SCALE_DEFAULTS = {"model": "gpt2"}
+SCALE_SKIPS = ("nproc", "layout", "max_micro_batch")  # scale lays out each count itself
+
+
 def with_defaults(**defaults: Any) -> TrainOptions:
     """The options with a command's own defaults (genslm: its model, data and sequence)."""
     return replace(TrainOptions(), **defaults)
