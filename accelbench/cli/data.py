@@ -45,6 +45,7 @@ from accelbench.data.shards import (
     prepare,
 )
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer, tokenizer_names
+from accelbench.results.table import add_plain_row, plain_table
 
 data_app = typer.Typer(
     help="Corpora to token shards (uint16 memmaps + index), and what a shard folder holds.",
@@ -143,7 +144,7 @@ def prepare_cmd(
 
 def _summary_table(directory: Path, index: dict) -> Table:
     """Key facts of an index as a two-column table."""
-    table = Table(title=f"token shards in {directory}", show_header=False)
+    table = plain_table(f"token shards in {directory}", show_header=False)
     rows = {
         "source": index.get("source"),
         "tokenizer": index["tokenizer"]["name"],
@@ -155,7 +156,7 @@ def _summary_table(directory: Path, index: dict) -> Table:
         "complete": "yes" if index["complete"] else "no (rerun prepare to resume)",
     }
     for key, value in rows.items():
-        table.add_row(key, str(value))
+        add_plain_row(table, key, value)
     return table
 
 

@@ -13,17 +13,18 @@ from accelbench.config.vocab import DTYPES, PEAK_PRECISIONS
 from accelbench.hardware.detect import detect_spec, device_name, resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.hardware.specs import SPECS
+from accelbench.results.table import add_plain_row, plain_table
 
 
 def _spec_table() -> Table:
-    table = Table(title="Dense peak TFLOPS per dtype (no sparsity), memory, links")
+    table = plain_table("Dense peak TFLOPS per dtype (no sparsity), memory, links")
     for column in ("key", "name", *PEAK_PRECISIONS, "mem GB", "mem GB/s", "link GB/s/dir",
                    "source"):
         table.add_column(column, overflow="fold")
     for spec in SPECS.values():
         peaks = [f"{spec.peak_tflops[d]:g}" if d in spec.peak_tflops else "-"
                  for d in PEAK_PRECISIONS]
-        table.add_row(spec.key, spec.name, *peaks, f"{spec.memory_gb or '-'}",
+        add_plain_row(table, spec.key, spec.name, *peaks, f"{spec.memory_gb or '-'}",
                       f"{spec.memory_bw_gb_per_s or '-'}",
                       f"{spec.link_gb_per_s_per_direction or '-'}", spec.source)
     return table

@@ -26,6 +26,7 @@ from accelbench.cli.common import console
 from accelbench.config.vocab import GB
 from accelbench.results.measured import measured_training_runs
 from accelbench.results.store import ResultStore
+from accelbench.results.table import add_plain_row, plain_table
 
 # Tables and their notes on `out` (stdout, never reads markup: as cli.common.out, but wide
 # enough for the planner's columns when stdout is not a terminal); messages on `console`
@@ -65,13 +66,13 @@ def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
 def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> Table:
     """The ranked layouts with what limits each; a '*' on the rank of one accelbench's runtime
     does not build (see _runtime_notes)."""
-    table = Table(title=title)
+    table = plain_table(title)
     for col in _PLAN_COLUMNS:
         table.add_column(col, justify="left" if col in ("recompute", "limit") else "right")
     for i, r in enumerate(results, 1):
         lay = r.layout
-        table.add_row(
-            f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp), str(lay.pp),
+        add_plain_row(
+            table, f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp), str(lay.pp),
             str(lay.vp), str(lay.mb), str(lay.zero), lay.recompute, "on" if lay.sp else "off",
             f"{r.memory.total / GB:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
             *_rate_cells(r, train_tokens))
@@ -109,7 +110,7 @@ def _source_numbers(rows: list[ValidationRow]) -> dict[str, int]:
 def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title: str) -> Table:
     """Predicted against observed MFU per run (leave-one-out column where given), with the
     published figure, its kind and a footnote number for its source (see _source_lines)."""
-    table = Table(title=title)
+    table = plain_table(title)
     for col in ("run", "device", "published", "observed MFU", "predicted MFU", "error",
                 "leave-one-out", "mem GB", "fits", "limit", "attn", "oracle", "set-up", "src"):
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
@@ -117,7 +118,7 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     numbers = _source_numbers(rows)
     for i, r in enumerate(rows):
         left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
-        table.add_row(r.name, r.device, _published_figure(r), f"{r.observed_mfu:.1%}",
+        add_plain_row(table, r.name, r.device, _published_figure(r), f"{r.observed_mfu:.1%}",
                       f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out,
                       f"{r.memory_gb:.0f}",
                       "yes" if r.fits else "no", r.limiter,

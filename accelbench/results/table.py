@@ -1,11 +1,26 @@
-"""Terminal tables of records (rich)."""
+"""Terminal tables of records (rich). Every title, cell and caption is plain text (rich.text.Text):
+a model name, a path or a failed rank's error text such as `runs/[/x]` prints as it is, on any
+console, never read as markup."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
+from rich.text import Text
 
 from accelbench.config.vocab import GIB
 from accelbench.results.record import Record
+
+
+def plain_table(title: str, **options: Any) -> Table:
+    """A rich Table whose title is plain text."""
+    return Table(title=Text(title), **options)
+
+
+def add_plain_row(table: Table, *cells: object) -> None:
+    """A row of plain-text cells (None as empty)."""
+    table.add_row(*(Text("" if cell is None else str(cell)) for cell in cells))
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -22,7 +37,7 @@ def _gib(value: float | None) -> str:
 
 def block_table(records: list[Record], title: str = "Transformer block") -> Table:
     """The micro-benchmark grid: one row per batch x dtype, forward and backward apart."""
-    table = Table(title=title)
+    table = plain_table(title)
     for column in ("batch", "dtype", "status", "fwd ms", "bwd ms", "fwd TFLOPS", "bwd TFLOPS",
                    "tokens/s (f+b)", "MFU (f+b)", "mem GiB", "est. GiB", "note"):
         table.add_column(column, justify="left" if column == "note" else "right",
@@ -31,7 +46,8 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
         m = r.metrics
         status = "does not fit" if r.status == "oom" else r.status
         fwd, bwd = m.get("forward_time_s_median"), m.get("backward_time_s_median")
-        table.add_row(
+        add_plain_row(
+            table,
             str(r.spec.get("batch")), r.spec.get("dtype", ""), status,
             _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
             _num(m.get("forward_tflops_per_device"), ".2f"),
@@ -42,7 +58,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
         )
     peaks = peak_captions(records)
     if peaks:
-        table.caption = (f"MFU against: {peaks}; mem = measured peak above the cell's start, "
+        table.caption = Text(f"MFU against: {peaks}; mem = measured peak above the cell's start, "
                          "est. = analytics estimate")
     return table
 
@@ -61,11 +77,11 @@ def peak_captions(records: list[Record]) -> str:
 
 def summary_table(records: list[Record]) -> Table:
     """A short listing of stored records."""
-    table = Table(title="Results")
+    table = plain_table("Results")
     for column in ("id", "created (UTC)", "kind", "model", "status", "key figure"):
         table.add_column(column)
     for r in records:
-        table.add_row(str(r.id), r.created_utc[:19], r.kind, str(r.spec.get("model_name", "")),
+        add_plain_row(table, r.id, r.created_utc[:19], r.kind, r.spec.get("model_name", ""),
                       r.status, key_figure(r))
     return table
 
@@ -92,7 +108,7 @@ def token_unit(records: list[Record]) -> str:
 
 def train_table(records: list[Record], title: str = "Training") -> Table:
     """One row per training cell: throughput, utilisation, memory, loss."""
-    table = Table(title=title)
+    table = plain_table(title)
     rate = f"{token_unit(records)}s/s"
     for column in ("seq", "mb", "gas", "dtype", "recompute", "status", "step ms", rate,
                    "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
@@ -104,7 +120,8 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
         t = m.get("step_time_s_median")
         first, last = m.get("loss_first"), m.get("loss_last")
         loss = f"{first:.3f}>{last:.3f}" if first is not None and last is not None else "-"
-        table.add_row(
+        add_plain_row(
+            table,
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
             s.get("dtype", ""), s.get("recompute", ""),
             "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
@@ -114,7 +131,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             _pct(m.get("data_wait_fraction")), r.reason)
     peaks = peak_captions(records)
     if peaks:
-        table.caption = (f"MFU/HFU against: {peaks}; {rate} global over the median step; "
+        table.caption = Text(f"MFU/HFU against: {peaks}; {rate} global over the median step; "
                          "mem = measured peak above the cell's start (the rank that added the "
                          "most), est. = analytics estimate of one rank")
     return table
@@ -122,13 +139,13 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
 
 def scale_table(rows: list[dict], title: str = "Scaling") -> Table:
     """The study's table II: throughput, speedup and scaling efficiency per device count."""
-    table = Table(title=title)
+    table = plain_table(title)
     for column in ("devices", "global batch", "status", "tokens/s", "tokens/s/device",
                    "speedup", "scaling eff.", "MFU", "note"):
         table.add_column(column, justify="left" if column == "note" else "right",
                          overflow="fold")
     for r in rows:
-        table.add_row(str(r["devices"]), str(r["global_batch"]), r["status"],
+        add_plain_row(table, r["devices"], r["global_batch"], r["status"],
                       _num(r.get("tokens_per_s_global"), ",.0f"),
                       _num(r.get("tokens_per_s_per_device"), ",.0f"),
                       _num(r.get("speedup"), ".2f"), _pct(r.get("scaling_efficiency")),
