@@ -21,20 +21,20 @@ from accelbench.cli.train import run_and_show
 from accelbench.config.vocab import GIB
 from accelbench.data.genome_corpus import codon_tokenizer_name
 from accelbench.results.record import Record
-from accelbench.results.table import train_table
+from accelbench.results.table import add_plain_row, plain_table, train_table
 
 
 def _probe_table(records: list[Record]) -> Table:
     """The longest-sequence search, one row per probe in the order tried."""
-    table = Table(title="longest-sequence search (probes)")
+    table = plain_table("longest-sequence search (probes)")
     for column in ("mb", "gas", "dtype", "recompute", "probe", "seq", "method", "fits",
                    "est. GiB", "budget GiB"):
         table.add_column(column, justify="right")
     for r in records:
         s, m = r.spec, r.metrics
         budget = m.get("mem_budget_bytes_per_rank")
-        table.add_row(str(s["micro_batch"]), str(s["gas"]), s["dtype"], s["recompute"],
-                      str(s["probe"]), str(s["seq_len"]), s["method"],
+        add_plain_row(table, s["micro_batch"], s["gas"], s["dtype"], s["recompute"],
+                      s["probe"], s["seq_len"], s["method"],
                       "yes" if m["fits"] else "no", f"{m['mem_estimate_bytes_per_rank'] / GIB:.2f}",
                       "-" if budget is None else f"{budget / GIB:.2f}")
     return table
