@@ -19,7 +19,7 @@ from accelbench.results.interrupted import CellSeen, stopped_sweep
 from accelbench.results.pending import recover, recovered_line
 from accelbench.results.record import Record
 from accelbench.results.recorder import Recorder
-from accelbench.results.resume import Resume
+from accelbench.results.resume import FinishedCells, Resume
 from accelbench.results.store import ResultStore
 
 Sweep = Callable[[Sink, Callable[[StepReport], None] | None, Progress | None, Skip | None],
@@ -46,9 +46,10 @@ def open_recorder(db: Path | None, device: str) -> Recorder | None:
 
 def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title: str,
                  tag: Callable[[Outcome], Outcome] | None = None,
-                 rerun: bool = False) -> list[Record]:
+                 rerun: bool = False, finished: FinishedCells | None = None) -> list[Record]:
     """Run a sweep, storing each outcome as it lands and telling the view; the records, in
-    sweep order, with the finished ones it skipped (results.resume; none with `rerun`).
+    sweep order, with the finished ones it skipped (results.resume; none with `rerun`;
+    `finished`: an index of finished cells shared with other sweeps, a study's).
     Launched cells a dead accelbench process left are recorded first (results.pending); SIGINT
     or SIGTERM ends the sweep with SweepInterrupted (results.interrupted) once the running cell
     is recorded as interrupted."""
@@ -59,7 +60,7 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
                 f"results -> {recorder.store.path}")
     for recovered in recover(recorder.store):
         view.note(recovered_line(recovered))
-    resume = Resume(recorder, view.note, rerun)
+    resume = Resume(recorder, view.note, rerun, finished)
     seen = CellSeen(view.cell)
 
     def sink(outcome: Outcome) -> Record:

@@ -1,0 +1,539 @@
+"""A study's experiments as sweeps (config/study.py reads the file).
+
+Each experiment's options are checked against its workload's own option set (`TrainOptions`
+for train, genslm and scale, `BlockOptions` for block) and built by the same functions the
+commands call (`build_spec`, `build_block_spec`, `validate_scale`), so a study refuses what the
+command would refuse, naming the key in the file. Axes that one sweep takes as a list (a
+block's batch and dtype, a training sweep's seq, micro-batch, GAS, dtype and recompute, a
+scaling study's device counts) form one sweep; an axis over any other option gives one sweep
+per value. Every cell is planned before anything runs: its memory estimate (analytics), its fit
+verdict against the device's budget (bench/guard.py) and a rough time (FLOPs over the device's
+peak, plus overheads measured on a CPU: ROUGH_TIME). Recording is results/study.py's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import torch
+
+from accelbench.analytics.flops import block_flops, hardware_flops_per_token
+from accelbench.analytics.memory import block_train_bytes
+from accelbench.bench.block import BlockOptions, build_block_spec, run_block_sweep
+from accelbench.bench.dtypes import dtype_support, parse_dtype
+from accelbench.bench.guard import memory_budget_bytes
+from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
+from accelbench.bench.peak import SweepPeak, fastest_layout, gemm_flops_per_s, resolve_peak
+from accelbench.bench.scale import ScaleSpec, run_scale, spec_at, summary_outcome, validate_scale
+from accelbench.bench.train.build import needs_group
+from accelbench.bench.train.cell import estimate_bytes
+from accelbench.bench.train.launch import in_process_group
+from accelbench.bench.train.options import (
+    GENSLM_DEFAULTS,
+    SCALE_DEFAULTS,
+    SCALE_SKIPS,
+    TrainOptions,
+    build_spec,
+)
+from accelbench.bench.train.search import find_longest_seq, run_longest_seq_sweep, search_cells
+from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
+from accelbench.bench.train.sweep import _local_cells, run_train_sweep, world_size
+from accelbench.config.errors import ConfigError
+from accelbench.config.study import Experiment, Scalar, Study, key_path, pick_profile
+from accelbench.config.units import parse_int_list
+from accelbench.config.vocab import GIB
+from accelbench.data.genome_corpus import codon_tokenizer_name
+from accelbench.hardware import device as devices
+from accelbench.hardware.detect import detect_spec, resolve_device
+
+# --- option sets ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptionField:
+    """One option of a workload: its Python type (as the dataclass declares it) and default."""
+
+    type: str
+    default: Any
+
+
+def _fields_of(cls: type, skip: tuple[str, ...] = (), **defaults: Any) -> dict[str, OptionField]:
+    """A dataclass's fields as options, with a command's own defaults; the device is chosen when
+    the study runs, never in the file."""
+    return {f.name: OptionField(str(f.type), defaults.get(f.name, f.default))
+            for f in fields(cls) if f.name not in (*skip, "device")}
+
+
+# The options one sweep takes as comma lists (build_spec's, build_block_spec's); an axis over
+# any other option is one sweep per value.
+TRAIN_AXES = ("seq", "micro_batch", "gas", "dtype", "recompute", "sparsity")
+BLOCK_AXES = ("batch", "dtype")
+SCALE_AXES = ("devices",)  # a scaling study is one cell at several counts
+
+
+@dataclass(frozen=True)
+class Feature:
+    """Something an experiment may require (`requires = [...]`) that this accelbench may lack:
+    without it the experiment is skipped with the reason (its options are not checked), and
+    the study goes on."""
+
+    description: str
+    options: tuple[str, ...]  # the options it brings
+    present: Callable[[], bool]
+
+
+FEATURES: dict[str, Feature] = {
+    "sparsity": Feature("weight sparsity (the training runner's --sparsity option)",
+                        ("sparsity", "sparsity_pattern", "sparsity_mask"),
+                        lambda: "sparsity" in {f.name for f in fields(TrainOptions)}),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A kind of experiment: its options, the ones one sweep takes as lists, and how a sweep's
+    values become planned, runnable sweeps."""
+
+    name: str
+    fields: dict[str, OptionField]
+    axes: tuple[str, ...]
+    plan: Callable[[dict[str, Any], Planner], SweepPlan]
+
+
+# --- plans ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """One cell as the dry run lists it."""
+
+    label: str
+    mem_bytes: float | None  # estimated per device (per rank)
+    budget_bytes: float | None  # what it is compared with (None: no limit known)
+    verdict: str  # fits, does not fit, unsupported: why, or a search's note
+    time_s: float  # rough (ROUGH_TIME)
+
+
+RunSweep = Callable[[Sink, Progress | None, Skip | None, tuple[SweepPeak, ...]], list[Outcome]]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """One sweep of an experiment: its cells in the order it runs them, and how to run it
+    (`peaks`: those a study decided before, taken by sweeps that run in this process)."""
+
+    title: str
+    cells: tuple[PlannedCell, ...]
+    run: RunSweep
+    tf32: bool = False
+    local: bool = False  # runs in this process (shares the study's peaks)
+    summary: Callable[[list], Outcome] | None = None  # a scaling study's table (kind 'scale')
+    note: str = ""  # what was left out, and why
+    part: str = ""  # the values of the axes split into sweeps ('model genslm-250m')
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """An experiment at the chosen profile: its sweeps, or why it does not run here."""
+
+    experiment: Experiment
+    sweeps: tuple[SweepPlan, ...] = ()
+    skipped: str = ""
+
+    @property
+    def cells(self) -> list[PlannedCell]:
+        """Every planned cell of every sweep."""
+        return [c for s in self.sweeps for c in s.cells]
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """What `accelbench study run` will do, checked, before anything runs."""
+
+    study: Study
+    profile: str  # the declared profile chosen
+    asked: str  # what the user asked for (auto, or a profile)
+    device: torch.device
+    experiments: tuple[ExperimentPlan, ...]
+    peaks: dict[str, str] = field(default_factory=dict)  # dtype -> how its time was estimated
+
+    @property
+    def cells(self) -> list[PlannedCell]:
+        """Every planned cell of the study."""
+        return [c for e in self.experiments for c in e.cells]
+
+    def tag(self, experiment: str) -> dict[str, str]:
+        """What every record of an experiment carries in spec.study."""
+        return {"name": self.study.name, "experiment": experiment, "profile": self.profile}
+
+
+# --- rough time -------------------------------------------------------------------------------
+
+# A cell's rough time: FLOPs / (peak x ASSUMED_MFU) + STEP_OVERHEAD_S per step or repetition
+# + CELL_OVERHEAD_S (building, data, warm-up of the runtime) + LAUNCH_OVERHEAD_S for a cell
+# launched under torchrun (ranks start and import torch) + PEAK_MEASURE_S for each precision
+# whose peak is measured (no datasheet). The overheads were measured on a 2-core CPU VM
+# (docs/study.md); on an accelerator the FLOPs term dominates.
+ASSUMED_MFU = 0.3
+STEP_OVERHEAD_S = 0.1
+CELL_OVERHEAD_S = 1.5
+LAUNCH_OVERHEAD_S = 12.0
+PEAK_MEASURE_S = 10.0
+PROBE_N = 512  # the quick GEMM probe of a device without a datasheet (about 0.1 s)
+ROUGH_TIME = (f"rough: FLOPs at {ASSUMED_MFU:.0%} of the peak, plus {STEP_OVERHEAD_S} s a step, "
+              f"{CELL_OVERHEAD_S} s a cell, {LAUNCH_OVERHEAD_S:.0f} s a launched cell and "
+              f"{PEAK_MEASURE_S:.0f} s a measured peak")
+
+
+class Planner:
+    """The device's budgets and peaks, and the study's peaks so far (each measured once)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.sheet = detect_spec(device)
+        self.peaks: dict[tuple[str, bool], float | None] = {}
+        self.labels: dict[str, str] = {}
+        self.decided: set[tuple[str, bool, bool]] = set()  # (dtype, tf32, local) peaks decided
+
+    def budget(self, mem_limit_bytes: int | None) -> tuple[float | None, bool]:
+        """The guard's budget and whether the run refuses by it (a CPU, or --mem-limit); on
+        an accelerator without a limit, its memory (the run tries the cell)."""
+        budget = memory_budget_bytes(self.device, mem_limit_bytes)
+        if budget is not None:
+            return budget, True
+        return devices.total_memory_bytes(self.device), False
+
+    def verdict(self, dtype: str, need: float, budget: float | None) -> str:
+        """fits, does not fit, or why the device cannot run the dtype."""
+        unsupported = dtype_support(self.device, dtype)
+        if unsupported:
+            return f"unsupported: {unsupported}"
+        return "does not fit" if budget is not None and need > budget else "fits"
+
+    def peak(self, dtype: str, tf32: bool) -> float | None:
+        """The datasheet's dense peak, else a quick GEMM probe (labelled per dtype)."""
+        key = (dtype, tf32)
+        if key not in self.peaks:
+            sheet = resolve_peak(self.sheet, self.device, dtype, tf32, measure=False)
+            if sheet.flops_per_s:
+                self.peaks[key], self.labels[dtype] = sheet.flops_per_s, sheet.label
+            else:
+                self.peaks[key] = self._probe(dtype, tf32)
+        return self.peaks[key]
+
+    def _probe(self, dtype: str, tf32: bool) -> float | None:
+        try:
+            layout = fastest_layout(str(self.device), dtype, tf32)
+            rate = gemm_flops_per_s(self.device, parse_dtype(dtype), layout,
+                                    (PROBE_N,) * 3, repeats=3, warmup=1)
+        except Exception:  # noqa: BLE001 - an estimate without a peak is still a plan
+            self.labels[dtype] = "no peak (the probe failed)"
+            return None
+        self.labels[dtype] = (f"quick GEMM probe (n={PROBE_N} {layout}, "
+                              f"{torch.get_num_threads()} thread(s)): {rate / 1e12:.3g} TFLOPS")
+        return rate
+
+    def time_s(self, flops: float, dtype: str, tf32: bool, steps: int,
+               local: bool = True) -> float:
+        """A cell's rough time (ROUGH_TIME); the first cell of a precision pays its peak."""
+        peak = self.peak(dtype, tf32)
+        if peak and not local and self.device.type == "cpu":
+            peak /= torch.get_num_threads()  # a launched CPU rank runs one thread
+        seconds = CELL_OVERHEAD_S + steps * STEP_OVERHEAD_S
+        seconds += flops / (peak * ASSUMED_MFU) if peak else 0.0
+        if not local:
+            seconds += LAUNCH_OVERHEAD_S
+        if self.sheet is None and (dtype, tf32, local) not in self.decided:
+            self.decided.add((dtype, tf32, local))
+            seconds += PEAK_MEASURE_S
+        return seconds
+
+    def cell(self, label: str, dtype: str, need: float, mem_limit_bytes: int | None,
+             flops: float, tf32: bool, steps: int, local: bool = True,
+             ranks_on_host: int = 1) -> PlannedCell:
+        """A planned cell (`need` per rank; on a CPU the ranks share the host's memory). A cell
+        the run refuses before it allocates costs no time."""
+        budget, enforced = self.budget(mem_limit_bytes)
+        shared = ranks_on_host if self.device.type == "cpu" else 1
+        verdict = self.verdict(dtype, need * shared, budget)
+        refused = verdict.startswith("unsupported") or (verdict != "fits" and enforced)
+        time = 0.0 if refused else self.time_s(flops, dtype, tf32, steps, local)
+        return PlannedCell(label, need, budget, verdict, time)
+
+
+# --- workloads ----------------------------------------------------------------------------------
+
+
+def _plan_block(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    spec = build_block_spec(BlockOptions(**values))
+    cfg = spec.model
+    cells = []
+    for dtype in spec.dtypes:  # run_block_sweep's order
+        for batch in spec.batches:
+            need = block_train_bytes(cfg, spec.seq_len, batch, dtype, fused_attention=True)
+            flops = block_flops(cfg, spec.seq_len, batch).total * (spec.warmup + spec.repeats)
+            cells.append(planner.cell(f"batch {batch} {dtype}", dtype, need,
+                                      spec.mem_limit_bytes, flops, spec.tf32,
+                                      spec.warmup + spec.repeats))
+
+    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
+            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
+        return run_block_sweep(replace(spec, peaks=peaks), sink, on_cell, skip)
+
+    return SweepPlan(f"{cfg.name} block, seq {spec.seq_len}", tuple(cells), run, spec.tf32, True)
+
+
+def _train_cell(planner: Planner, spec: TrainSpec, cell: TrainCell, world: int,
+                label: str | None = None, local: bool = True) -> PlannedCell:
+    """A training cell on `world` processes: memory per rank, model plus recompute FLOPs per
+    rank over every step."""
+    layout = cell_layout(spec, world, cell.gas)
+    tokens = cell.micro_batch * cell.gas * cell.seq_len * spec.steps  # per replica
+    flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute) * tokens
+    flops /= layout.tp * layout.pp
+    return planner.cell(label or cell.label, cell.dtype, estimate_bytes(spec, cell, layout),
+                        spec.mem_limit_bytes, flops, spec.tf32, spec.steps * cell.gas, local,
+                        world)
+
+
+def _plan_training(spec: TrainSpec, planner: Planner, longest: bool) -> SweepPlan:
+    """A train or genslm sweep: in this process, or launched (--nproc, a layout that needs a
+    group); or the longest-sequence search."""
+    title = f"{spec.model.name} {spec.benchmark}, data {spec.data}"
+    if longest:
+        return _plan_longest(spec, planner, title)
+    local = spec.nproc == 1 and not needs_group(spec.layout_for(1)) and not in_process_group()
+    world = world_size(spec)
+    cells = _local_cells(spec) if local else spec.cells()
+    planned = [_train_cell(planner, spec, c, world, local=local) for c in cells]
+    if spec.max_micro_batch:
+        planned = [replace(p, verdict=f"{p.verdict} at mb 1; the largest that fits is "
+                           "searched") for p in planned]
+
+    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
+            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
+        return run_train_sweep(replace(spec, peaks=peaks) if local else spec, sink, None,
+                               on_cell, skip)
+
+    return SweepPlan(title, tuple(planned), run, spec.tf32, local)
+
+
+def _plan_longest(spec: TrainSpec, planner: Planner, title: str) -> SweepPlan:
+    """The longest-sequence search: by the memory estimate on a CPU or under mem_limit (worked
+    out now, as the run will), by trial steps on an accelerator (known only when it runs)."""
+    cells = []
+    by_estimate = planner.device.type == "cpu" or spec.mem_limit_bytes is not None
+    for cell in search_cells(spec):
+        start = f"from seq {cell.seq_len} mb {cell.micro_batch} {cell.dtype}"
+        if by_estimate:
+            seq, _ = find_longest_seq(spec, cell, planner.device)
+            if seq == 0:
+                planned = _train_cell(planner, spec, cell, 1)
+                cells.append(replace(planned, label=f"longest seq {start}: none fits",
+                                     verdict="does not fit", time_s=0.0))
+                continue
+            planned = _train_cell(planner, spec, replace(cell, seq_len=seq), 1)
+            cells.append(replace(planned, label=f"longest seq {start}: {seq} (estimate)"))
+        else:
+            planned = _train_cell(planner, spec, cell, 1)
+            cells.append(replace(planned, label=f"longest seq {start} (trial steps)",
+                                 verdict="searched by trial", time_s=planned.time_s * 4))
+
+    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
+            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
+        return run_longest_seq_sweep(replace(spec, peaks=peaks), sink, None, on_cell, skip)
+
+    return SweepPlan(f"{title}, longest sequence", tuple(cells), run, spec.tf32, True)
+
+
+def _train_options(values: dict[str, Any]) -> TrainOptions:
+    known = {f.name for f in fields(TrainOptions)}
+    return TrainOptions(**{k: v for k, v in values.items() if k in known})
+
+
+def _plan_train(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    return _plan_training(build_spec(_train_options(values)), planner, longest=False)
+
+
+def _plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    tokenizer = codon_tokenizer_name(values["frame"])
+    spec = build_spec(_train_options(values), benchmark="genslm", tokenizer=tokenizer)
+    return _plan_training(spec, planner, longest=values["longest_seq"])
+
+
+def available_devices(device: torch.device) -> tuple[int, str]:
+    """How many devices a scaling study may use here, and what they are: on a CPU one core a
+    rank (the cores this process may run on), else the accelerators torch sees."""
+    if device.type == "cpu":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        count = cores or os.cpu_count() or 1
+        return count, f"{count} CPU core(s), one a rank"
+    count = devices.device_count(device.type)
+    return count, f"{count} {device.type} device(s)"
+
+
+def _plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    base = build_spec(_train_options(values))
+    counts = parse_int_list("devices", values["devices"])
+    scale = validate_scale(ScaleSpec(base, counts, values["mode"], values["zero"]))
+    present, what = available_devices(planner.device)
+    kept = tuple(n for n in counts if n <= present)
+    left = [n for n in counts if n > present]
+    note = (f"device counts {', '.join(map(str, left))} left out: this machine has {what}"
+            if left else "")
+    title = f"{base.model.name} {scale.mode} scaling over {list(kept)} device(s)"
+    if not kept:
+        return SweepPlan(title, (), lambda *args: [], note=note)
+    scale = replace(scale, devices=kept)
+    cells = []
+    for n in kept:
+        spec = spec_at(scale, n)
+        cells.append(_train_cell(planner, spec, spec.cells()[0], n, f"{n} device(s)",
+                                 local=False))
+
+    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
+            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
+        return run_scale(scale, sink, on_cell, skip)  # its peaks: one thread a rank
+
+    return SweepPlan(title, tuple(cells), run, base.tf32, False,
+                     lambda cells: summary_outcome(scale, cells), note)
+
+
+def _scale_fields() -> dict[str, OptionField]:
+    own = {"devices": OptionField("str", ",".join(map(str, ScaleSpec.devices))),
+           "mode": OptionField("str", ScaleSpec.mode), "zero": OptionField("int", ScaleSpec.zero)}
+    return {**_fields_of(TrainOptions, SCALE_SKIPS, **SCALE_DEFAULTS), **own}
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("block", _fields_of(BlockOptions), BLOCK_AXES, _plan_block),
+    Workload("train", _fields_of(TrainOptions), TRAIN_AXES, _plan_train),
+    Workload("genslm", {**_fields_of(TrainOptions, **GENSLM_DEFAULTS),
+                        "frame": OptionField("int", 0), "longest_seq": OptionField("bool", False)},
+             TRAIN_AXES, _plan_genslm),
+    Workload("scale", _scale_fields(), SCALE_AXES, _plan_scale),
+)}
+
+
+# --- from a study file to a plan ---------------------------------------------------------------
+
+
+def _typed(value: Scalar, option: OptionField, path: str) -> Any:
+    """A TOML value as the option's type: numbers are text for text options (seq = 1024 is
+    '1024', as typed on the command line); booleans are never numbers."""
+    kind = option.type
+    if kind == "bool" and isinstance(value, bool):
+        return value
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind in ("float", "float | None") and isinstance(value, int | float) \
+            and not isinstance(value, bool):
+        return float(value)
+    if kind == "str" and not isinstance(value, bool):
+        return str(value)
+    want = {"bool": "true or false", "int": "an integer", "str": "a string or a number"}
+    raise ConfigError(path, f"must be {want.get(kind, 'a number')}, got {value!r}",
+                      want.get(kind, "a number"))
+
+
+def _check_keys(experiment: Experiment, workload: Workload, pending: set[str]) -> None:
+    """Every option and axis is one of the workload's (or a pending feature's)."""
+    for key in [*experiment.options, *experiment.sweep]:
+        if key in pending:
+            continue
+        if key == "device":
+            raise ConfigError(experiment.path(key), "the device is chosen when the study runs "
+                              "(--device), not in the file", ", ".join(workload.fields))
+        if key not in workload.fields:
+            raise ConfigError(experiment.path(key), f"unknown option of workload "
+                              f"{workload.name!r}", ", ".join(workload.fields))
+
+
+def _combinations(experiment: Experiment, workload: Workload) -> list[dict[str, Any]]:
+    """One dict of typed option values per sweep: the options, the workload's axes joined as
+    comma lists, one value of each other axis."""
+    base = {k: f.default for k, f in workload.fields.items()}
+    base |= {k: _typed(v, workload.fields[k], experiment.path(k))
+             for k, v in experiment.options.items()}
+    for axis in workload.axes:
+        if axis in experiment.sweep:
+            items = [_typed(v, workload.fields[axis], experiment.path(axis))
+                     for v in experiment.sweep[axis]]
+            base[axis] = ",".join(map(str, items))
+    split = [k for k in experiment.sweep if k not in workload.axes]
+    choices = [[_typed(v, workload.fields[k], experiment.path(k)) for v in experiment.sweep[k]]
+               for k in split]
+    return [base | dict(zip(split, combo, strict=True)) for combo in itertools.product(*choices)]
+
+
+def _at_key(err: ConfigError, experiment: Experiment, workload: Workload) -> ConfigError:
+    """A workload's error on an option, named by its key in the study file."""
+    key = err.field.split(".")[0].replace("-", "_")
+    if key in workload.fields:
+        return ConfigError(experiment.path(key), err.problem, err.allowed)
+    return ConfigError(key_path("experiments", experiment.name),
+                       f"{err.field}: {err.problem}", err.allowed)
+
+
+def _unmet(experiment: Experiment) -> tuple[set[str], str]:
+    """The options of the features it requires that this accelbench lacks, and the reason to
+    skip it (none when it has them all)."""
+    missing = []
+    for i, name in enumerate(experiment.requires):
+        if name not in FEATURES:
+            raise ConfigError(key_path("experiments", experiment.name, "requires"),
+                              f"unknown feature {name!r} (entry {i + 1})", ", ".join(FEATURES))
+        if not FEATURES[name].present():
+            missing.append(FEATURES[name])
+    if not missing:
+        return set(), ""
+    needs = "; ".join(f.description for f in missing)
+    options = {o for f in missing for o in f.options}
+    return options, f"needs {needs}, which this version of accelbench does not have yet"
+
+
+def plan_experiment(experiment: Experiment, planner: Planner, device: str) -> ExperimentPlan:
+    """Check an experiment against its workload and plan its sweeps (ConfigError on bad
+    input, naming the key); an experiment that cannot run here is planned as skipped."""
+    workload = WORKLOADS.get(experiment.workload)
+    if workload is None:
+        raise ConfigError(key_path("experiments", experiment.name, "workload"),
+                          f"unknown workload {experiment.workload!r}", ", ".join(WORKLOADS))
+    pending, reason = _unmet(experiment)
+    _check_keys(experiment, workload, pending)
+    if reason:
+        return ExperimentPlan(experiment, skipped=reason)
+    sweeps = []
+    split = [k for k in experiment.sweep if k not in workload.axes]
+    for values in _combinations(experiment, workload):
+        try:
+            sweep = workload.plan({**values, "device": device}, planner)
+        except ConfigError as err:
+            raise _at_key(err, experiment, workload) from None
+        part = ", ".join(f"{k.replace('_', '-')} {values[k]}" for k in split)
+        sweeps.append(replace(sweep, part=part, cells=tuple(
+            replace(c, label=f"{part}: {c.label}") for c in sweep.cells) if part else sweep.cells))
+    if not any(s.cells for s in sweeps):
+        notes = "; ".join(s.note for s in sweeps if s.note) or "no cell to run"
+        return ExperimentPlan(experiment, tuple(sweeps), skipped=notes)
+    return ExperimentPlan(experiment, tuple(sweeps))
+
+
+def plan_study(study: Study, profile: str = "auto", device: str = "auto") -> StudyPlan:
+    """Every experiment of the study at a profile (auto: quick on a CPU, full on an
+    accelerator), checked and planned; nothing is measured but a quick GEMM probe per
+    precision on a device without a datasheet peak."""
+    target = resolve_device(device)
+    chosen = pick_profile(study, profile, target.type == "cpu")
+    planner = Planner(target)
+    plans = tuple(plan_experiment(e, planner, device) for e in study.experiments(chosen))
+    return StudyPlan(study, chosen, profile, target, plans, dict(planner.labels))
+
+
+def gib(value: float | None) -> str:
+    """Bytes as GiB for the dry run, '-' where unknown."""
+    return "-" if value is None else f"{value / GIB:.2f}"
