@@ -165,3 +165,16 @@ def test_mask_and_compressed_memory():
     n = sum(p.numel() for name, p in GPT(TINY).named_parameters() if is_sparse_weight(name))
     assert mask_bytes(TINY) == n
     assert two_four_compressed_bytes(TINY) == n // 2 * 2 + n // 8
+
+
+def test_a_token_budget_sets_each_cells_steps():
+    spec = _spec(tokens=300, warmup_steps=1, sparsities=(0.0, 0.6))  # 64 tokens a step
+    out = run_train_sweep(spec, lambda o: None)
+    for o in out:
+        assert o.spec["steps"] == 5 and len(o.raw["rank0"]["loss"]) == 5
+    with pytest.raises(ConfigError):
+        run_train_sweep(_spec(tokens=64, warmup_steps=1), lambda o: None)
+    assert build_spec(TrainOptions(model="gpt2-tiny", seq="32", device="cpu",
+                                   tokens="2k")).tokens == 2000
+    with pytest.raises(ConfigError):
+        build_spec(TrainOptions(model="gpt2-tiny", seq="32", device="cpu", tokens="lots"))

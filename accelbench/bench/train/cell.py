@@ -15,7 +15,7 @@ from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import Peak
 from accelbench.bench.train.metrics import cell_counts, cell_metrics
-from accelbench.bench.train.spec import TrainCell, TrainSpec
+from accelbench.bench.train.spec import TrainCell, TrainSpec, spec_for_cell
 from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
 from accelbench.config.layout import Layout
 from accelbench.config.schema import TRAIN_SWEPT, TrainMetrics, metrics_dict
@@ -36,6 +36,7 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
 def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> dict:
     """The full spec of one cell, as recorded: the shared fields, the cell's swept values, the
     layout and world size, and what a token is."""
+    spec = spec_for_cell(spec, cell, layout.dp)  # a --tokens budget sets the cell's steps
     shared = spec.to_dict()
     for swept in TRAIN_SWEPT:
         shared.pop(swept)
@@ -72,6 +73,7 @@ def run_cell(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     In a group of several ranks an out-of-memory error is not caught here: peers may be inside
     a collective, so the rank exits and the launcher records 'oom' from its error text.
     """
+    spec = spec_for_cell(spec, cell, layout.dp)  # a --tokens budget sets the cell's steps
     first = refusal(spec, cell, layout, device, local_ranks)
     if first is not None:
         return first if _rank() == 0 else None

@@ -4,11 +4,13 @@ validated TrainSpec here, in the library, so the commands only parse and render.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from accelbench.bench.train.spec import TrainSpec, resolve_model_source
 from accelbench.bench.train.sweep import check_sweep
+from accelbench.config.errors import ConfigError
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
 from accelbench.models.sparsity import parse_sparsity_list
@@ -37,6 +39,8 @@ class TrainOptions:
     sparsity_mask: str = _opt("magnitude", "magnitude (largest weights at initialisation) or "
                               "random (seeded by --seed).")
     steps: int = _opt(20, "Optimizer steps per cell.")
+    tokens: str = _opt("", "Token budget per cell, e.g. 2M: steps = ceil(tokens / tokens per "
+                       "step), overriding --steps (levels of a --sparsity sweep compare fairly).")
     warmup_steps: int = _opt(5, "Steps run but not timed into the summary.")
     time_budget: float | None = _opt(None, "Seconds per cell before stopping early.")
     max_micro_batch: bool = _opt(False, "Find and run the largest micro-batch that fits.",
@@ -77,6 +81,23 @@ def with_defaults(**defaults: Any) -> TrainOptions:
     return replace(TrainOptions(), **defaults)
 
 
+def parse_tokens(text: str) -> int | None:
+    """'' -> None; '2M' -> 2_000_000 (k, M, G/B suffixes); ConfigError otherwise."""
+    text = text.strip()
+    if not text:
+        return None
+    scale = {"k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9}.get(text[-1].lower(), 1)
+    number = text[:-1] if scale > 1 else text
+    try:
+        value = float(number) * scale
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise ConfigError("tokens", f"{text!r} is not a whole number of tokens",
+                          "a positive count, e.g. 500000 or 2M")
+    return int(value)
+
+
 def build_spec(options: TrainOptions, benchmark: str = "train",
                tokenizer: str = "gpt2") -> TrainSpec:
     """Command-line values to a checked TrainSpec: fields, data and layouts (ConfigError on the
@@ -91,7 +112,7 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         recomputes=parse_choice_list("recompute", options.recompute, RECOMPUTE_KINDS),
         sparsities=parse_sparsity_list(options.sparsity),
         sparsity_pattern=options.sparsity_pattern, sparsity_mask=options.sparsity_mask,
-        steps=options.steps, warmup_steps=options.warmup_steps,
+        steps=options.steps, tokens=parse_tokens(options.tokens), warmup_steps=options.warmup_steps,
         time_budget_s=options.time_budget, lr=options.lr, weight_decay=options.weight_decay,
         grad_clip=options.grad_clip, compile=options.compile, tf32=options.tf32,
         device=options.device, seed=options.seed,

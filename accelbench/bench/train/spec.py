@@ -4,7 +4,8 @@ on a layout of one or more processes (one process is the layout dp=tp=pp=1)."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, fields
+import math
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from accelbench.bench.peak import SweepPeak
@@ -63,6 +64,7 @@ class TrainSpec:
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
     sparsity_mask: str = "magnitude"  # magnitude at initialisation, or random (spec.seed)
     steps: int = 20
+    tokens: int | None = None  # a token budget per cell: steps = ceil(tokens / tokens per step)
     warmup_steps: int = 5
     time_budget_s: float | None = None
     lr: float = 3e-4
@@ -105,6 +107,19 @@ class TrainSpec:
         data = asdict(self)
         data["model"] = self.model.to_dict()
         return data
+
+
+def cell_steps(spec: TrainSpec, cell: TrainCell, dp: int) -> int:
+    """Steps of one cell: --steps, or with a --tokens budget ceil(tokens / tokens per step),
+    so that every cell of a sweep (each sparsity level) trains on the same tokens."""
+    if spec.tokens is None:
+        return spec.steps
+    return math.ceil(spec.tokens / (cell.seq_len * cell.micro_batch * cell.gas * dp))
+
+
+def spec_for_cell(spec: TrainSpec, cell: TrainCell, dp: int) -> TrainSpec:
+    """The spec with the cell's own number of steps (only a --tokens budget changes it)."""
+    return spec if spec.tokens is None else replace(spec, steps=cell_steps(spec, cell, dp))
 
 
 def spec_from_dict(data: dict) -> TrainSpec:
@@ -169,6 +184,8 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
             raise ConfigError(name, f"must be 0 or more, got {value}", ">= 0 (0: off)")
     if spec.time_budget_s is not None:
         require_positive("time-budget", spec.time_budget_s)
+    if spec.tokens is not None:
+        require_positive("tokens", spec.tokens)
     if spec.mem_limit_bytes is not None:
         require_positive("mem-limit", spec.mem_limit_bytes)
     if not 0 <= spec.seed <= SEED_MAX:

@@ -17,8 +17,15 @@ from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.dense_ref import DenseReference
 from accelbench.bench.train.fit import find_max_micro_batch
 from accelbench.bench.train.launch import in_process_group, run_group_sweep, run_launched_sweep
-from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, validate_train_spec
+from accelbench.bench.train.spec import (
+    TrainCell,
+    TrainSpec,
+    cell_layout,
+    cell_steps,
+    validate_train_spec,
+)
 from accelbench.bench.train.steps import StepProgress
+from accelbench.config.errors import ConfigError
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import read_env
 
@@ -34,6 +41,14 @@ def check_sweep(spec: TrainSpec) -> TrainSpec:
     check_data(spec)
     for gas in spec.gas:
         cell_layout(spec, world_size(spec), gas)
+    if spec.tokens is not None:
+        for cell in spec.cells():
+            layout = cell_layout(spec, world_size(spec), cell.gas)
+            steps = cell_steps(spec, cell, layout.dp)
+            if steps <= spec.warmup_steps:
+                raise ConfigError("tokens", f"{spec.tokens} tokens are {steps} step(s) of cell "
+                                  f"{cell.label}, not more than the {spec.warmup_steps} warm-up "
+                                  "steps", "a larger budget or fewer --warmup-steps")
     return spec
 
 
