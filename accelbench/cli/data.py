@@ -37,7 +37,7 @@ from accelbench.data.genome_corpus import (
     resolve_genomes,
     tokenizer_key,
 )
-from accelbench.data.shard_format import open_shards, read_index
+from accelbench.data.shard_format import open_shards
 from accelbench.data.shards import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_SHARD_TOKENS,
@@ -163,16 +163,17 @@ def _summary_table(directory: Path, index: dict) -> Table:
 @data_app.command("info")
 def info_cmd(
     directory: Path = typer.Argument(..., help="A folder made by `accelbench data prepare`."),
-    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check every shard's sha256."),
+    verify: bool = typer.Option(True, "--verify/--no-verify",
+                                help="Check every shard's sha256 and token ids."),
     json_out: bool = typer.Option(False, "--json", help="Print the index as JSON."),
 ) -> None:
-    """Show a shard folder's index, then validate it (bad shards: one line and exit code 2)."""
-    index = read_index(directory)
+    """Validate a shard folder, then show its index (bad shards: one line and exit code 2,
+    before any listing)."""
+    index = open_shards(directory, verify_hashes=verify).index
     if json_out:
         print(json.dumps(index, indent=1))
     else:
         result_out.print(_summary_table(directory, index))  # the listing on stdout
-    open_shards(directory, verify_hashes=verify)  # the verdict on stderr (stdout stays JSON)
     console.print(f"ok: {len(index['shards'])} shards present"
                   + (", sha256 and token ids verified" if verify else ", sizes checked"))
 
