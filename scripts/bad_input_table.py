@@ -1,0 +1,94 @@
+"""Write docs/bad-input.md: every case of tests/unit/test_bad_input.py run, with the one line
+each refusal prints. Run it after changing a case or a message:
+
+    python scripts/bad_input_table.py          # rewrite the page
+    python scripts/bad_input_table.py --check  # exit 1 if the page is stale
+
+tests/unit/test_bad_input.py checks the page is current, so the table cannot drift.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "bad-input.md"
+SHOWN_DIR = "DIR"  # how the temporary folder of inputs is written in the page
+
+HEADER = """# Bad input: what each refusal says
+
+Bad input stops before anything runs: before a banner, a results file, a model or a
+measurement. It gets one line on stderr, `error: <field>: <problem> (allowed: ...)`, nothing
+on stdout, and exit code 2; the argument parser's own errors (an option given a value of the
+wrong type, an unknown option) are one line and exit 2 too. The table below is every case of
+`tests/unit/test_bad_input.py`, which checks all of that for each one (no database and no
+other file made, no model built); the messages are what this version prints, written by
+`scripts/bad_input_table.py` (do not edit this page by hand: run the script). The `results`
+commands' `--db` checks (a database that is missing, not SQLite, another program's, read-only)
+are in [results.md](results.md#durability).
+
+`DIR` is a folder holding these inputs:
+
+| input | what it is |
+|---|---|
+"""
+
+
+def _load_cases():
+    """The test module, loaded from its path (tests/ is not a package)."""
+    path = REPO / "tests" / "unit" / "test_bad_input.py"
+    spec = importlib.util.spec_from_file_location("_bad_input_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _code(text: str) -> str:
+    """Text as a Markdown code span inside a table cell ('|' escaped, any backticks fenced)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def render() -> str:
+    """The page: the inputs, then one row per case (command, its options, the line printed)."""
+    cases = _load_cases()
+    lines = [HEADER.rstrip("\n")]
+    lines += [f"| {_code('DIR/' + name)} | {what} |" for name, what in cases.INPUTS.items()]
+    lines += ["", "| command | input | message |", "|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cases.make_inputs(folder)
+        for case in cases.CASES:
+            code, out, err = cases.run_case(case, folder)
+            if code != 2 or out or err.count("\n") != 1:
+                raise SystemExit(f"{' '.join(case.argv)}: not a one-line refusal "
+                                 f"(exit {code}): {err or out}")
+            message = err.rstrip("\n").replace(str(folder), SHOWN_DIR)
+            words = [w.replace("{dir}", SHOWN_DIR) for w in case.argv]
+            command = words[0] if words[0] not in ("data", "results") else " ".join(words[:2])
+            given = " ".join(words[len(command.split()):])
+            lines.append(f"| {command} | {_code(given)} | {_code(message)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    """Rewrite docs/bad-input.md, or with --check say whether it is current."""
+    text = render()
+    if "--check" in sys.argv[1:]:
+        current = DOC.exists() and DOC.read_text() == text
+        print("docs/bad-input.md is " + ("current" if current else "stale: run the script"))
+        return 0 if current else 1
+    DOC.write_text(text)
+    print(f"wrote {DOC.relative_to(REPO)} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Bad input to every command is refused first: one line `error: <field>: <problem> (allowed:
+...)` on stderr, exit code 2, nothing on stdout, no results database and no other file made,
+before any banner, model or measurement.
+
+CASES is also the source of docs/bad-input.md: scripts/bad_input_table.py runs each case and
+writes the table, and test_doc_is_current checks the page says what the script would write.
+Every case must be refused before a model is built (run_case makes building one, opening the
+results store or preparing shards fail the case), so the whole list runs in seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from accelbench.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "bad-input.md"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A command line ('{dir}' stands for the folder of INPUTS) and the start of its one line."""
+
+    argv: tuple[str, ...]
+    expected: str
+
+
+def case(command: str, expected: str) -> Case:
+    """A Case from a command line written as the shell would split it on spaces."""
+    return Case(tuple(command.split(" ")), expected)
+
+
+# The files and folders under {dir} that the cases name, and what each one is.
+INPUTS = {
+    "empty.fa": "an empty file",
+    "headers.fa": "a FASTA file of two headers and no sequence",
+    "binary.txt": "1 KiB of binary bytes (NUL included)",
+    "english.txt": "one line of English",
+    "afile": "a plain file where a folder is expected",
+    "bad-ids/": "a shard folder whose index and sha256 are right but whose token ids (60000) "
+                "exceed GPT-2's 50257",
+}
+
+CASES = [
+    # train (genslm and scale share these options and checks)
+    case("train --lr nan", "error: lr: must be a finite number, got nan"),
+    case("train --lr inf", "error: lr: must be a finite number, got inf"),
+    case("train --time-budget inf", "error: time-budget: must be a finite number, got inf"),
+    case("train --grad-clip nan", "error: grad-clip: must be a finite number, got nan"),
+    case("train --weight-decay inf", "error: weight-decay: must be a finite number, got inf"),
+    case("train --cell-timeout 0", "error: cell-timeout: must be a positive number, got 0.0"),
+    case("train --cell-timeout -5", "error: cell-timeout: must be a positive number, got -5.0"),
+    case("train --steps 0", "error: steps: must be a positive number, got 0"),
+    case("train --warmup-steps 20", "error: warmup-steps: must be in [0, steps), got 20"),
+    case("train --seq 2048", "error: seq: 2048 is longer than the model's 1024 positions"),
+    case("train --micro-batch 2,,4", "error: micro-batch: empty item in '2,,4'"),
+    case("train --seq 64,64", "error: seq: 64 given twice"),
+    case("train --dtype fp32,fp32", "error: dtype: fp32 given twice"),
+    case("train --dtype fp64", "error: dtype: unknown value 'fp64'"),
+    case("train --recompute some", "error: recompute: unknown value 'some'"),
+    case("train --seed -1", "error: seed: must be in [0, 2**63 - 1], got -1"),
+    case("train --mem-limit 1e999", "error: mem-limit: size '1e999' is not a finite number"),
+    case("train --mem-limit 0.5B", "error: mem-limit: must be at least one byte"),
+    case("train --device tpu", "error: device: unknown device 'tpu'"),
+    case("train --model gpt2:heads=7", "error: model.n_head: 7 heads do not divide"),
+    case("train --data {dir}/missing", "error: data: no such folder: {dir}/missing"),
+    case("train --data {dir}/afile", "error: data: {dir}/afile is a file, not a shard folder"),
+    case("train --data {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin "
+         "holds token id 60000"),
+    case("train --nproc 0", "error: nproc: must be a positive number, got 0"),
+    case("train --layout tp=2", "error: layout: tp*pp = 2 does not divide the 1 devices"),
+    case("train --nproc 2 --layout tp=3", "error: layout: tp*pp = 3 does not divide the 2 "
+         "devices"),
+    case("train --nproc 2 --layout dp=2,zero=9", "error: layout.zero: unknown ZeRO stage 9"),
+    case("train --nproc 2 --max-micro-batch", "error: max-micro-batch: the largest-micro-batch "
+         "search runs on one process only"),
+    case("train --json --output {dir}/missing/out.json", "error: output: '{dir}/missing/"
+         "out.json': folder '{dir}/missing' does not exist"),
+    case("train --output {dir}/out.json", "error: output: writes the --json or --csv text"),
+    case("train --json --csv", "error: csv: give --json or --csv, not both"),
+    case("train --steps abc", "error: Invalid value for '--steps'"),
+    case("genslm --frame 3", "error: frame: unknown reading frame 3"),
+    case("genslm --seq 64,128 --longest-seq", "error: seq: the longest-sequence search starts "
+         "from one length, got 2"),
+    case("scale --devices 1,1", "error: devices: 1 given twice"),
+    case("scale --devices 0", "error: devices: must be positive, got 0"),
+    case("scale --mode sideways", "error: mode: unknown value 'sideways'"),
+    case("scale --zero 5", "error: layout.zero: unknown ZeRO stage 5"),
+    case("scale --seq 512,1024", "error: scale: the scaling study takes one cell"),
+    case("scale --devices 3 --mode strong", "error: devices: strong scaling splits "
+         "micro-batch 8 over 3 devices"),
+    # block
+    case("block --seq 100000", "error: seq: 100000 is longer than the model's 1024 positions"),
+    case("block --batch 1,,2", "error: batch: empty item in '1,,2'"),
+    case("block --batch 8,8", "error: batch: 8 given twice"),
+    case("block --dtype fp32,fp32", "error: dtype: fp32 given twice"),
+    case("block --repeats 0", "error: repeats: must be a positive number, got 0"),
+    case("block --warmup -1", "error: warmup: must be 0 or more, got -1"),
+    case("block --csv --output {dir}", "error: output: '{dir}' is a directory"),
+    # plan
+    case("plan --seq 4096", "error: seq: 4096 is longer than gpt3-175b's 2048 positions"),
+    case("plan --train-tokens nan", "error: train-tokens: must be a finite number, got nan"),
+    case("plan --intra-bw inf", "error: intra-bw: must be a finite number, got inf"),
+    case("plan --inter-latency-us -3", "error: inter-latency-us: must not be negative"),
+    case("plan --efficiency 1.5", "error: efficiency: must be in (0, 1], got 1.5"),
+    case("plan --layout dp=1,dp=2", "error: layout.dp: given twice in 'dp=1,dp=2'"),
+    case("plan --device tpu-v9", "error: device: unknown device 'tpu-v9'"),
+    # data
+    case("data prepare --genome {dir}/empty.fa --out {dir}/shards", "error: genome: "
+         "{dir}/empty.fa holds no sequence"),
+    case("data prepare --genome {dir}/headers.fa --out {dir}/shards", "error: genome: "
+         "{dir}/headers.fa holds no sequence"),
+    case("data prepare --genome {dir}/binary.txt --out {dir}/shards", "error: genome: "
+         "{dir}/binary.txt: sequence data before the first '>' header"),
+    case("data prepare --source {dir}/binary.txt --out {dir}/shards", "error: source: "
+         "{dir}/binary.txt holds NUL bytes"),
+    case("data prepare --source {dir}/english.txt --tokenizer codon --out {dir}/shards",
+         "error: tokenizer: the codon tokenizer reads nucleotides"),
+    case("data prepare --source {dir}/english.txt --shard-tokens 0 --out {dir}/shards",
+         "error: shard-tokens: must be a positive number, got 0"),
+    case("data prepare --source {dir}/english.txt --out {dir}/afile", "error: out: {dir}/afile "
+         "is a file, not a folder"),
+    case("data prepare --source {dir}/english.txt --out {dir}/afile/shards", "error: out: "
+         "{dir}/afile/shards cannot be made: {dir}/afile is a file"),
+    case("data prepare --source {dir}/missing.txt --out {dir}/shards", "error: source: "
+         "'{dir}/missing.txt' is neither a keyword nor an existing path"),
+    case("data prepare --genome default --frame 5", "error: frame: unknown reading frame 5"),
+    case("data info {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin holds "
+         "token id 60000"),
+    case("data info {dir}/afile", "error: data: {dir}/afile is a file, not a shard folder"),
+    # sbatch, hw
+    case("sbatch --nodes 0 -- train", "error: nodes: must be a positive number, got 0"),
+    case("sbatch --nodes 1 --port 70000 -- train", "error: port: must be a TCP port"),
+    case("sbatch --nodes 1 --time 1h -- train", "error: time: cannot read Slurm time '1h'"),
+    case("sbatch --nodes 1 -- plan", "error: command: 'plan' does not run as a process group"),
+    case("sbatch --nodes 2 -- train --layout dp=4", "error: layout: dp*tp*pp = 4*1*1 = 4, but "
+         "the world has 16 devices"),
+    case("hw --device tpu", "error: device: unknown device 'tpu'"),
+]
+
+
+def make_inputs(folder: Path) -> None:
+    """The files INPUTS describes, in `folder`."""
+    from accelbench.data.corpus import IterableCorpus
+    from accelbench.data.shards import prepare
+    from accelbench.data.tokenizer import get_tokenizer
+
+    (folder / "empty.fa").write_bytes(b"")
+    (folder / "headers.fa").write_text(">seq1 a header\n>seq2 another\n")
+    (folder / "binary.txt").write_bytes(bytes(range(256)) * 4)
+    (folder / "english.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
+    (folder / "afile").write_text("a file, not a folder\n")
+    shards = folder / "bad-ids"
+    prepare(IterableCorpus(["some text"]), get_tokenizer("gpt2"), shards, progress=False)
+    index = json.loads((shards / "index.json").read_text())
+    entry = index["shards"][0]
+    data = np.full(entry["tokens"], 60000, dtype="<u2").tobytes()
+    (shards / entry["file"]).write_bytes(data)
+    entry["sha256"] = hashlib.sha256(data).hexdigest()
+    (shards / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+    (shards / ".lock").unlink(missing_ok=True)
+
+
+def _reached(what: str):
+    def fail(*args, **kwargs):
+        raise AssertionError(f"bad input reached {what}")
+    return fail
+
+
+def run_case(case: Case, folder: Path) -> tuple[int | str | None, str, str]:
+    """Run the command line in this process with `folder` for {dir}: (exit code, stdout,
+    stderr). Opening the results store, building a model or preparing shards fails it."""
+    argv = [part.format(dir=folder) for part in case.argv]
+    out, err = io.StringIO(), io.StringIO()
+    guards = (
+        mock.patch("accelbench.results.store.ResultStore.__init__", _reached("the store")),
+        mock.patch("accelbench.models.gpt.GPT.__init__", _reached("a model")),
+        mock.patch("accelbench.models.gpt.Block.__init__", _reached("a model")),
+        mock.patch("accelbench.cli.data.prepare", _reached("shard preparation")),
+        mock.patch.dict(os.environ, {"ACCELBENCH_DB": str(folder / "results.db")}),
+        mock.patch.object(sys, "argv", ["accelbench", *argv]),
+        # the parser names the program from __main__.__package__ (under pytest: python -m pytest)
+        mock.patch.object(sys.modules["__main__"], "__package__", None),
+        contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+    )
+    code: int | str | None = None
+    with contextlib.ExitStack() as stack:
+        for guard in guards:
+            stack.enter_context(guard)
+        try:
+            main()
+        except SystemExit as stop:
+            code = stop.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def _tree(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("inputs")
+    make_inputs(folder)
+    return folder
+
+
+@pytest.mark.parametrize("case", CASES, ids=[" ".join(c.argv) for c in CASES])
+def test_bad_input_is_one_line_and_exit_2_before_anything(case: Case, inputs: Path) -> None:
+    before = _tree(inputs)
+    code, out, err = run_case(case, inputs)
+    assert code == 2, err
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith(case.expected.format(dir=inputs)), err
+    assert not (inputs / "results.db").exists()
+    assert _tree(inputs) == before  # no shard folder, no output file, no database
+
+
+def test_every_command_is_covered() -> None:
+    """A new command gets its bad-input cases here (and so in docs/bad-input.md)."""
+    from accelbench.cli.main import _COMMAND_MODULES
+
+    covered = {c.argv[0] for c in CASES}
+    others = {"results", "report", "study"}  # --db and their own files: their own tests
+    assert set(_COMMAND_MODULES) - others <= covered
+
+
+def test_doc_is_current() -> None:
+    """docs/bad-input.md is what scripts/bad_input_table.py writes (run it after a change)."""
+    spec = importlib.util.spec_from_file_location("bad_input_table",
+                                                  REPO / "scripts" / "bad_input_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert DOC.read_text() == script.render(), \
+        "docs/bad-input.md is stale: run python scripts/bad_input_table.py"
