@@ -53,6 +53,7 @@ _TAIL_CHARS = 4000
 _KILL_GRACE_S = 5.0
 _LAST_LINE_CHARS = 200
 _POLL_S = 0.2
+AGENT_GRACE_S = 10.0  # an orphaned agent's clean shutdown may take this long, then SIGKILL
 # Signals torchrun's agent sends to the ranks it stops after another failed: not a cause.
 _SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # What a rank says when a PEER is gone: the echo of a failure, never its cause.
@@ -99,13 +100,16 @@ def agent_argv(torchrun_cmd: list[str], parent_pid: int | None = None) -> list[s
 
 def agent_main(argv: list[str]) -> None:
     """The torchrun agent, tied to the process that launched it: SIGTERM from the kernel when
-    that process dies (Linux), or from a thread that polls the parent id (elsewhere too); on
-    SIGTERM torchrun stops its workers and exits."""
+    that process dies (Linux), or from a thread that polls the parent id (elsewhere); on
+    SIGTERM torchrun stops its workers and exits. Whatever is left AGENT_GRACE_S later (a
+    wedged shutdown, a stopped worker) the thread SIGKILLs, the agent last."""
     parent = int(argv[0])
-    die_with_parent(signal.SIGTERM)
+    tied = die_with_parent(signal.SIGTERM)
     if os.getppid() != parent:  # died before the kernel was asked
         sys.exit(1)
-    watch_parent(parent, signal.SIGTERM)
+    # One SIGTERM only (torchrun's handler raises on each, and a second one during its shutdown
+    # was seen to deadlock it), then SIGKILL for the agent and all below it if still there.
+    watch_parent(parent, None if tied else signal.SIGTERM, kill_tree_after_s=AGENT_GRACE_S)
     sys.argv = ["torchrun", *argv[1:]]
     runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 

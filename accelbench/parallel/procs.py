@@ -110,13 +110,25 @@ def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> bool:
         return False
 
 
-def watch_parent(parent_pid: int, sig: signal.Signals, poll_s: float = PARENT_POLL_S) -> None:
-    """A daemon thread that sends `sig` to this process once its parent is no longer
-    parent_pid (it died and this process was handed to init or a subreaper)."""
+def watch_parent(parent_pid: int, sig: signal.Signals | None,
+                 kill_tree_after_s: float | None = None, poll_s: float = PARENT_POLL_S) -> None:
+    """A daemon thread that, once this process's parent is no longer parent_pid (it died and
+    this process was handed to init or a subreaper), sends `sig` to this process; then, with
+    kill_tree_after_s, waits that long and SIGKILLs every descendant and itself: the last
+    resort when a clean shutdown wedges (a stopped child ignores SIGTERM)."""
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(poll_s)
-        os.kill(os.getpid(), sig)
+        if sig is not None:
+            os.kill(os.getpid(), sig)
+        if kill_tree_after_s is None:
+            return
+        time.sleep(kill_tree_after_s)
+        for pid, started in descendants(os.getpid()).items():
+            if alive(pid, started):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="accelbench-parent-watch", daemon=True).start()
 
