@@ -106,13 +106,26 @@ def token_unit(records: list[Record]) -> str:
     return units.pop() if len(units) == 1 else "token"
 
 
+def _sparse_cells(spec: dict, m: dict) -> tuple[tuple[str], tuple[str, str]]:
+    """A sparsity sweep's cells: the level asked (measured), the speedup over the sweep's dense
+    cell and the loss at the end against it (absolute and relative)."""
+    asked, measured = spec.get("sparsity") or 0, m.get("sparsity_measured")
+    level = f"{asked:g}" + (f" ({measured:.3f})" if measured is not None else "")
+    speedup = m.get("speedup_vs_dense")
+    delta, rel = m.get("loss_last_vs_dense"), m.get("loss_last_vs_dense_relative")
+    loss = f"{delta:+.3f} ({rel:+.1%})" if delta is not None and rel is not None else "-"
+    return (level,), (f"{speedup:.2f}x" if speedup is not None else "-", loss)
+
+
 def train_table(records: list[Record], title: str = "Training") -> Table:
     """One row per training cell: throughput, utilisation, memory, loss."""
     table = plain_table(title)
     rate = f"{token_unit(records)}s/s"
-    for column in ("seq", "mb", "gas", "dtype", "recompute", "status", "step ms", rate,
-                   "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
-                   "data wait", "note"):
+    sparse = any(r.spec.get("sparsity") for r in records)  # a sparsity sweep: its columns
+    extra = ("sparsity", "speedup vs dense", "loss vs dense") if sparse else ()
+    for column in ("seq", "mb", "gas", "dtype", "recompute", *extra[:1], "status", "step ms",
+                   rate, "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
+                   *extra[1:], "data wait", "note"):
         table.add_column(column, justify="left" if column == "note" else "right",
                          overflow="fold")
     for r in records:
@@ -120,14 +133,15 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
         t = m.get("step_time_s_median")
         first, last = m.get("loss_first"), m.get("loss_last")
         loss = f"{first:.3f}>{last:.3f}" if first is not None and last is not None else "-"
+        level, vs_dense = _sparse_cells(s, m) if sparse else ((), ())
         add_plain_row(
             table,
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
-            s.get("dtype", ""), s.get("recompute", ""),
+            s.get("dtype", ""), s.get("recompute", ""), *level,
             "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
             _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
             _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
-            _gib(m.get("mem_estimate_bytes_per_rank")), loss,
+            _gib(m.get("mem_estimate_bytes_per_rank")), loss, *vs_dense,
             _pct(m.get("data_wait_fraction")), r.reason)
     peaks = peak_captions(records)
     if peaks:

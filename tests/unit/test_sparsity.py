@@ -178,3 +178,30 @@ def test_a_token_budget_sets_each_cells_steps():
                                    tokens="2k")).tokens == 2000
     with pytest.raises(ConfigError):
         build_spec(TrainOptions(model="gpt2-tiny", seq="32", device="cpu", tokens="lots"))
+
+
+def test_the_table_of_a_sparsity_sweep_shows_level_speedup_and_loss_against_dense():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from accelbench.results.table import train_table
+
+    base = {"seq_len": 32, "micro_batch": 2, "gas": 1, "dtype": "fp32", "recompute": "none"}
+    dense = SimpleNamespace(spec={**base, "sparsity": 0.0}, status="ok", reason="",
+                            metrics={"loss_first": 10.0, "loss_last": 5.0,
+                                     "step_time_s_median": 1.0})
+    sparse = SimpleNamespace(spec={**base, "sparsity": 0.9}, status="ok", reason="",
+                             metrics={"loss_first": 10.0, "loss_last": 5.5,
+                                      "step_time_s_median": 0.5, "sparsity_measured": 0.9,
+                                      "speedup_vs_dense": 2.0, "loss_last_vs_dense": 0.5,
+                                      "loss_last_vs_dense_relative": 0.1})
+    console = Console(width=300, record=True)
+    console.print(train_table([dense, sparse]))
+    text = console.export_text()
+    assert "speedup vs dense" in text and "0.9 (0.900)" in text
+    assert "2.00x" in text and "+0.500 (+10.0%)" in text
+    plain = Console(width=300, record=True)
+    plain.print(train_table([SimpleNamespace(spec=base, status="ok", reason="",
+                                             metrics=dense.metrics)]))
+    assert "sparsity" not in plain.export_text()
