@@ -183,7 +183,7 @@ STEP_OVERHEAD_S = 0.1
 CELL_OVERHEAD_S = 1.5
 LAUNCH_OVERHEAD_S = 12.0
 PEAK_MEASURE_S = 10.0
-PROBE_N = 512  # the quick GEMM probe of a device without a datasheet (about 0.1 s)
+PROBE_N = 1024  # the quick GEMM probe of a device without a datasheet (under a second)
 ROUGH_TIME = (f"rough: FLOPs at {ASSUMED_MFU:.0%} of the peak, plus {STEP_OVERHEAD_S} s a step, "
               f"{CELL_OVERHEAD_S} s a cell, {LAUNCH_OVERHEAD_S:.0f} s a launched cell and "
               f"{PEAK_MEASURE_S:.0f} s a measured peak")
@@ -379,16 +379,15 @@ def available_devices(device: torch.device) -> tuple[int, str]:
 def _plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
     base = build_spec(_train_options(values))
     counts = parse_int_list("devices", values["devices"])
-    scale = validate_scale(ScaleSpec(base, counts, values["mode"], values["zero"]))
     present, what = available_devices(planner.device)
     kept = tuple(n for n in counts if n <= present)
     left = [n for n in counts if n > present]
     note = (f"device counts {', '.join(map(str, left))} left out: this machine has {what}"
             if left else "")
+    scale = validate_scale(ScaleSpec(base, kept or (1,), values["mode"], values["zero"]))
     title = f"{base.model.name} {scale.mode} scaling over {list(kept)} device(s)"
     if not kept:
         return SweepPlan(title, (), lambda *args: [], note=note)
-    scale = replace(scale, devices=kept)
     cells = []
     for n in kept:
         spec = spec_at(scale, n)
