@@ -61,7 +61,12 @@ def validate_scale(scale: ScaleSpec) -> ScaleSpec:
                           "single values for --seq, --micro-batch, --gas, --dtype, --recompute")
     for n in scale.devices:
         require_positive("devices", n)
-        check_sweep(spec_at(scale, n))
+        try:
+            check_sweep(spec_at(scale, n))
+        except ConfigError as err:  # the count's ranks: the user typed them as --devices
+            if err.field != "nproc":
+                raise
+            raise ConfigError("devices", err.problem, err.allowed) from None
     return scale
 
 

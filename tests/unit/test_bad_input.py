@@ -247,3 +247,30 @@ def test_doc_is_current() -> None:
     spec.loader.exec_module(script)
     assert DOC.read_text() == script.render(), \
         "docs/bad-input.md is stale: run python scripts/bad_input_table.py"
+
+
+@pytest.mark.parametrize("argv,expected", [
+    ("train --nproc 9", "error: nproc: 9 CPU ranks on 2 cores (allowed: 1 to 8 (4 a core at "
+     "most))"),
+    ("scale --devices 1,9", "error: devices: 9 CPU ranks on 2 cores"),
+])
+def test_ranks_beyond_the_machine_are_refused(argv, expected, inputs, monkeypatch) -> None:
+    """--nproc (and scale's counts) against this machine: a few CPU ranks a core (the core
+    count is the machine's, so these are not in the page), one accelerator a rank."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    code, out, err = run_case(case(f"{argv} --device cpu", ""), inputs)
+    assert (code, out) == (2, "") and err.startswith(expected) and err.count("\n") == 1
+
+
+def test_ranks_need_one_accelerator_each(monkeypatch) -> None:
+    import torch
+
+    from accelbench.bench.train import spec as train_spec
+    from accelbench.config.errors import ConfigError
+    from accelbench.config.presets import get_preset
+
+    monkeypatch.setattr(train_spec, "device_count", lambda kind: 1)
+    spec = train_spec.TrainSpec(get_preset("gpt2-tiny"), nproc=2)
+    with pytest.raises(ConfigError, match="nproc: 2 ranks need 2 cuda devices, this machine "
+                       r"has 1 \(allowed: 1 to 1\)"):
+        train_spec._check_ranks(spec, torch.device("cuda"))

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+
+import torch
 
 from accelbench.bench.peak import SweepPeak
 from accelbench.config.errors import (
@@ -22,6 +25,7 @@ from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
 from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.device import device_count
 from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
 from accelbench.models.sparsity import validate_sparsity
 
@@ -194,8 +198,29 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     require_positive("cell-timeout", spec.cell_timeout_s)
     require_positive("hang-timeout", spec.hang_timeout_s)
     require_positive("nproc", spec.nproc)
-    resolve_device(spec.device)  # an unknown or absent device, before a results file is made
+    _check_ranks(spec, resolve_device(spec.device))  # before a results file is made
     return spec
+
+
+CPU_RANKS_PER_CORE = 4  # gloo ranks beyond this many a core only queue for the cores
+
+
+def _check_ranks(spec: TrainSpec, device: torch.device) -> None:
+    """--nproc ranks this machine can hold: one accelerator each (a rank takes the device of
+    its local rank), a few a core on the CPU."""
+    if spec.nproc == 1:
+        return
+    if device.type == "cpu":
+        cores = os.cpu_count() or 1
+        if spec.nproc > CPU_RANKS_PER_CORE * cores:
+            raise ConfigError("nproc", f"{spec.nproc} CPU ranks on {cores} cores",
+                              f"1 to {CPU_RANKS_PER_CORE * cores} "
+                              f"({CPU_RANKS_PER_CORE} a core at most)")
+        return
+    count = device_count(device.type)
+    if spec.nproc > count:
+        raise ConfigError("nproc", f"{spec.nproc} ranks need {spec.nproc} {device.type} "
+                          f"devices, this machine has {count}", f"1 to {count}")
 
 
 def resolve_model_source(text: str) -> tuple[ModelConfig, str | None]:
