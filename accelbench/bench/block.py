@@ -23,7 +23,7 @@ from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.model import ModelConfig
-from accelbench.config.presets import get_preset, resolve_model
+from accelbench.config.presets import resolve_model
 from accelbench.config.schema import (
     BLOCK_PHASES,
     BlockMetrics,
@@ -33,7 +33,7 @@ from accelbench.config.schema import (
 )
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
-from accelbench.hardware.detect import cpu_has_bf16_matmul, resolve_device
+from accelbench.hardware.detect import resolve_device
 from accelbench.models.gpt import Block
 
 KIND = "block"
@@ -194,20 +194,6 @@ def spec_summary(spec: BlockSpec) -> dict:
     data = asdict(spec)
     data["model"] = spec.model.to_dict()
     return data
-
-
-def quick_spec(device: torch.device) -> BlockSpec:
-    """The main job's defaults: the study's grid on an accelerator, a small grid on a CPU.
-
-    On a CPU the GPT-2 (124M) layer at sequence 256 takes about a minute; fp16 is left out
-    there because CPUs emulate it (hundreds of times slower), and bf16 too unless the CPU
-    multiplies it in hardware (emulated, it took minutes a cell).
-    """
-    if device.type == "cpu":
-        dtypes = ("fp32", "bf16") if cpu_has_bf16_matmul() else ("fp32",)
-        return BlockSpec(get_preset("gpt2"), seq_len=256, batches=(1, 4), dtypes=dtypes,
-                         device=str(device), repeats=5, warmup=2)
-    return BlockSpec(get_preset("gpt2-xl"), device=str(device))
 
 
 @dataclass(frozen=True)

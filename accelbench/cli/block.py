@@ -1,4 +1,4 @@
-"""`accelbench block` and `accelbench run`: the transformer-block micro-benchmark."""
+"""`accelbench block`: the transformer-block micro-benchmark."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from accelbench.bench.block import (
-    BlockOptions,
-    BlockSpec,
-    build_block_spec,
-    quick_spec,
-    run_block_sweep,
-)
+from accelbench.bench.block import BlockOptions, BlockSpec, build_block_spec, run_block_sweep
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.options import RERUN_HELP
 from accelbench.hardware.detect import resolve_device
@@ -77,16 +71,6 @@ def block(
     _run(spec, db, json_out, csv_out, output, rerun)
 
 
-def run(
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
-    db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
-    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
-) -> None:
-    """The main job on built-in defaults: a quick block micro-benchmark sized for this device."""
-    _run(quick_spec(resolve_device(device)), db, False, False, None, rerun)
-
-
 def register(app: typer.Typer) -> None:
-    """Add the block commands."""
+    """Add the block command."""
     app.command("block")(block)
-    app.command("run")(run)

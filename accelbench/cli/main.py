@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "plan",
     "genslm",
     "report",
+    "study",
 )
 
 for _name in _COMMAND_MODULES:

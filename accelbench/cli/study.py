@@ -1,0 +1,255 @@
+"""`accelbench study list|show|run` and the main job `accelbench run` (the built-in study at
+the profile that suits this machine, then its report)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from accelbench.bench.study import ROUGH_TIME, StudyPlan, gib, plan_study
+from accelbench.cli.common import console, out
+from accelbench.cli.options import RERUN_HELP
+from accelbench.config.errors import ConfigError
+from accelbench.config.study import AUTO, load_study, parse_study, study_files, user_study_dir
+from accelbench.results.interrupted import SweepInterrupted
+from accelbench.results.record import Record
+from accelbench.results.report import make_report
+from accelbench.results.session import open_recorder
+from accelbench.results.store import default_db_path
+from accelbench.results.study import ExperimentResult, StudyView, run_study
+
+MAIN_STUDY = "emani2023"
+study_app = typer.Typer(help="Studies: named sets of experiments run as one (docs/study.md).",
+                        no_args_is_help=True)
+
+PROFILE_HELP = ("A profile the study declares (emani2023: full, quick), or auto: quick on a "
+                "CPU, full on an accelerator.")
+DB_HELP = "SQLite results file (default: $ACCELBENCH_DB or XDG)."
+DEVICE_HELP = "auto, cpu, cuda, cuda:N, xpu, mps."
+
+
+def _say(text: str, style: str = "") -> None:
+    """A line on stderr, printed as text (names and reasons come from files and processes)."""
+    console.print(Text(text, style=style), highlight=False, soft_wrap=True)
+
+
+def _minutes(seconds: float) -> str:
+    """'4 min 10 s', '12 s'."""
+    seconds = round(seconds)
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+
+
+# --- list and show ------------------------------------------------------------------------------
+
+
+@study_app.command("list")
+def list_studies() -> None:
+    """The built-in studies and those in the user folder, with their experiments."""
+    files = study_files()
+    for origin, found in files.items():
+        for name, path in found:
+            try:
+                study = parse_study(path.read_text(), name, path)
+            except (ConfigError, OSError, UnicodeDecodeError) as err:
+                out.print(f"{name} ({origin}: {path}): cannot be used: {err}")
+                continue
+            table = Table(title=Text(f"{name} ({origin}: {path}): {study.title}"),
+                          title_justify="left")
+            for column in ("experiment", "workload", "reproduces", "description"):
+                table.add_column(column)
+            for exp in study.experiment_names():
+                raw = study.raw[exp]
+                table.add_row(*(Text(v) for v in (exp, raw["workload"], raw.get("source", ""),
+                                                  raw.get("description", ""))))
+            out.print(table)
+            profiles = ", ".join(f"{p} ({d})" if d else p for p, d in study.profiles.items())
+            out.print(f"profiles: {profiles}; auto: quick on a CPU, full on an accelerator\n")
+    if not files["user"]:
+        out.print(f"no user studies in {user_study_dir()} (copy one there: accelbench study "
+                  f"show {MAIN_STUDY} > {user_study_dir() / 'my.toml'})")
+
+
+@study_app.command("show")
+def show(study: str = typer.Argument(..., help="A study's name or a .toml file.")) -> None:
+    """Print a study's file as it is (copy it to edit: accelbench study show NAME > my.toml)."""
+    sys.stdout.write(load_study(study).text)
+
+
+# --- dry run ------------------------------------------------------------------------------------
+
+
+def _dry_run(plan: StudyPlan) -> None:
+    """Every cell with its memory estimate, fit verdict and rough time (stdout)."""
+    table = Table(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
+                             f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
+    for column in ("experiment", "reproduces", "cell", "est. GiB", "budget GiB", "fit",
+                   "est. time"):
+        table.add_column(column, justify="right" if "GiB" in column or "time" in column
+                         else "left")
+    for experiment in plan.experiments:
+        exp = experiment.experiment
+        if experiment.skipped:
+            table.add_row(Text(exp.name), Text(exp.source),
+                          Text(f"skipped: {experiment.skipped}", style="italic"), "", "", "", "")
+        for sweep in experiment.sweeps:
+            if sweep.note and not experiment.skipped:
+                table.add_row(Text(exp.name), Text(exp.source), Text(sweep.note,
+                              style="italic"), "", "", "", "")
+            for cell in sweep.cells:
+                table.add_row(Text(exp.name), Text(exp.source), Text(cell.label),
+                              gib(cell.mem_bytes), gib(cell.budget_bytes), Text(cell.verdict),
+                              _minutes(cell.time_s))
+        table.add_section()
+    out.print(table)
+    total = sum(c.time_s for c in plan.cells)
+    out.print(f"estimated time: {_minutes(total)} ({ROUGH_TIME})")
+    for dtype, label in plan.peaks.items():
+        out.print(f"  {dtype} peak: {label}")
+    out.print("GiB are per device (per rank); on a CPU the ranks of a cell share the budget. "
+              "Nothing was run and no database was opened.")
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """One progress display over the whole study: cells done of all, and an ETA from the
+    cells' rough times scaled by how fast the finished ones went."""
+
+    def __init__(self, plan: StudyPlan, bar: Progress) -> None:
+        self.estimates = [c.time_s for c in plan.cells]
+        self.bar, self.start = bar, time.monotonic()
+        self.done_est = self.spent_est = 0.0  # estimated seconds: of cells run, of all closed
+        self.done = 0
+        self.task = bar.add_task(plan.study.name, total=len(self.estimates) or 1,
+                                 label="", eta=self._eta())
+
+    def _eta(self) -> str:
+        remaining = sum(self.estimates) - self.spent_est
+        elapsed = time.monotonic() - self.start
+        if self.done_est > 0 and elapsed > 0:
+            remaining *= elapsed / self.done_est
+        return f"ETA {_minutes(max(remaining, 0.0))}"
+
+    def cell(self, index: int, label: str) -> None:
+        self.bar.update(self.task, label=label, eta=self._eta())
+
+    def finished(self, index: int, skipped: bool) -> None:
+        estimate = self.estimates[index] if index < len(self.estimates) else 0.0
+        self.spent_est += estimate
+        if not skipped:
+            self.done_est += estimate
+        self.done += 1
+        self.bar.update(self.task, completed=self.done, eta=self._eta())
+
+
+@contextmanager
+def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
+    """The study's view: lines on stderr above one progress bar."""
+    columns = (TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+               TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
+               TextColumn("{task.fields[eta]}"),
+               TextColumn("{task.fields[label]}", markup=False))
+    with Progress(*columns, console=console, transient=True) as bar:
+        progress = _Progress(plan, bar)
+
+        def failed(record: Record) -> None:
+            _say(f"  {record.status}: {record.reason}", "yellow")
+
+        yield StudyView(banner=lambda text: _say(text, "bold"), note=_say, failed=failed,
+                        cell=progress.cell, done=progress.finished)
+
+
+def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
+    """One row per experiment: cells by status, skipped ones, what was left out and why."""
+    table = Table(title=Text(f"study {plan.study.name}, profile {plan.profile}"),
+                  title_justify="left")
+    for column in ("experiment", "reproduces", "cells", "ok", "does not fit", "other",
+                   "skipped (done before)", "note"):
+        table.add_column(column, justify="left" if column in ("experiment", "reproduces",
+                                                               "note") else "right")
+    for experiment in plan.experiments:
+        exp = experiment.experiment
+        result = results.get(exp.name, ExperimentResult())
+        cells = [r for r in result.records if r.kind in ("block", "train")]
+        ok = sum(r.status == "ok" for r in cells)
+        oom = sum(r.status == "oom" for r in cells)
+        table.add_row(Text(exp.name), Text(exp.source), str(len(cells)), str(ok), str(oom),
+                      str(len(cells) - ok - oom), str(result.skipped),
+                      Text("; ".join(result.left_out)))
+    return table
+
+
+def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool) -> Path:
+    """Run a checked plan into the store (each cell stored as it finishes), print the summary
+    on stdout; the database's path. A signal ends it with the line of what was kept."""
+    recorder = open_recorder(db, device)
+    assert recorder is not None  # a study is not run under torchrun
+    _say(f"study {plan.study.name} ({plan.study.path}), profile {plan.profile}"
+         f"{' (auto)' if plan.asked == AUTO else ''}: {len(plan.cells)} cells, rough "
+         f"estimate {_minutes(sum(c.time_s for c in plan.cells))}; results -> "
+         f"{recorder.store.path}", "bold")
+    start = time.monotonic()
+    try:
+        with _study_progress(plan) as view:
+            results = run_study(plan, recorder, view, rerun)
+    except SweepInterrupted as stop:
+        _say(stop.line)
+        raise typer.Exit(stop.exit_code) from None
+    out.print(_summary(plan, results))
+    _say(f"study {plan.study.name} finished in {_minutes(time.monotonic() - start)}; "
+         f"results in {recorder.store.path}")
+    recorder.close()  # raises, naming the file, if a record could not be stored
+    return recorder.store.path
+
+
+@study_app.command("run")
+def run_cmd(
+    study: str = typer.Argument(..., help="A study's name (accelbench study list) or a .toml "
+                                "file."),
+    profile: str = typer.Option(AUTO, help=PROFILE_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List every cell with its estimated "
+                                 "memory, fit and time; run nothing, open no database."),
+    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
+    db: Path = typer.Option(None, help=DB_HELP),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+) -> None:
+    """Run a study: every experiment, stored as it goes; cells finished before are skipped."""
+    plan = plan_study(load_study(study), profile, device)  # bad input stops here, exit 2
+    if dry_run:
+        _dry_run(plan)
+        return
+    execute(plan, db, device, rerun)
+
+
+def main_job(
+    out_dir: Path = typer.Option(Path("accelbench-report"), "--out", help="Folder for the "
+                                 "report (report.html, report.md, figures/)."),
+    profile: str = typer.Option(AUTO, help=PROFILE_HELP),
+    db: Path = typer.Option(None, help=DB_HELP),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
+) -> None:
+    """The main job: the built-in study (emani2023) at the profile that suits this machine,
+    then its report."""
+    plan = plan_study(load_study(MAIN_STUDY), profile, device)
+    path = execute(plan, db, device, rerun)
+    written = make_report([path or default_db_path()], out_dir)
+    _say(f"report: {written.html} (open it in any browser: xdg-open {written.html}); "
+         f"Markdown {written.markdown}, {len(written.pngs)} figures in "
+         f"{written.html.parent / 'figures'}", "bold")
+    out.print(str(written.html))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `study` and the main job `run`."""
+    app.add_typer(study_app, name="study")
+    app.command("run")(main_job)
