@@ -11,13 +11,13 @@ another process is reading at that instant; `close()` checkpoints again with TRU
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, suppress
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.paths import default_db_path
 from accelbench.results.dbfile import (
     BUSY_BUDGET_S,
     check_path,
@@ -31,14 +31,6 @@ from accelbench.results.record import Record
 
 _INSERT = ("INSERT INTO results (run_id, kind, status, created_utc, schema_version,"
            " record_json, uid) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(uid) DO NOTHING")
-
-
-def default_db_path() -> Path:
-    """$ACCELBENCH_DB, else $XDG_DATA_HOME/accelbench/results.db (~/.local/share by default)."""
-    if os.environ.get("ACCELBENCH_DB"):
-        return Path(os.environ["ACCELBENCH_DB"])
-    base = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share"))
-    return base / "accelbench" / "results.db"
 
 
 def _row(record: Record) -> tuple:
