@@ -43,6 +43,9 @@ def case(command: str, expected: str) -> Case:
     return Case(tuple(command.split(" ")), expected)
 
 
+# Cases of several ranks name --device cpu: on an accelerator the ranks are checked against its
+# device count first, and the page must read the same on every machine.
+
 # The files and folders under {dir} that the cases name, and what each one is.
 INPUTS = {
     "empty.fa": "an empty file",
@@ -82,11 +85,12 @@ CASES = [
          "holds token id 60000"),
     case("train --nproc 0", "error: nproc: must be a positive number, got 0"),
     case("train --layout tp=2", "error: layout: tp*pp = 2 does not divide the 1 devices"),
-    case("train --nproc 2 --layout tp=3", "error: layout: tp*pp = 3 does not divide the 2 "
-         "devices"),
-    case("train --nproc 2 --layout dp=2,zero=9", "error: layout.zero: unknown ZeRO stage 9"),
-    case("train --nproc 2 --max-micro-batch", "error: max-micro-batch: the largest-micro-batch "
-         "search runs on one process only"),
+    case("train --nproc 2 --device cpu --layout tp=3", "error: layout: tp*pp = 3 does not "
+         "divide the 2 devices"),
+    case("train --nproc 2 --device cpu --layout dp=2,zero=9", "error: layout.zero: unknown "
+         "ZeRO stage 9"),
+    case("train --nproc 2 --device cpu --max-micro-batch", "error: max-micro-batch: the "
+         "largest-micro-batch search runs on one process only"),
     case("train --json --output {dir}/missing/out.json", "error: output: '{dir}/missing/"
          "out.json': folder '{dir}/missing' does not exist"),
     case("train --output {dir}/out.json", "error: output: writes the --json or --csv text"),
@@ -100,7 +104,7 @@ CASES = [
     case("scale --mode sideways", "error: mode: unknown value 'sideways'"),
     case("scale --zero 5", "error: layout.zero: unknown ZeRO stage 5"),
     case("scale --seq 512,1024", "error: scale: the scaling study takes one cell"),
-    case("scale --devices 3 --mode strong", "error: devices: strong scaling splits "
+    case("scale --devices 3 --device cpu --mode strong", "error: devices: strong scaling splits "
          "micro-batch 8 over 3 devices"),
     # block
     case("block --seq 100000", "error: seq: 100000 is longer than the model's 1024 positions"),
