@@ -6,7 +6,7 @@ checks of each input (choices, sizes, efficiency, the --layout string) live here
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
 from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
@@ -82,6 +82,18 @@ def check_efficiency(efficiency: float | None) -> float | None:
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ConfigError("efficiency", f"must be in (0, 1], got {efficiency}", "(0, 1]")
     return efficiency
+
+
+def check_validate(given: PlanInput) -> None:
+    """--validate compares the planner with published and measured runs and reads only
+    --efficiency of the plan's options: any other one given with it would be ignored."""
+    default = PlanInput()
+    for f in fields(PlanInput):
+        if f.name != "efficiency" and getattr(given, f.name) != getattr(default, f.name):
+            flag = "--no-fused-attention" if f.name == "fused_attention" else \
+                f"--{f.name.replace('_', '-')}"
+            raise ConfigError("validate", f"--validate does not use {flag}",
+                              "--validate with --efficiency, --db and --json")
 
 
 def _us(value: float | None) -> float | None:

@@ -17,12 +17,14 @@ from accelbench.analytics.plan_input import (
     PlanOutcome,
     PlanRequest,
     check_efficiency,
+    check_validate,
     resolve_plan_input,
     run_plan,
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
 from accelbench.analytics.published import ValidationRow, validate_all
 from accelbench.cli.common import console
+from accelbench.config.errors import ConfigError
 from accelbench.config.vocab import GB
 from accelbench.results.measured import measured_training_runs
 from accelbench.results.store import ResultStore
@@ -135,7 +137,7 @@ def _source_lines(rows: list[ValidationRow]) -> str:
 def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     """Print each published and measured run's error, and the summary."""
     check_efficiency(efficiency)
-    checked = validate_all(measured_training_runs(ResultStore(db)), efficiency)
+    checked = validate_all(measured_training_runs(ResultStore(db, write=False)), efficiency)
     if as_json:
         print(json.dumps(checked.to_dict(), indent=2))
         return
@@ -184,15 +186,20 @@ def plan(
                                   "published and measured runs."),
 ) -> None:
     """Predict memory and step time of parallel layouts and rank them (or --validate)."""
-    if validate:
-        _validate(json_out, efficiency, db)
-        return
-    request = resolve_plan_input(PlanInput(
+    given = PlanInput(
         model=model, device=device, nodes=nodes, gpus_per_node=gpus_per_node,
         global_batch=global_batch, seq=seq, dtype=dtype, optimizer=optimizer, top=top,
         layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
         inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
-        fused_attention=fused_attention))
+        fused_attention=fused_attention)
+    if validate:
+        check_validate(given)
+        _validate(json_out, efficiency, db)
+        return
+    if db is not None:
+        raise ConfigError("db", "a plan reads no results; --db is for --validate",
+                          "--validate --db FILE")
+    request = resolve_plan_input(given)
     outcome = run_plan(request)
     _emit(request, outcome, json_out)
 

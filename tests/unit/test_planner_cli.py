@@ -107,3 +107,11 @@ def test_validate_json_is_clean_stdout() -> None:
     out = CliRunner().invoke(app, ["plan", "--validate", "--json"])
     assert out.exit_code == 0 and out.stderr == ""
     assert set(json.loads(out.stdout)) == {"published", "leave_one_out", "measured", "summary"}
+
+
+def test_validate_reads_the_store_without_making_one(tmp_path, monkeypatch) -> None:
+    """--validate reads measured runs read-only: a missing database stays missing."""
+    db = tmp_path / "none.db"
+    out = CliRunner().invoke(app, ["plan", "--validate", "--json", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["measured"] == [] and not db.exists()
