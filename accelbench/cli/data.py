@@ -9,6 +9,7 @@ maps to FASTA records (accelbench.data.genome_corpus) and the codon tokenizer of
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -46,6 +47,8 @@ from accelbench.data.shards import (
 )
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer, tokenizer_names
 from accelbench.results.table import add_plain_row, plain_table
+
+WORKERS_PER_CORE = 4  # more tokenizer processes than this only queue for the cores
 
 data_app = typer.Typer(
     help="Corpora to token shards (uint16 memmaps + index), and what a shard folder holds.",
@@ -123,6 +126,10 @@ def prepare_cmd(
                         ("workers", workers)):
         if value is not None:
             require_positive(name, value)
+    cores = os.cpu_count() or 1
+    if workers > WORKERS_PER_CORE * cores:
+        raise ConfigError("workers", f"{workers} tokenizer processes on {cores} cores",
+                          f"1 to {WORKERS_PER_CORE * cores} ({WORKERS_PER_CORE} a core at most)")
     corpus, tok = _corpus_and_tokenizer(source, tokenizer, text_field, genome, frame)
     chunk_chars = DEFAULT_CHUNK_CHARS
     builtin = genome == "default" if genome is not None else source in (None, "default")

@@ -122,6 +122,9 @@ CASES = [
     case("plan --efficiency 1.5", "error: efficiency: must be in (0, 1], got 1.5"),
     case("plan --layout dp=1,dp=2", "error: layout.dp: given twice in 'dp=1,dp=2'"),
     case("plan --device tpu-v9", "error: device: unknown device 'tpu-v9'"),
+    case("plan --validate --seq 4096", "error: validate: --validate does not use --seq"),
+    case("plan --db {dir}/results.db", "error: db: a plan reads no results; --db is for "
+         "--validate"),
     # data
     case("data prepare --genome {dir}/empty.fa --out {dir}/shards", "error: genome: "
          "{dir}/empty.fa holds no sequence"),
@@ -257,13 +260,17 @@ def test_doc_is_current() -> None:
     ("train --nproc 9", "error: nproc: 9 CPU ranks on 2 cores (allowed: 1 to 8 (4 a core at "
      "most))"),
     ("scale --devices 1,9", "error: devices: 9 CPU ranks on 2 cores"),
+    ("data prepare --source {dir}/english.txt --out {dir}/shards --workers 9", "error: workers: "
+     "9 tokenizer processes on 2 cores (allowed: 1 to 8 (4 a core at most))"),
 ])
 def test_ranks_beyond_the_machine_are_refused(argv, expected, inputs, monkeypatch) -> None:
-    """--nproc (and scale's counts) against this machine: a few CPU ranks a core (the core
-    count is the machine's, so these are not in the page), one accelerator a rank."""
+    """--nproc (and scale's counts) and data's --workers against this machine: a few CPU
+    processes a core (the core count is the machine's, so these are not in the page)."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    code, out, err = run_case(case(f"{argv} --device cpu", ""), inputs)
-    assert (code, out) == (2, "") and err.startswith(expected) and err.count("\n") == 1
+    device = "" if argv.startswith("data") else " --device cpu"
+    code, out, err = run_case(case(argv + device, ""), inputs)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(expected.format(dir=inputs))
 
 
 def test_ranks_need_one_accelerator_each(monkeypatch) -> None:
