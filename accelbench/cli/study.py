@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -120,27 +120,30 @@ def _dry_run(plan: StudyPlan) -> None:
 # --- running ------------------------------------------------------------------------------------
 
 
-class _Progress:
-    """One progress display over the whole study: cells done of all, and an ETA from the
-    cells' rough times scaled by how fast the finished ones went."""
+class _Progress(ProgressColumn):
+    """One progress display over the whole study (cells done of all), and its ETA column: the
+    rough times of the cells not done, scaled by how long the finished ones took against
+    theirs, less the time the running cell has had (so it counts down between cells)."""
 
     def __init__(self, plan: StudyPlan, bar: Progress) -> None:
+        super().__init__()
         self.estimates = [c.time_s for c in plan.cells]
         self.bar, self.start = bar, time.monotonic()
+        self.cell_start = self.start
         self.done_est = self.spent_est = 0.0  # estimated seconds: of cells run, of all closed
         self.done = 0
-        self.task = bar.add_task(plan.study.name, total=len(self.estimates) or 1,
-                                 label="", eta=self._eta())
+        self.task = bar.add_task(plan.study.name, total=len(self.estimates) or 1, label="")
 
-    def _eta(self) -> str:
+    def render(self, task: object) -> Text:
+        now = time.monotonic()
         remaining = sum(self.estimates) - self.spent_est
-        elapsed = time.monotonic() - self.start
-        if self.done_est > 0 and elapsed > 0:
-            remaining *= elapsed / self.done_est
-        return f"ETA {_minutes(max(remaining, 0.0))}"
+        if self.done_est > 0:
+            remaining *= (self.cell_start - self.start) / self.done_est
+        return Text(f"ETA {_minutes(max(remaining - (now - self.cell_start), 0.0))}")
 
     def cell(self, index: int, label: str) -> None:
-        self.bar.update(self.task, label=label, eta=self._eta())
+        self.cell_start = time.monotonic()
+        self.bar.update(self.task, label=label)
 
     def finished(self, index: int, skipped: bool) -> None:
         estimate = self.estimates[index] if index < len(self.estimates) else 0.0
@@ -148,18 +151,19 @@ class _Progress:
         if not skipped:
             self.done_est += estimate
         self.done += 1
-        self.bar.update(self.task, completed=self.done, eta=self._eta())
+        self.cell_start = time.monotonic()
+        self.bar.update(self.task, completed=self.done)
 
 
 @contextmanager
 def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
     """The study's view: lines on stderr above one progress bar."""
-    columns = (TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
-               TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
-               TextColumn("{task.fields[eta]}"),
-               TextColumn("{task.fields[label]}", markup=False))
-    with Progress(*columns, console=console, transient=True) as bar:
+    with Progress(console=console, transient=True) as bar:
         progress = _Progress(plan, bar)
+        bar.columns = (TextColumn("{task.description}", style="bold", markup=False),
+                       BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
+                       TimeElapsedColumn(), progress,
+                       TextColumn("{task.fields[label]}", markup=False))
 
         def failed(record: Record) -> None:
             _say(f"  {record.status}: {record.reason}", "yellow")
