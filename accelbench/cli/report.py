@@ -21,11 +21,13 @@ def report(
                                  "report (1 = the first) or its name (default: the first)."),
     tokens: float = typer.Option(DEFAULT_TOKENS, help="Tokens to train, for the time-to-train "
                                  "comparison (e.g. 1e9)."),
+    study: str = typer.Option(None, help="Only the records of this study (e.g. emani2023; "
+                              "default: every record)."),
 ) -> None:
     """Regenerate the study's figures 3, 4, 6, 7 and tables II, III, IV from the records, and
     compare machines (MFU, time to train, speedups, what differs between their runs)."""
     paths = list(db) if db else [default_db_path()]
-    written = make_report(paths, out_dir, baseline, tokens)
+    written = make_report(paths, out_dir, baseline, tokens, study)
     console.print(f"report from {len(paths)} database(s): {len(written.pngs)} figures; open "
                   f"{written.html} in any browser (no network needed)", markup=False,
                   soft_wrap=True)

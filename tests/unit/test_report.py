@@ -308,3 +308,19 @@ def test_report_loads_in_chromium_with_every_image_drawn(two, tmp_path):
     _chromium(written.html, tmp_path / "p3", f"--screenshot={shot}",
               f"--window-size={SHOT[0]},{SHOT[1]}")
     assert _png_size(shot.read_bytes()) == SHOT
+
+
+def test_a_report_of_one_study_keeps_only_its_records():
+    from accelbench.config.errors import ConfigError
+    from accelbench.results.record import Record
+    from accelbench.results.report import only_study
+
+    def rec(study):
+        spec = {"study": {"name": study, "experiment": "gas", "profile": "quick"}} if study else {}
+        return ("a.db", Record(kind="train", status="ok", spec=spec, environment={}))
+
+    loaded = [rec("emani2023"), rec("mine"), rec(None)]
+    assert [r.spec["study"]["name"] for _, r in only_study(loaded, "mine")] == ["mine"]
+    assert only_study(loaded, None) == loaded
+    with pytest.raises(ConfigError, match="study: no records of study 'other'.*emani2023, mine"):
+        only_study(loaded, "other")

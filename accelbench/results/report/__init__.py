@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError
+from accelbench.results.record import Record
 from accelbench.results.report.block import block_section
 from accelbench.results.report.compare import compare_section
 from accelbench.results.report.content import Report
@@ -30,14 +31,34 @@ DEFAULT_TOKENS = 1e9
 TITLE = "accelbench report: LLM training on AI accelerators"
 
 
+def study_name(record: Record) -> str | None:
+    """The study a record was measured for (spec.study.name), or None."""
+    tag = record.spec.get("study")
+    return tag.get("name") if isinstance(tag, dict) else None
+
+
+def only_study(loaded: list[tuple[str, Record]], study: str | None) -> list[tuple[str, Record]]:
+    """The records of one study (all of them when study is None); ConfigError naming the
+    studies present when it has none."""
+    if study is None:
+        return loaded
+    kept = [(source, r) for source, r in loaded if study_name(r) == study]
+    if not kept:
+        present = sorted({n for _, r in loaded if (n := study_name(r))})
+        raise ConfigError("study", f"no records of study {study!r} in these databases",
+                          ", ".join(present) or "none: run 'accelbench study run' first")
+    return kept
+
+
 def build_report(db_paths: Sequence[Path], baseline: str | None = None,
-                 tokens: float = DEFAULT_TOKENS) -> Report:
-    """Every section from the records of these databases; ConfigError on bad input."""
+                 tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Report:
+    """Every section from the records of these databases (of one study, when named);
+    ConfigError on bad input."""
     if not math.isfinite(tokens) or tokens <= 0:
         raise ConfigError("tokens", f"must be a positive number, got {tokens!r}", "> 0")
     if not db_paths:
         raise ConfigError("db", "no database given", "one or more --db files")
-    machines = group_machines(load_records(db_paths))
+    machines = group_machines(only_study(load_records(db_paths), study))
     base = pick_baseline(machines, baseline)
     sections = (machines_section(machines, base), block_section(machines),
                 scaling_section(machines), seq_section(machines), gas_section(machines),
@@ -49,9 +70,10 @@ def build_report(db_paths: Sequence[Path], baseline: str | None = None,
 
 
 def make_report(db_paths: Sequence[Path], out_dir: Path, baseline: str | None = None,
-                tokens: float = DEFAULT_TOKENS) -> Written:
+                tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Written:
     """build_report, then write_report into out_dir."""
-    return write_report(build_report(db_paths, baseline, tokens), out_dir)
+    return write_report(build_report(db_paths, baseline, tokens, study), out_dir)
 
 
-__all__ = ["DEFAULT_TOKENS", "Written", "build_report", "make_report", "write_report"]
+__all__ = ["DEFAULT_TOKENS", "Written", "build_report", "make_report", "only_study",
+           "write_report"]
