@@ -240,7 +240,8 @@ def test_missing_matplotlib_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ConfigError) as err:
         render(figure)
-    assert str(err.value) == "report: needs matplotlib: pip install 'accelbench[report]'"
+    assert str(err.value) == ("report: needs matplotlib (a dependency of accelbench): "
+                              "pip install 'matplotlib>=3.7'")
 
 
 def test_cli_writes_the_report_and_bad_input_is_exit_2(dbs, tmp_path, monkeypatch, capsys):

@@ -2,8 +2,8 @@
 the paper's tables and figures regenerated, machines compared, what differs between their
 runs; written as a self-contained HTML page, Markdown, and each figure as PNG and SVG.
 
-build_report reads and computes (no matplotlib); write_report draws (matplotlib, the optional
-'report' extra, imported only when drawing) and writes.
+build_report reads and computes (no matplotlib); write_report draws (matplotlib, a dependency
+imported only when drawing, so the other commands start fast) and writes.
 """
 
 from __future__ import annotations

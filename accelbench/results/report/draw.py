@@ -1,5 +1,6 @@
 """Draws a report Figure with matplotlib (the Agg canvas: no display, no pyplot state) into
-PNG bytes and SVG text. matplotlib is optional (the 'report' extra) and imported here only."""
+PNG bytes and SVG text. matplotlib is imported here only, when drawing: the other commands
+start without it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from accelbench.config.errors import ConfigError
 from accelbench.results.report.content import MEASURED, PREDICTED, Figure, Panel, Series
 
-MISSING = "needs matplotlib: pip install 'accelbench[report]'"
+MISSING = "needs matplotlib (a dependency of accelbench): pip install 'matplotlib>=3.7'"
 PANEL_W, PANEL_H, DPI = 5.6, 4.2, 100
 
 
