@@ -1,5 +1,6 @@
 """Figure 7 of the study (weight sparsity): speedup and loss against the sparsity level,
-from kind 'train' records whose spec has 'sparsity'; when there are none, the paper's
+from kind 'train' records of sweeps with a sparse level (spec.sparsity > 0 in one of a
+configuration's cells); when there are none, the paper's
 published speedups are drawn alone, labelled as published."""
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
                 key = (m.index, m.label, cell_key(Record("train", "ok", dense, {})),
                        canonical(r.spec.get("layout")))
                 groups.setdefault(key, []).append(r)
-    return {k: sorted(v, key=lambda r: float(r.spec["sparsity"])) for k, v in groups.items()}
+    # every training cell records its level (0.0: dense); a group is a sparsity sweep only when
+    # one of its cells is sparse
+    return {k: sorted(v, key=lambda r: float(r.spec["sparsity"])) for k, v in groups.items()
+            if any(float(r.spec["sparsity"]) > 0 for r in v)}
 
 
 def _relative(records: list[Record], value) -> list[tuple[float, Rate | None, bool]]:
