@@ -95,11 +95,17 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     device = params[0].device if params else torch.device("cpu")
     total = torch.zeros((), dtype=torch.float64, device=device)
     holders = layout.dp * layout.tp
+    # Norms in the gradients' own precision (no float64 copy of every gradient), summed in
+    # float64; plain tensors in one foreach kernel (as torch's own clipping), DTensors each.
+    plain = [p.grad.detach() for p in params if not isinstance(p.grad, DTensor)]
+    if plain:
+        norms = torch.stack(torch._foreach_norm(plain)).to(torch.float64)
+        total += norms.pow(2).sum() / holders
     for p in params:
-        local, shards = _local_grad(p.grad)
-        # the norm in the gradient's own precision (no float64 copy of every gradient), summed
-        # in float64
-        total += torch.linalg.vector_norm(local.detach()).to(torch.float64) ** 2 * shards / holders
+        if isinstance(p.grad, DTensor):
+            local, shards = _local_grad(p.grad)
+            total += (torch.linalg.vector_norm(local.detach()).to(torch.float64) ** 2
+                      * shards / holders)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(total)
     return total.sqrt()
