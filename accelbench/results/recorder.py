@@ -97,25 +97,24 @@ class Recorder:
                      "stderr as JSON lines: save those lines to a file and import it the same way")
         return text
 
-    def close(self) -> None:
-        """Checkpoint the store; raise RecordsNotStored if any record is not in it."""
+    def _shut(self) -> bool:
+        """Checkpoint and close the store once; True when records could not be stored."""
         if self._closed:
-            return
+            return False
         self._closed = True
         atexit.unregister(self._close_quietly)
         self.store.close()
-        if self.unsaved:
+        return bool(self.unsaved)
+
+    def close(self) -> None:
+        """Checkpoint the store; raise RecordsNotStored if any record is not in it."""
+        if self._shut():
             raise RecordsNotStored(self.problem())
 
     def _close_quietly(self) -> None:
         """close() without raising (at exit, or while another error is on its way out): the
         unsaved records are named on stderr instead."""
-        if self._closed:
-            return
-        self._closed = True
-        atexit.unregister(self._close_quietly)
-        self.store.close()
-        if self.unsaved:
+        if self._shut():
             self.warn(f"error: db: {self.problem()}")
 
     def __enter__(self) -> Recorder:

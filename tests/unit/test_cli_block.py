@@ -8,17 +8,9 @@ import sys
 import time
 
 import pytest
+from cli_run import run_main as _run_main
 
-from accelbench.cli.main import main
 from accelbench.results.store import ResultStore
-
-
-def _run_main(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("args,field", [

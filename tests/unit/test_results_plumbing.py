@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_main as _run_main
 
 from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.outcome import Outcome
-from accelbench.cli.main import main
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TrainMetrics, metric_names, metrics_dict
@@ -78,12 +78,6 @@ def _rows(path: Path) -> list[tuple]:
         conn.close()
 
 
-def _run_main(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")

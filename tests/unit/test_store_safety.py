@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import run_main as _run_main
 
 from accelbench.bench.outcome import Outcome
-from accelbench.cli.main import main
 from accelbench.config.errors import ConfigError
 from accelbench.results.dbfile import retry_busy
 from accelbench.results.export import to_csv, to_json
@@ -38,12 +38,6 @@ TINY_BLOCK = ["block", "--model", "gpt2-tiny", "--seq", "16", "--dtype", "fp32",
               "1", "--warmup", "0", "--device", "cpu"]
 
 
-def _run_main(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def _strict(text: str):

@@ -6,18 +6,17 @@ study, and a second run skips them all."""
 from __future__ import annotations
 
 import sqlite3
-import sys
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from cli_run import run_main as _run_main
 
 from accelbench.bench import peak as peak_mod
 from accelbench.bench import study as bench_study
 from accelbench.bench.study import TRAIN_AXES, available_devices, plan_study
 from accelbench.bench.train.options import TrainOptions, build_spec, with_defaults
 from accelbench.cli import study as cli_study
-from accelbench.cli.main import main
 from accelbench.config.schema import PeakMetrics
 from accelbench.config.study import BUILTIN_DIR, load_study, parse_study
 from accelbench.results.store import ResultStore
@@ -35,12 +34,6 @@ sweep = { seq = [32, 64] }
 """
 
 
-def _run_main(monkeypatch, capsys, *args):
-    monkeypatch.setattr(sys, "argv", ["accelbench", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def _write(tmp_path: Path, text: str, name: str = "t") -> Path:
