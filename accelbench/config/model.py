@@ -1,4 +1,4 @@
-"""Model configuration: one decoder family (GPT-2, GPT-3, GPT-NeoX) as a dataclass."""
+"""Model configuration: one decoder family (GPT-2, GPT-3, GPT-NeoX, Llama-style) as a dataclass."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 
 POSITION_KINDS = ("learned", "rotary")
-ACTIVATIONS = ("gelu_tanh", "gelu")
+# "swiglu": the gated MLP of Llama-style models, down(silu(gate(x)) * up(x)), three matrices
+ACTIVATIONS = ("gelu_tanh", "gelu", "swiglu")
+NORM_KINDS = ("layernorm", "rmsnorm")
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,20 @@ class ModelConfig:
     tie_embeddings: bool = True  # GPT-2 ties the output head to the token embedding
     activation: str = "gelu_tanh"
     layer_norm_eps: float = 1e-5
+    norm: str = "layernorm"  # LayerNorm (GPT-2, NeoX) or RMSNorm (Llama-style)
+    bias: bool = True  # biases on the block's linear layers and norms (Llama-style: none)
+    n_kv_head: int = 0  # key/value heads of grouped-query attention; 0 means n_head (MHA)
+    rotary_base: float = 10000.0  # rotary frequency base (Llama 3: 500000)
 
     @property
     def ffn_dim(self) -> int:
         """Hidden size of the MLP."""
         return self.d_ff or 4 * self.d_model
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_head for multi-head attention, fewer under grouped-query."""
+        return self.n_kv_head or self.n_head
 
     @property
     def head_dim(self) -> int:
@@ -62,6 +73,11 @@ def validate_model(cfg: ModelConfig) -> ModelConfig:
         )
     require_choice("model.position", cfg.position, POSITION_KINDS)
     require_choice("model.activation", cfg.activation, ACTIVATIONS)
+    require_choice("model.norm", cfg.norm, NORM_KINDS)
+    if cfg.n_kv_head < 0 or cfg.n_head % cfg.kv_heads:
+        raise ConfigError("model.n_kv_head", f"{cfg.n_kv_head} key/value heads do not divide "
+                          f"{cfg.n_head} heads", f"a divisor of {cfg.n_head} (0 for n_head)")
+    require_positive("model.rotary_base", cfg.rotary_base)
     if not 0.0 < cfg.rotary_pct <= 1.0:
         raise ConfigError("model.rotary_pct", f"must be in (0, 1], got {cfg.rotary_pct}")
     if cfg.position == "rotary" and rotary_dims(cfg) % 2:
