@@ -154,7 +154,7 @@ def _tp_pp_dp(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     n = cluster.n_devices
     for tp in _pick(fixed, "tp", [t for t in divisors(n) if t <= cluster.devices_per_node]):
         for pp in _pick(fixed, "pp", divisors(n // tp) if n % tp == 0 else [1]):
-            dp = int(fixed.get("dp", max(1, n // (tp * pp))))
+            dp = int(fixed.get("dp", max(1, n // (tp * pp * int(fixed.get("cp", 1))))))
             chosen = not fixed.keys() & {"tp", "pp", "dp"}
             if chosen and (setup.global_batch % dp or cfg.n_layer % pp):
                 continue
@@ -166,6 +166,7 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     """Every candidate layout: fields in `fixed` are pinned, the others searched (sequence
     parallel both on and off when tp > 1; the schedule 1F1B, interleaved when vp > 1)."""
     fixed = fixed or {}
+    pinned = {key: fixed[key] for key in ("cp", "pp_first", "pp_last") if key in fixed}
     for tp, pp, dp in _tp_pp_dp(cfg, cluster, setup, fixed):
         per_rank = setup.global_batch // dp
         for mb in _pick(fixed, "mb", divisors(per_rank) if per_rank else [1]):
@@ -175,7 +176,8 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                     for recompute in _pick(fixed, "recompute", list(RECOMPUTE_KINDS)):
                         for sp in _pick(fixed, "sp", [True, False] if tp > 1 else [False]):
                             for schedule in _pick(fixed, "pp_schedule", [default_schedule(vp)]):
-                                yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb, recompute)
+                                yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb,
+                                             recompute, **pinned)
 
 
 def _limiter(step: StepBreakdown) -> str:
@@ -241,8 +243,8 @@ def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
 def fixed_layout(cluster: ClusterSpec, fields: dict[str, int | str | bool]) -> Layout:
     """The layout `plan --layout` names in full: dp defaults to what tp and pp leave of the
     cluster, sp to tp > 1 (Megatron's usual choice), the schedule to what vp implies."""
-    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
-    return layout_from_fields({"dp": max(1, cluster.n_devices // (tp * pp)), "sp": tp > 1,
+    tp, pp, cp = (int(fields.get(key, 1)) for key in ("tp", "pp", "cp"))
+    return layout_from_fields({"dp": max(1, cluster.n_devices // (tp * pp * cp)), "sp": tp > 1,
                                **fields})
 
 

@@ -1,8 +1,10 @@
 """The one parallel layout and the one list of rules it is checked against; no torch.
 
-A layout splits a training job into dp x tp x pp ranks (tensor innermost, pipeline outermost),
-with vp model chunks per pipeline rank, a ZeRO stage, sequence parallelism, a pipeline schedule,
-a micro-batch and a recompute kind. The runtime (`validate_layout`) and the planner
+A layout splits a training job into dp x cp x tp x pp ranks (tensor innermost, then context,
+then data, pipeline outermost: Megatron's order), with vp model chunks per pipeline rank, a ZeRO
+stage, sequence parallelism, a pipeline schedule, a micro-batch, a recompute kind, and optionally
+fewer layers on the first and last pipeline stages (pp_first, pp_last; Llama 3 405B's 126 layers
+on 16 stages). The runtime (`validate_layout`) and the planner
 (accelbench.analytics.planner) read the same `RULES`:
 
 - "arithmetic" rules say the layout does not divide (heads, layers into stages, devices,
@@ -22,15 +24,18 @@ from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import PP_SCHEDULES, RECOMPUTE_KINDS, ZERO_STAGES
 
 MESH_DIMS = ("pp", "dp", "tp")  # outermost to innermost: tp ranks are neighbours (same node)
-ALL_KEYS = ("dp", "tp", "pp", "vp", "zero", "sp", "schedule", "mb", "recompute")
+ALL_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "schedule", "mb", "recompute",
+            "pp_first", "pp_last")
 # The runtime's --layout: micro-batch and recompute come from --micro-batch / --recompute.
-RUNTIME_KEYS = ("dp", "tp", "pp", "vp", "zero", "sp", "schedule")
+RUNTIME_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "schedule", "pp_first", "pp_last")
 # The planner's --layout: it models 1F1B (interleaved when vp > 1), so the schedule follows vp.
-PLANNER_KEYS = ("dp", "tp", "pp", "vp", "zero", "sp", "mb", "recompute")
+PLANNER_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "mb", "recompute", "pp_first",
+                "pp_last")
 _ELSEWHERE = {"mb": "set the micro-batch with --micro-batch",
               "recompute": "set it with --recompute",
               "schedule": "the planner models 1f1b, and interleaved_1f1b when vp > 1"}
-_POSITIVE = ("dp", "tp", "pp", "vp", "mb")
+_POSITIVE = ("dp", "tp", "pp", "vp", "cp", "mb")
+_COUNTS = ("pp_first", "pp_last")  # layers on the first / last pipeline stage; 0 = even split
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 ARITHMETIC, RUNTIME = "arithmetic", "runtime"
 RULE_KINDS = (ARITHMETIC, RUNTIME)
@@ -38,9 +43,10 @@ RULE_KINDS = (ARITHMETIC, RUNTIME)
 
 @dataclass(frozen=True)
 class Layout:
-    """How a job is split: dp x tp x pp ranks, vp model chunks per pipeline rank, ZeRO stage
-    0-3, sequence parallelism on the tensor group (Korthikanti et al.), the pipeline schedule,
-    the micro-batch in sequences and the activation recompute kind."""
+    """How a job is split: dp x cp x tp x pp ranks, vp model chunks per pipeline rank, ZeRO
+    stage 0-3, sequence parallelism on the tensor group (Korthikanti et al.), the pipeline
+    schedule, the micro-batch in sequences, the activation recompute kind, and the layers of
+    the first and last pipeline stages when they hold fewer than the others (0: even)."""
 
     dp: int = 1
     tp: int = 1
@@ -51,11 +57,14 @@ class Layout:
     pp_schedule: str = "1f1b"
     mb: int = 1
     recompute: str = "none"
+    cp: int = 1  # context parallel: each sequence split over cp ranks (ring attention)
+    pp_first: int = 0
+    pp_last: int = 0
 
     @property
     def world_size(self) -> int:
-        """Ranks (devices, processes) the layout occupies: dp x tp x pp."""
-        return self.dp * self.tp * self.pp
+        """Ranks (devices, processes) the layout occupies: dp x cp x tp x pp."""
+        return self.dp * self.cp * self.tp * self.pp
 
     @property
     def mesh_shape(self) -> tuple[int, int, int]:
@@ -67,9 +76,15 @@ class Layout:
         """Pipeline stages in all (model chunks): pp x vp."""
         return self.pp * self.vp
 
+    @property
+    def uneven(self) -> bool:
+        """Whether the first or last pipeline stage is given its own layer count."""
+        return bool(self.pp_first or self.pp_last)
+
     def spans(self) -> dict[str, int]:
-        """Consecutive devices each group spans: tp innermost, then dp, then pp (Megatron order)."""
-        return {"tp": self.tp, "dp": self.tp * self.dp, "pp": self.world_size}
+        """Consecutive devices each group spans: tp innermost, then cp, dp, pp (Megatron order)."""
+        return {"tp": self.tp, "cp": self.tp * self.cp, "dp": self.tp * self.cp * self.dp,
+                "pp": self.world_size}
 
     def label(self, full: bool = False) -> str:
         """The --layout string that reproduces this layout through parse_layout.
@@ -83,6 +98,8 @@ class Layout:
         text = f"dp={self.dp},tp={self.tp},pp={self.pp}"
         if full or self.vp > 1:
             text += f",vp={self.vp}"
+        if self.cp > 1:  # cp=1 is the default everywhere, also for a full label
+            text += f",cp={self.cp}"
         text += f",zero={self.zero}"
         if full or self.sp or self.tp > 1:
             text += f",sp={'on' if self.sp else 'off'}"
@@ -92,6 +109,9 @@ class Layout:
             text += f",mb={self.mb}"
         if full or self.recompute != "none":
             text += f",recompute={self.recompute}"
+        for key in _COUNTS:
+            if getattr(self, key):
+                text += f",{key}={getattr(self, key)}"
         return text
 
     def to_dict(self) -> dict[str, int | bool | str]:
@@ -125,7 +145,10 @@ def _parse_value(key: str, value: str) -> int | bool | str:
             from None
     if key == "zero" and number not in ZERO_STAGES:
         raise ConfigError("layout.zero", f"unknown ZeRO stage {number}", allowed)
-    if key != "zero" and number < 1:
+    if key in _COUNTS and number < 0:
+        raise ConfigError(f"layout.{key}", f"must be 0 (even split) or a layer count, got "
+                          f"{number}", "an integer >= 0")
+    if key not in ("zero",) + _COUNTS and number < 1:
         raise ConfigError(f"layout.{key}", f"must be a positive integer, got {number}", allowed)
     return number
 
@@ -174,6 +197,10 @@ def check_fields(layout: Layout) -> Layout:
         value = getattr(layout, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"layout.{key}", f"must be a positive integer, got {value!r}", ">= 1")
+    for key in _COUNTS:
+        value = getattr(layout, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"layout.{key}", f"must be an integer >= 0, got {value!r}", ">= 0")
     if layout.zero not in ZERO_STAGES:
         raise ConfigError("layout.zero", f"unknown ZeRO stage {layout.zero!r}",
                           ", ".join(map(str, ZERO_STAGES)))
@@ -182,6 +209,32 @@ def check_fields(layout: Layout) -> Layout:
     require_choice("layout.schedule", layout.pp_schedule, PP_SCHEDULES)
     require_choice("layout.recompute", layout.recompute, RECOMPUTE_KINDS)
     return layout
+
+
+def stage_layer_counts(layout: Layout, n_layer: int) -> tuple[int, ...] | None:
+    """Layers of each of the pp x vp stages in order, or None when they do not divide.
+
+    Even: n_layer / (pp x vp) each. With pp_first / pp_last (vp = 1), the first and last
+    stages hold those counts and the stages between share the rest equally (Megatron's
+    decoder_first/last_pipeline_num_layers).
+    """
+    n = layout.n_stages
+    if not layout.uneven:
+        return (n_layer // n,) * n if n_layer % n == 0 else None
+    if layout.vp > 1 or layout.pp < 2:
+        return None
+    ends = [layout.pp_first, layout.pp_last]
+    middle = n - sum(1 for e in ends if e)
+    rest = n_layer - sum(ends)
+    if rest < 0 or (middle == 0 and rest) or (middle and (rest % middle or rest == 0)):
+        return None
+    per = rest // middle if middle else 0
+    counts = [per] * n
+    if layout.pp_first:
+        counts[0] = layout.pp_first
+    if layout.pp_last:
+        counts[-1] = layout.pp_last
+    return tuple(counts)
 
 
 # --- The rules: one list, read by the runtime and the planner ---
@@ -255,10 +308,25 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"tp={lay.tp} does not divide sequence {t.seq_len} (sequence "
                            "parallel)",
          lambda lay, t, m: f"a divisor of {t.seq_len}, or sp=off"),
-    Rule("layers", ARITHMETIC, "layout.pp", lambda lay, t, m: t.model.n_layer % lay.n_stages != 0,
-         lambda lay, t, m: f"pp*vp = {lay.pp}*{lay.vp} = {lay.n_stages} does not divide "
-                           f"{t.model.n_layer} layers into equal stages",
-         lambda lay, t, m: f"pp*vp dividing {t.model.n_layer}"),
+    Rule("uneven stages", ARITHMETIC, "layout.pp_first",
+         lambda lay, t, m: lay.uneven and (lay.pp < 2 or lay.vp > 1),
+         lambda lay, t, m: "pp_first/pp_last need pp >= 2 and vp = 1",
+         lambda lay, t, m: "pp_first=0,pp_last=0, or pp >= 2 with vp=1"),
+    Rule("layers", ARITHMETIC, "layout.pp",
+         lambda lay, t, m: stage_layer_counts(lay, t.model.n_layer) is None,
+         lambda lay, t, m: (f"pp_first={lay.pp_first}, pp_last={lay.pp_last} leave "
+                            f"{t.model.n_layer - lay.pp_first - lay.pp_last} layers that do not "
+                            f"divide equally over the other stages of pp={lay.pp}")
+         if lay.uneven else (f"pp*vp = {lay.pp}*{lay.vp} = {lay.n_stages} does not divide "
+                             f"{t.model.n_layer} layers into equal stages"),
+         lambda lay, t, m: "first + last + (pp - 2) x middle = "
+                           f"{t.model.n_layer}, each >= 1" if lay.uneven
+         else f"pp*vp dividing {t.model.n_layer}"),
+    Rule("context", ARITHMETIC, "layout.cp",
+         lambda lay, t, m: lay.cp > 1 and t.seq_len is not None and t.seq_len % (2 * lay.cp),
+         lambda lay, t, m: f"cp={lay.cp} splits each sequence into 2 x cp = {2 * lay.cp} "
+                           f"load-balanced chunks, which do not divide sequence {t.seq_len}",
+         lambda lay, t, m: f"cp with 2 x cp dividing {t.seq_len}"),
     Rule("batch", ARITHMETIC, "layout.mb",
          lambda lay, t, m: t.global_batch is not None and t.global_batch % (lay.dp * lay.mb) != 0,
          lambda lay, t, m: f"dp*mb = {lay.dp * lay.mb} does not divide global batch "
@@ -287,6 +355,13 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: "schedule=interleaved_1f1b, or vp=1"),
     # ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) parameters; zero 0 with
     # tp averages gradients with its own all-reduce, zero 2/3 is FSDP2 on a 2-D mesh.
+    Rule("context parallel", RUNTIME, "layout.cp", lambda lay, t, m: lay.cp > 1,
+         lambda lay, t, m: f"cp={lay.cp}: context parallelism is modelled by the planner; "
+                           "accelbench's runtime does not build it",
+         lambda lay, t, m: "cp=1"),
+    Rule("uneven runtime", RUNTIME, "layout.pp_first", lambda lay, t, m: lay.uneven,
+         lambda lay, t, m: "uneven pipeline stages are not built by accelbench's runtime yet",
+         lambda lay, t, m: "pp_first=0,pp_last=0"),
     Rule("zero-1 with tp", RUNTIME, "layout.zero", lambda lay, t, m: lay.zero == 1 and lay.tp > 1,
          lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
                            "tensor-parallel DTensor parameters)",

@@ -18,6 +18,7 @@ from accelbench.config.layout import (
     ARITHMETIC,
     PLANNER_KEYS,
     RULES,
+    RULES_BY_KEY,
     RUNTIME,
     RUNTIME_KEYS,
     Layout,
@@ -25,8 +26,10 @@ from accelbench.config.layout import (
     first_broken,
     parse_layout,
     parse_layout_fields,
+    stage_layer_counts,
     validate_layout,
 )
+from accelbench.config.model import ModelConfig
 from accelbench.config.presets import get_preset
 
 TINY = get_preset("gpt2-tiny")  # 2 layers, 4 heads, hidden 128
@@ -44,9 +47,35 @@ def test_parse_layout_fields_and_defaults() -> None:
     assert parse_layout_fields("dp=16,tp=8,sp=off,schedule=1f1b") == {
         "dp": 16, "tp": 8, "sp": False, "pp_schedule": "1f1b"}
     lay = Layout(dp=2, tp=4, pp=3)
-    assert lay.mesh_shape == (3, 2, 4) and lay.spans() == {"tp": 4, "dp": 8, "pp": 24}
+    assert lay.mesh_shape == (3, 2, 4)
+    assert lay.spans() == {"tp": 4, "cp": 4, "dp": 8, "pp": 24}
     assert lay.to_dict()["pp_schedule"] == "1f1b" and set(lay.to_dict()) == {
-        "dp", "tp", "pp", "vp", "zero", "sp", "pp_schedule", "mb", "recompute"}
+        "dp", "tp", "pp", "vp", "zero", "sp", "pp_schedule", "mb", "recompute", "cp",
+        "pp_first", "pp_last"}
+    assert Layout(dp=2, tp=2, cp=2).spans() == {"tp": 2, "cp": 4, "dp": 8, "pp": 8}
+
+
+def test_uneven_stages_and_context_parallel_rules() -> None:
+    """Llama 3 405B: 126 layers on 16 stages, 7 on the first and last; cp splits sequences."""
+    lay = parse_layout("pp=16,pp_first=7,pp_last=7", PLANNER_KEYS)
+    assert stage_layer_counts(lay, 126) == (7,) + (8,) * 14 + (7,)
+    assert parse_layout(lay.label(), PLANNER_KEYS) == lay
+    assert stage_layer_counts(parse_layout("pp=4,pp_first=3"), 10) is None  # 7 over 3
+    assert stage_layer_counts(parse_layout("pp=4,pp_last=2"), 11) == (3, 3, 3, 2)
+    model = ModelConfig("m", n_layer=126, n_head=8, d_model=64, vocab_size=10, n_positions=64)
+    target = Target(model, 16, seq_len=64)
+    assert first_broken(lay, target, 16) is RULES_BY_KEY["uneven runtime"]
+    assert first_broken(lay, target, 16, (ARITHMETIC,)) is None
+    bad = parse_layout("pp=16,pp_first=8,pp_last=7")
+    assert first_broken(bad, target, 16).key == "layers"
+    assert first_broken(parse_layout("pp=2,vp=2,pp_first=1"), Target(model, 2), 2).key == \
+        "uneven stages"
+    cp = parse_layout("dp=2,cp=4", PLANNER_KEYS)
+    assert cp.world_size == 8 and first_broken(cp, Target(model, 8, 64), 1).key == \
+        "context parallel"
+    assert first_broken(cp, Target(model, 8, 36), 1).key == "context"  # 36 % 8
+    with pytest.raises(ConfigError, match="layout.pp_first"):
+        parse_layout("pp=2,pp_first=-1")
 
 
 @pytest.mark.parametrize("text, field", [
@@ -134,7 +163,7 @@ def test_rules_are_arithmetic_then_runtime_with_unique_keys() -> None:
     assert set(kinds) == {ARITHMETIC, RUNTIME}
     assert kinds == sorted(kinds, key=[ARITHMETIC, RUNTIME].index)
     assert len({rule.key for rule in RULES}) == len(RULES)
-    assert ALL_KEYS == (*RUNTIME_KEYS, "mb", "recompute")
+    assert set(ALL_KEYS) == {*RUNTIME_KEYS, "mb", "recompute"}
 
 
 # --- The planner and the runtime agree by construction ---
@@ -142,6 +171,9 @@ def test_rules_are_arithmetic_then_runtime_with_unique_keys() -> None:
 GRID_CFG = TINY.with_changes(n_layer=6)  # pp*vp = 4 does not divide it
 GRID = list(itertools.product((1, 2), (1, 2, 3), (1, 2), (1, 2), (0, 1, 2, 3), (False, True),
                               ("gpipe", "1f1b", "interleaved_1f1b"), (1, 3, 4)))
+# context parallel (cp=3 does not split SEQ into 2 x cp chunks) and uneven pipeline stages
+GRID_EXTRA = [(cp, pp, first, last) for cp in (1, 2, 3) for pp in (1, 2, 3)
+              for first in (0, 1, 2) for last in (0, 2)]
 
 
 def _broken(lay: Layout, m: int) -> dict[str, list[str]]:
@@ -158,8 +190,12 @@ def test_planner_and_runtime_agree_on_a_grid() -> None:
     """validate_layout raises iff some rule is broken; the planner rejects iff an arithmetic
     rule is, and marks iff only runtime rules are; every rule but the batch's is exercised."""
     seen: set[str] = set()
-    for dp, tp, pp, vp, zero, sp, schedule, m in GRID:
-        lay = Layout(dp=dp, tp=tp, pp=pp, vp=vp, zero=zero, sp=sp, pp_schedule=schedule)
+    extra = [(1, 1, pp, 1, 0, False, "1f1b", 4, cp, first, last)
+             for cp, pp, first, last in GRID_EXTRA]
+    for dp, tp, pp, vp, zero, sp, schedule, m, *more in [(*g, 1, 0, 0) for g in GRID] + extra:
+        cp, first, last = more
+        lay = Layout(dp=dp, tp=tp, pp=pp, vp=vp, zero=zero, sp=sp, pp_schedule=schedule, cp=cp,
+                     pp_first=first, pp_last=last)
         broken = _broken(lay, m)
         seen.update(*broken.values())
         try:
