@@ -28,11 +28,22 @@ class DeviceSpec:
     source: str
     notes: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    # The vendor's 2:4 structured-sparsity peak over the dense one for tensor-core precisions
+    # (NVIDIA prints exactly 2x from Ampere on); None where the vendor quotes no sparse peak.
+    sparse_factor: float | None = None
 
     def peak_flops_per_s(self, precision: str) -> float | None:
         """Dense peak FLOP/s for the precision that ran, or None if the table has none."""
         tflops = self.peak_tflops.get(precision)
         return tflops * 1e12 if tflops else None
+
+    def sparse_peak_flops_per_s(self, precision: str) -> float | None:
+        """The vendor's 2:4 sparse peak FLOP/s (tensor precisions, not FP32), or None: the
+        denominator of executed-FLOPs utilisation, never of MFU."""
+        dense = self.peak_flops_per_s(precision)
+        if dense is None or self.sparse_factor is None or precision == "fp32":
+            return None
+        return dense * self.sparse_factor
 
 
 def _one_gcd(module: DeviceSpec) -> DeviceSpec:
@@ -59,32 +70,35 @@ _NV_DS = "NVIDIA datasheet (dense = half the sparsity figure)"
 _SPECS: tuple[DeviceSpec, ...] = (
     DeviceSpec("a100-40gb", "NVIDIA A100 SXM4 40GB", "nvidia", "gpu",
                {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312}, 40, 1555,
-               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "",
+               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "", sparse_factor=2.0,
                aliases=("a100",)),
     DeviceSpec("a100-80gb", "NVIDIA A100 SXM4 80GB", "nvidia", "gpu",
                {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312}, 80, 2039,
-               "NVLink 3 (600 GB/s total)", 300, _NV_DS + ""),
+               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "", sparse_factor=2.0),
     DeviceSpec("h100-sxm", "NVIDIA H100 SXM5 80GB", "nvidia", "gpu",
                {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 80, 3350,
-               "NVLink 4 (900 GB/s total)", 450, _NV_DS + "",
+               "NVLink 4 (900 GB/s total)", 450, _NV_DS + "", sparse_factor=2.0,
                aliases=("h100",)),
     DeviceSpec("h100-pcie", "NVIDIA H100 PCIe 80GB", "nvidia", "gpu",
                {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756, "fp8": 1513}, 80, 2000,
                "PCIe Gen5 x16 (64 GB/s per direction)", 64,
                _NV_DS + " (H100 PCIe column), as tabled at archive-lib.hpctech.co.jp/gpuproduct/"
-               "nvidia-h100.html (51 FP32; 756/1513/3026 TF32/BF16/FP8 with sparsity; 2000 GB/s)"),
+               "nvidia-h100.html (51 FP32; 756/1513/3026 TF32/BF16/FP8 with sparsity; 2000 GB/s)",
+               sparse_factor=2.0),
     DeviceSpec("h200", "NVIDIA H200 SXM 141GB", "nvidia", "gpu",
                {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 141, 4800,
-               "NVLink 4 (900 GB/s total)", 450, _NV_DS + "; same die as H100 SXM"),
+               "NVLink 4 (900 GB/s total)", 450, _NV_DS + "; same die as H100 SXM",
+               sparse_factor=2.0),
     DeviceSpec("b200", "NVIDIA B200 (HGX) 180GB", "nvidia", "gpu",
                {"tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500}, 180, 7700,
-               "NVLink 5 (1.8 TB/s total)", 900, _NV_DS + "",
+               "NVLink 5 (1.8 TB/s total)", 900, _NV_DS + "", sparse_factor=2.0,
                notes="FP32 (75-80 TFLOPS in sources) left out: sources disagree"),
     _MI250, _MI250X, _one_gcd(_MI250), _one_gcd(_MI250X),
     DeviceSpec("mi300x", "AMD Instinct MI300X", "amd", "gpu",
                {"fp32": 163.4, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9}, 192, 5300,
                "Infinity Fabric (7 links, 896 GB/s total)", 448,
-               "AMD MI300X datasheet", notes="TF32 left out (unverified)"),
+               "AMD MI300X datasheet", notes="TF32 left out (unverified)",
+               sparse_factor=2.0),
     DeviceSpec("gaudi2", "Intel Gaudi2 (HL-225H)", "intel", "hpu",
                {"bf16": 432, "fp16": 432}, 96, 2460,
                "24 x 100 GbE RoCE (300 GB/s total)", 150, "Intel Hot Chips 2024"),

@@ -71,3 +71,12 @@ def test_a_gcd_row_is_half_its_module():
         for dtype, tflops in gcd.peak_tflops.items():
             assert tflops == pytest.approx(whole.peak_tflops[dtype] / 2)
         assert gcd.memory_gb == whole.memory_gb / 2
+
+
+def test_sparse_peak_is_the_vendors_two_four_figure_and_only_where_quoted() -> None:
+    """H100 SXM: 1978.9 BF16 TFLOPS with sparsity (datasheet), twice the dense 989.4; none for
+    FP32, none where no sparse peak is quoted (TPU)."""
+    h100 = get_spec("h100-sxm")
+    assert h100.sparse_peak_flops_per_s("bf16") == pytest.approx(1978.8e12)
+    assert h100.sparse_peak_flops_per_s("fp32") is None
+    assert get_spec("tpu-v5p").sparse_peak_flops_per_s("bf16") is None
