@@ -118,3 +118,17 @@ def two_four_compressed_bytes(cfg: ModelConfig, bytes_per_value: int = 2) -> int
     take them): the kept half of the values plus 2 bits of position per kept value."""
     n = sparse_matmul_params(cfg)
     return n // 2 * bytes_per_value + n // 8
+
+
+def two_four_skipped_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
+                                     early_stop: bool = False) -> float:
+    """Multiply-adds a 2:4 kernel does not perform per token (2 FLOPs each): half of the
+    masked matrices' forward GEMMs (recomputed ones included) and of their input-gradient
+    GEMMs; weight gradients stay dense (models/semi_structured.py). Executed FLOPs are the
+    hardware FLOPs less these; MFU stays the dense count."""
+    p = sparse_matmul_params(cfg)
+    recomputed = 0.0
+    if recompute == "full":
+        recomputed = 2.0 * p - (cfg.n_layer * 2.0 * cfg.ffn_dim * cfg.d_model if early_stop
+                                else 0.0)
+    return 0.5 * (2.0 * p + 2.0 * p + recomputed)
