@@ -359,9 +359,6 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"cp={lay.cp}: context parallelism is modelled by the planner; "
                            "accelbench's runtime does not build it",
          lambda lay, t, m: "cp=1"),
-    Rule("uneven runtime", RUNTIME, "layout.pp_first", lambda lay, t, m: lay.uneven,
-         lambda lay, t, m: "uneven pipeline stages are not built by accelbench's runtime yet",
-         lambda lay, t, m: "pp_first=0,pp_last=0"),
     Rule("zero-1 with tp", RUNTIME, "layout.zero", lambda lay, t, m: lay.zero == 1 and lay.tp > 1,
          lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
                            "tensor-parallel DTensor parameters)",

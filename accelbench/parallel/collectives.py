@@ -21,7 +21,7 @@ from accelbench.analytics.comm import (
 )
 from accelbench.analytics.memory import BYTES_PER_VALUE
 from accelbench.analytics.params import block_params
-from accelbench.config.layout import Layout
+from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import ModelConfig
 
 # Profiler event names of collectives: the c10d op (any backend), and backend-level records.
@@ -157,6 +157,14 @@ def call_bytes_sent(call: CommCall, backend: str = "nccl") -> float:
     return factor * call.buffer_bytes * call.calls
 
 
+def rank_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> int:
+    """Blocks one pipeline rank holds: its stages' layer counts (uneven stages included)."""
+    counts = stage_layer_counts(layout, cfg.n_layer)
+    if counts is None:
+        raise ValueError(f"layout {layout.label()} does not split {cfg.n_layer} layers")
+    return sum(counts[pp_rank::layout.pp])
+
+
 def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> float:
     """Parameters one rank holds before any ZeRO split: its blocks with the TP-split matrices
     and column biases over tp, norms and row-parallel biases whole; embeddings (first stage),
@@ -164,7 +172,7 @@ def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> flo
     h = cfg.d_model
     whole = 6 * h  # two norms and the two row-parallel output biases: whole on every tp rank
     block = (block_params(cfg) - whole) / layout.tp + whole
-    count = cfg.n_layer // layout.pp * block
+    count = rank_layers(cfg, layout, pp_rank) * block
     if pp_rank == 0:
         count += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
     if pp_rank == layout.pp - 1:
@@ -180,7 +188,7 @@ def _tp_calls(cfg: ModelConfig, layout: Layout, act_bytes_fp32: float, compute_b
     all-reduce into all-gather + reduce-scatter and gathers at the model's edges in fp32."""
     if layout.tp == 1:
         return []
-    t, layers = layout.tp, cfg.n_layer // layout.pp * n_micro
+    t, layers = layout.tp, rank_layers(cfg, layout, pp_rank) * n_micro
     act_compute = act_bytes_fp32 / FP32_BYTES * compute_bytes
     fwd = 4 if recompute == "full" else 2
     if not layout.sp:

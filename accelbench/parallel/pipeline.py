@@ -1,11 +1,12 @@
 """Pipeline parallelism of our GPT with torch.distributed.pipelining.
 
 The model is cut into pp x vp stages: token (and position) embeddings go with the first, the
-blocks are divided evenly, the final norm and output head go with the last. Stage s lives on
-pipeline rank s mod pp (the placement interleaved 1F1B expects). Each stage module gets TP,
-recompute like a whole model does under prepare_model; data parallelism at zero 0 and 1 averages
-the gradients over dp with one all-reduce after the schedule has run all micro-batches, and at
-zero 2/3 FSDP2 shards each stage module (the schedule defers its reduce-scatter). A tied
+blocks are divided as stage_layer_counts says (evenly, or pp_first / pp_last layers on the first
+and last stage, Megatron's uneven split), the final norm and output head go with the last. Stage
+s lives on pipeline rank s mod pp (the placement interleaved 1F1B expects). Each stage module
+gets TP, recompute like a whole model does under prepare_model; data parallelism at zero 0 and 1
+averages the gradients over dp with one all-reduce after the schedule has run all micro-batches,
+and at zero 2/3 FSDP2 shards each stage module (the schedule defers its reduce-scatter). A tied
 output head (GPT-2) is a second copy on the last stage whose gradient is summed with the
 embedding's after every step, as Megatron's embedding group does.
 """
@@ -27,7 +28,7 @@ from torch.distributed.pipelining import (
     ScheduleInterleaved1F1B,
 )
 
-from accelbench.config.layout import Layout
+from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.models.gpt import GPT, Block, set_recompute
 from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.grad_sync import average_grads
@@ -66,10 +67,14 @@ class GPTStage(nn.Module):
         return x
 
 
-def stage_layers(n_layer: int, n_stages: int, stage: int) -> range:
-    """Block indices of one stage (n_layer divisible by n_stages, checked by validate_layout)."""
-    per = n_layer // n_stages
-    return range(stage * per, (stage + 1) * per)
+def stage_layers(layout: Layout, n_layer: int, stage: int) -> range:
+    """Block indices of one stage, contiguous, in the counts of stage_layer_counts (which
+    validate_layout has checked divide)."""
+    counts = stage_layer_counts(layout, n_layer)
+    if counts is None:
+        raise ValueError(f"layout {layout.label()} does not split {n_layer} layers into stages")
+    start = sum(counts[:stage])
+    return range(start, start + counts[stage])
 
 
 def _loss_fn(n_micro: int):
@@ -106,7 +111,7 @@ class PipelineRunner:
         self.modules: list[nn.Module] = []
         stages = []
         for s in self.stage_ids:
-            module = GPTStage(model, stage_layers(model.cfg.n_layer, n_stages, s),
+            module = GPTStage(model, stage_layers(layout, model.cfg.n_layer, s),
                               s == 0, s == n_stages - 1)
             module = self._place(module, recompute, compile)
             self.modules.append(module)

@@ -29,7 +29,7 @@ from accelbench.parallel.pipeline import PipelineRunner
 STEPS = 5
 SEQ = 32
 MICRO_BATCH = 2
-GAS = 2
+GAS = 2  # micro-batches per step; a pipeline of pp > 2 stages gets pp (gas_for)
 LR = 1e-2
 WEIGHT_DECAY = 0.1
 MAX_NORM = 0.5  # below the tiny model's gradient norms, so clipping acts on every step
@@ -43,6 +43,11 @@ NEOX_CFG = CFG.with_changes(name="tiny-neox-test", position="rotary", rotary_pct
 def config_for(case_name: str):
     """The model a case trains: GPT-NeoX form for names starting with 'neox', else GPT-2."""
     return NEOX_CFG if case_name.startswith("neox") else CFG
+
+
+def gas_for(layout_text: str) -> int:
+    """Micro-batches per step of a case: GAS, or pp when more stages need filling."""
+    return max(GAS, parse_layout(layout_text, RUNTIME_KEYS).pp)
 
 
 def batches(global_batch: int) -> torch.Tensor:
@@ -75,15 +80,16 @@ def _groups(model: torch.nn.Module) -> list[dict]:
 
 def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank."""
-    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, layout_world(), GAS)
+    gas = gas_for(layout_text)
+    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, layout_world(), gas)
     mesh = make_mesh(layout, device)
     coords = {n: mesh.get_local_rank(n) for n in ("pp", "dp", "tp")}
-    data = batches(layout.dp * GAS * MICRO_BATCH)
-    rows = slice(coords["dp"] * GAS * MICRO_BATCH, (coords["dp"] + 1) * GAS * MICRO_BATCH)
+    data = batches(layout.dp * gas * MICRO_BATCH)
+    rows = slice(coords["dp"] * gas * MICRO_BATCH, (coords["dp"] + 1) * gas * MICRO_BATCH)
     torch.manual_seed(SEED)
     model = GPT(cfg)
     if layout.pp > 1:
-        module = PipelineRunner(model, layout, mesh, GAS, device)
+        module = PipelineRunner(model, layout, mesh, gas, device)
     else:
         module = prepare_model(model, layout, mesh)
     del model
@@ -96,7 +102,7 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
             if layout.pp > 1:
                 loss = module.step(x, y)
             else:
-                loss, fwd_bytes = accumulate(module, x, y)
+                loss, fwd_bytes = accumulate(module, x, y, gas)
         out.setdefault("collective_s", []).append(comm.time_s)
         out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
         opt.step()
@@ -111,15 +117,15 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     return out
 
 
-def accumulate(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor):
-    """GAS micro-batches of forward and backward; the mean loss and the parameter bytes held
+def accumulate(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, gas: int = GAS):
+    """gas micro-batches of forward and backward; the mean loss and the parameter bytes held
     right after the last forward (where ZeRO-2 keeps gathered parameters and ZeRO-3 not)."""
     total = torch.zeros(())
     fwd_bytes = 0
-    for i, (xs, ys) in enumerate(zip(x.chunk(GAS), y.chunk(GAS), strict=True)):
-        with micro_batch_context(module, is_last=i == GAS - 1):
+    for i, (xs, ys) in enumerate(zip(x.chunk(gas), y.chunk(gas), strict=True)):
+        with micro_batch_context(module, is_last=i == gas - 1):
             logits = module(xs)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1)) / GAS
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1)) / gas
             fwd_bytes = sum(_local(p).numel() * 4 for p in module.parameters())
             loss.backward()
         total += loss.detach()
@@ -144,7 +150,7 @@ def main() -> None:
         cfg = config_for(name)
         ranks = gather_rank_results(run_case(layout_text, device, cfg))
         dp = parse_layout(layout_text, RUNTIME_KEYS).dp
-        ref = reference(batches(dp * GAS * MICRO_BATCH), cfg)
+        ref = reference(batches(dp * gas_for(layout_text) * MICRO_BATCH), cfg)
         results[name] = {"layout": layout_text, "ranks": ranks, "reference": ref}
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:
