@@ -6,14 +6,18 @@ parallelism does 2 all-reduces of
 b*s*h values in the forward and 2 in the backward of every layer (with sequence parallelism the
 same volume as all-gather plus reduce-scatter); pipeline stages send b*s*h values per
 micro-batch each way (b*s*h/t with the scatter/gather optimisation); data parallelism moves 2x
-the gradient bytes per step under ZeRO 0-2 and 3x (1.5 times) under ZeRO-3 (ZeRO sec. 7).
+the gradient bytes per step under ZeRO 0-2 and 3x (1.5 times) under ZeRO-3 (ZeRO sec. 7);
+context parallelism passes each rank's key/value chunk around the cp ring (ring attention).
+Every activation and gradient is sent at the precision's communication width (BF16 under FP8
+training: precision.training_widths).
 """
 
 from __future__ import annotations
 
 import math
 
-from accelbench.analytics.memory import BYTES_PER_VALUE
+from accelbench.analytics.memory import kv_width_per_rank
+from accelbench.analytics.precision import training_widths
 from accelbench.config.model import ModelConfig
 
 
@@ -46,7 +50,7 @@ def tp_collectives_per_layer(recompute: str) -> int:
 
 def tp_message_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str) -> float:
     """One tensor-parallel all-reduce's buffer: the layer's b*s*h activations."""
-    return seq_len * micro_batch * cfg.d_model * BYTES_PER_VALUE[dtype]
+    return seq_len * micro_batch * cfg.d_model * training_widths(dtype).comm
 
 
 def tp_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
@@ -59,7 +63,26 @@ def tp_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: 
 def pp_message_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str,
                      tp: int) -> float:
     """One point-to-point send between stages: b*s*h values, split over tp (scatter/gather)."""
-    return seq_len * micro_batch * cfg.d_model * BYTES_PER_VALUE[dtype] / tp
+    return seq_len * micro_batch * cfg.d_model * training_widths(dtype).comm / tp
+
+
+def cp_rounds_per_layer(recompute: str) -> int:
+    """Ring passes per layer per micro-batch: K and V in the forward; K and V again plus dK and
+    dV in the backward (twice the forward's volume); recompute of any kind reruns the attention
+    core and so its forward ring once more."""
+    return 3 if recompute == "none" else 4
+
+
+def cp_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
+                       cp: int, recompute: str = "none") -> float:
+    """Bytes each rank sends per layer per micro-batch under context parallelism (ring
+    attention, Megatron's): its chunk of s/cp tokens' keys and values (2 x kv values each,
+    kv the KV width a tensor rank holds) goes cp - 1 hops per pass (cp_rounds_per_layer)."""
+    if cp == 1:
+        return 0.0
+    kv = kv_width_per_rank(cfg, tp) / tp
+    chunk = 2 * seq_len / cp * micro_batch * kv * training_widths(dtype).comm
+    return cp_rounds_per_layer(recompute) * (cp - 1) * chunk
 
 
 def pp_sends_per_microbatch(vp: int) -> int:

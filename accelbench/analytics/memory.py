@@ -8,55 +8,74 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.analytics.params import block_params
-from accelbench.config.layout import Layout
+from accelbench.analytics.params import block_matmul_params, block_params
+from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
+from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
 
-BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+__all__ = ["BYTES_PER_VALUE"]  # re-exported: the width of one value lives in precision.py
 
 
-def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int
+def kv_width_per_rank(cfg: ModelConfig, tp: int) -> float:
+    """Key (or value) width one tensor rank holds, times tp: kv_heads x head_dim split over tp
+    when tp divides the KV heads, else one KV head on each rank (Megatron replicates them)."""
+    return max(cfg.kv_heads, tp) * cfg.head_dim
+
+
+def mlp_saved_per_token(cfg: ModelConfig) -> int:
+    """16-bit bytes the MLP's split part saves per token: GELU input and output (2f each);
+    SwiGLU's gate output (silu input), up output, silu output and product (down input): 8f."""
+    return 8 * cfg.ffn_dim if cfg.activation == "swiglu" else 4 * cfg.ffn_dim
+
+
+def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int = 1
                            ) -> tuple[float, float, float]:
     """Bytes (16-bit) one layer saves, split as tensor parallelism splits them.
 
-    Korthikanti et al. 2022 sec. 4.1, with the MLP at its real width f instead of 4h, so that
-    narrow MLPs (GenSLM's f ~ h) are not charged for a 4h one. Returns (replicated, split,
-    scores): replicated = LayerNorm inputs (4sbh) + QKV and fc1 inputs (2sbh each) + the two
-    dropout masks (sbh each) = 10sbh; split over t = Q, K (4sbh), V (2sbh), projection input
-    (2sbh), GELU input and output (2sbf each) = 8sbh + 4sbf; scores = 5as^2b (softmax output,
-    its dropout mask and output). With f = 4h: 34sbh + 5as^2b, the paper's. A parallel-residual
-    block (GPT-NeoX) feeds both LayerNorms the same tensor, which autograd saves once: 2sbh.
-    Rotary embeddings add the rotated Q and K (4sbh, split): attention saves those while V, a
-    view of the QKV output, keeps all of that output alive too.
+    Korthikanti et al. 2022 sec. 4.1, with the MLP and the keys/values at their real widths.
+    Returns (replicated, split, scores): replicated = norm inputs (2sbh each; RMSNorm saves the
+    same input as LayerNorm, and one statistic per token instead of two, which is negligible)
+    + QKV and MLP inputs (2sbh each) + the two dropout masks (sbh each) = 10sbh; split over t =
+    Q (2sbh), K and V (2sb*kv each, kv = kv_heads x head_dim: grouped-query attention saves
+    less), projection input (2sbh) and the MLP's (mlp_saved_per_token); scores = 5as^2b. With
+    f = 4h and kv = h: 34sbh + 5as^2b, the paper's. A parallel-residual block (GPT-NeoX) feeds
+    both norms the same tensor, saved once. Rotary embeddings add the rotated Q and K
+    (2sbh + 2sb*kv, split): attention saves those while the unrotated projections stay alive.
+    `tp` only sets how many KV heads a rank holds (kv_width_per_rank): the split term is
+    returned times tp, so that dividing by tp gives one rank's share.
     """
-    s, b, h, f, a = seq_len, micro_batch, cfg.d_model, cfg.ffn_dim, cfg.n_head
+    s, b, h, a = seq_len, micro_batch, cfg.d_model, cfg.n_head
+    kv = kv_width_per_rank(cfg, tp)
     layer_norm_inputs = 1 if cfg.parallel_residual else 2
     replicated = (2 * layer_norm_inputs + 2 + 2 + 1 + 1) * s * b * h
-    rotated_qk = 4 * s * b * h if cfg.position == "rotary" else 0
-    split = 8 * s * b * h + 4 * s * b * f + rotated_qk
+    rotated_qk = 2 * s * b * (h + kv) if cfg.position == "rotary" else 0
+    split = 4 * s * b * h + 4 * s * b * kv + s * b * mlp_saved_per_token(cfg) + rotated_qk
     scores = 5 * a * s * s * b
     return float(replicated), float(split), float(scores)
 
 
 def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
                                bytes_per_value: int = 2, tp: int = 1, sp: bool = False,
-                               recompute: str = "none", fused_attention: bool = False) -> float:
+                               recompute: str = "none", fused_attention: bool = False,
+                               cp: int = 1) -> float:
     """Activations one transformer layer keeps for backward (Korthikanti et al. 2022, sec. 4-5).
 
     The paper's constants assume 16-bit values; other widths scale them. Tensor parallelism
     splits the `split` and `scores` terms of layer_activation_terms over tp, sequence
     parallelism also the replicated one. Selective recompute drops the scores; so does a fused
     attention kernel (flash or memory-efficient SDPA), which never stores them. Full recompute
-    keeps only the layer's input (2sbh, split over tp under sequence parallelism).
+    keeps only the layer's input (2sbh, split over tp under sequence parallelism). Context
+    parallelism (cp) gives each rank s/cp of every sequence: every term, the scores' rows too,
+    divides by cp.
     """
     if recompute not in RECOMPUTE_KINDS:
         raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {recompute!r}")
-    scale = bytes_per_value / 2
+    scale = bytes_per_value / 2 / cp
     replicated_div = tp if sp else 1
     if recompute == "full":
         return 2 * seq_len * micro_batch * cfg.d_model * scale / replicated_div
-    replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch)
+    replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch, tp)
     kept = replicated / replicated_div + split / tp
     if recompute == "none" and not fused_attention:
         kept += scores / tp
@@ -103,18 +122,24 @@ class ModelStateBytes:
 
 
 def optimizer_bytes_per_param(dtype: str, optimizer: str = "adam") -> int:
-    """K of the ZeRO paper: 12 for mixed-precision Adam (fp32 copy, m, v), 8 for fp32 Adam."""
-    master = 4 if BYTES_PER_VALUE[dtype] < 4 else 0
-    return 4 * OPTIMIZER_MOMENTS[optimizer] + master
+    """K of the ZeRO paper: 12 for mixed-precision Adam (fp32 copy, m, v), 8 for fp32 Adam;
+    FP8 training keeps the same fp32 master copy and moments as BF16 (precision.py)."""
+    return 4 * OPTIMIZER_MOMENTS[optimizer] + training_widths(dtype).master
 
 
 def model_state_bytes(n_params: float, dp: int = 1, zero: int = 0, dtype: str = "bf16",
-                      optimizer: str = "adam") -> ModelStateBytes:
-    """ZeRO sec. 3.1: stage 1 shards optimizer state over dp, 2 also gradients, 3 also weights."""
+                      optimizer: str = "adam", gemm_params: float = 0.0) -> ModelStateBytes:
+    """ZeRO sec. 3.1: stage 1 shards optimizer state over dp, 2 also gradients, 3 also weights.
+
+    Widths from precision.training_widths: under fp8 the weights and gradients stay BF16 and
+    each block GEMM weight (`gemm_params` of them) adds its 1-byte FP8 copy, counted with the
+    weights.
+    """
     if zero not in ZERO_STAGES:
         raise ValueError(f"zero must be one of {ZERO_STAGES}, got {zero!r}")
-    width = BYTES_PER_VALUE[dtype]
-    params, grads = width * n_params, width * n_params
+    widths = training_widths(dtype)
+    params = widths.weights * n_params + widths.fp8_weight_copy * gemm_params
+    grads = widths.grads * n_params
     opt = optimizer_bytes_per_param(dtype, optimizer) * n_params
     return ModelStateBytes(params / dp if zero >= 3 else params,
                            grads / dp if zero >= 2 else grads,
@@ -122,46 +147,51 @@ def model_state_bytes(n_params: float, dp: int = 1, zero: int = 0, dtype: str = 
 
 
 def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
-                 vocab_parallel: bool = True) -> float:
-    """Parameters on one rank of the first or last pipeline stage (the two that differ).
+                 vocab_parallel: bool = True, layers: float | None = None) -> float:
+    """Parameters on one rank of the "first", a "middle" or the "last" pipeline stage.
 
-    Blocks split evenly over stages and over tensor ranks; the token embedding and the output
-    head are vocabulary-parallel (split over tp, as Megatron does) unless vocab_parallel=False
-    (accelbench's own tensor parallel replicates them); learned positions are replicated. A tied
-    head lives on both end stages when pp > 1 (Megatron keeps a copy there), once when pp == 1.
+    Blocks split over stages (`layers` of them on this stage, else L/pp) and over tensor ranks;
+    the token embedding and the output head are vocabulary-parallel (split over tp, as Megatron
+    does) unless vocab_parallel=False (accelbench's own tensor parallel replicates them);
+    learned positions are replicated. A tied head lives on both end stages when pp > 1
+    (Megatron keeps a copy there), once when pp == 1.
     """
     h = cfg.d_model
     vocab_tp = tp if vocab_parallel else 1
-    blocks = cfg.n_layer / pp * block_params(cfg) / tp
+    blocks = (cfg.n_layer / pp if layers is None else layers) * block_params(cfg) / tp
     embed = cfg.vocab_size * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
                                              else 0)
     head = cfg.vocab_size * h / vocab_tp + 2 * h
     if pp == 1:
         return blocks + embed + (0 if cfg.tie_embeddings else head - 2 * h) + 2 * h
-    return blocks + (embed if stage == "first" else head)
+    return blocks + {"first": embed, "last": head}.get(stage, 0.0)
 
 
 def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,
-                                rank: int = 0) -> float:
+                                rank: int = 0, stage_layers: float | None = None) -> float:
     """Layer activations (in units of one layer, one micro-batch) pipeline rank `rank` holds.
 
     1F1B: rank r runs p-r forwards before its first backward, so the first stage holds
-    min(p, m) micro-batches of L/p layers (= L when m >= p). Interleaved with v chunks: Megatron's
-    warm-up of 2(p-r-1) + (v-1)p chunks plus one, each of L/(pv) layers; on the first stage
-    L(1 + (p-1)/(pv)), the factor of Korthikanti et al. sec. 4.2.3.
+    min(p, m) micro-batches of L/p layers (= L when m >= p), or of `stage_layers` when stages
+    are uneven. Interleaved with v chunks: Megatron's warm-up of 2(p-r-1) + (v-1)p chunks plus
+    one, each of L/(pv) layers; on the first stage L(1 + (p-1)/(pv)), the factor of Korthikanti
+    et al. sec. 4.2.3.
     """
     if vp == 1:
-        return min(pp - rank, n_micro) * n_layer / pp
+        return min(pp - rank, n_micro) * (n_layer / pp if stage_layers is None else stage_layers)
     chunks = min(2 * (pp - rank - 1) + (vp - 1) * pp + 1, n_micro * vp)
     return chunks * n_layer / (pp * vp)
 
 
-def logits_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int) -> float:
-    """The loss's peak over the logits, split over `tp` (pass tp=1 for a replicated head): the
-    logits in the compute dtype, then, when backward reaches the fp32 cross-entropy, the saved
-    log-softmax output, its gradient and the logits' fp32 gradient live at once (3 x 4 bytes;
-    counting only logits + one fp32 copy under-read measured CPU peaks by 2x)."""
-    return seq_len * micro_batch * cfg.vocab_size / tp * (BYTES_PER_VALUE[dtype] + 12)
+def logits_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
+                 cp: int = 1) -> float:
+    """The loss's peak over the logits, split over `tp` (pass tp=1 for a replicated head) and
+    over the cp ranks' sequence chunks: the logits in the activation width, then, when
+    backward reaches the fp32 cross-entropy, the saved log-softmax output, its gradient and the
+    logits' fp32 gradient live at once (3 x 4 bytes; counting only logits + one fp32 copy
+    under-read measured CPU peaks by 2x)."""
+    width = training_widths(dtype).activations
+    return seq_len * micro_batch * cfg.vocab_size / tp / cp * (width + 12)
 
 
 @dataclass(frozen=True)
@@ -191,18 +221,42 @@ class MemoryBreakdown:
                 "usable_bytes": self.usable_bytes, "fits": self.fits}
 
 
+def ring_buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
+                      cp: int) -> float:
+    """Context parallelism's ring attention: the K and V chunk in use and the one arriving
+    (2 x 2 x s/cp x b x kv values per rank); zero without cp."""
+    if cp == 1:
+        return 0.0
+    kv = kv_width_per_rank(cfg, tp) / tp
+    return 4 * seq_len / cp * micro_batch * kv * training_widths(dtype).activations
+
+
 def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
                  zero: int, recompute: str, fused_attention: bool = False,
-                 sp: bool = False) -> float:
-    """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), and under full
-    recompute the working set of the one block being recomputed (sp: sequence parallel)."""
-    width = BYTES_PER_VALUE[dtype]
-    gathered = 2 * block_params(cfg) / tp * width if zero == 3 else 0.0
+                 sp: bool = False, cp: int = 1) -> float:
+    """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), under full
+    recompute the working set of the one block being recomputed (sp: sequence parallel), and
+    context parallelism's K/V ring buffers."""
+    widths = training_widths(dtype)
+    gathered = 2 * block_params(cfg) / tp * widths.weights if zero == 3 else 0.0
     rerun = 0.0
     if recompute == "full":
-        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, width, tp, sp,
-                                           fused_attention=fused_attention)
-    return WORKSPACE_BYTES + gathered + rerun
+        rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, widths.activations, tp, sp,
+                                           fused_attention=fused_attention, cp=cp)
+    ring = ring_buffer_bytes(cfg, seq_len, micro_batch, dtype, tp, cp)
+    return WORKSPACE_BYTES + gathered + rerun + ring
+
+
+def stages_to_check(layout: Layout, n_layer: int) -> list[tuple[int, str, float]]:
+    """(rank, stage kind, layers on the rank) of the stages that can hold the most: the first,
+    the last and, with uneven stages, the second (the fullest of the middle ones)."""
+    pp = layout.pp
+    counts = stage_layer_counts(layout, n_layer) if layout.uneven else None
+    if counts is None:
+        per = n_layer / pp
+        return [(0, "first", per), (pp - 1, "last", per)]
+    ranks = [(0, "first"), (pp - 1, "last")] + ([(1, "middle")] if pp > 2 else [])
+    return [(rank, kind, float(counts[rank])) for rank, kind in ranks]
 
 
 def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
@@ -210,7 +264,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
                       memory_bytes: float = float("inf"),
                       fused_attention: bool = False,
                       vocab_parallel: bool = True) -> MemoryBreakdown:
-    """Peak bytes per device for a layout: the worse of the first and the last pipeline stage.
+    """Peak bytes per device for a layout: the worst of the first, the last and (uneven
+    stages) the fullest middle pipeline stage.
 
     `n_micro` is the number of micro-batches per step per pipeline (gradient accumulation).
     fused_attention: the attention scores are never stored (flash / memory-efficient SDPA, as
@@ -218,23 +273,27 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     the published runs say per run whether they stored the scores.
     vocab_parallel=False: embedding, head and logits are whole on every tensor rank (accelbench's
     own tensor parallel); the planner assumes Megatron's vocabulary-parallel split.
+    Context parallelism splits every sequence over cp ranks and, as Megatron does, shards ZeRO
+    state over dp x cp (both reduce the gradients).
     """
-    width = BYTES_PER_VALUE[dtype]
-    tp, pp = layout.tp, layout.pp
-    per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, width, tp, layout.sp,
-                                           layout.recompute, fused_attention)
-    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp if vocab_parallel else 1)
+    widths = training_widths(dtype)
+    tp, pp, cp = layout.tp, layout.pp, layout.cp
+    per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, widths.activations, tp,
+                                           layout.sp, layout.recompute, fused_attention, cp)
+    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp if vocab_parallel else 1, cp)
+    gemm_per_layer = block_matmul_params(cfg) / tp if widths.fp8 else 0.0
     worst: tuple[float, ModelStateBytes, float] | None = None
-    for rank, stage in ((0, "first"), (pp - 1, "last")):
-        states = model_state_bytes(stage_params(cfg, tp, pp, stage, vocab_parallel),
-                                   layout.dp, layout.zero, dtype, optimizer)
-        layers = inflight_layer_microbatches(cfg.n_layer, pp, layout.vp, n_micro, rank)
-        acts = per_layer * layers + (logits if rank == pp - 1 else 0.0)
+    for rank, stage, layers in stages_to_check(layout, cfg.n_layer):
+        states = model_state_bytes(stage_params(cfg, tp, pp, stage, vocab_parallel, layers),
+                                   layout.dp * cp, layout.zero, dtype, optimizer,
+                                   gemm_per_layer * layers)
+        held = inflight_layer_microbatches(cfg.n_layer, pp, layout.vp, n_micro, rank, layers)
+        acts = per_layer * held + (logits if rank == pp - 1 else 0.0)
         if worst is None or states.total + acts > worst[0]:
             worst = (states.total + acts, states, acts)
     assert worst is not None
     buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
-                           fused_attention, layout.sp)
+                           fused_attention, layout.sp, cp)
     return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION)
 
 

@@ -184,7 +184,7 @@ def _limiter(step: StepBreakdown) -> str:
     """The largest loss against pure compute: bubble, exposed communication, or the recompute
     that memory forced (reported as memory); compute when all are small."""
     losses = {"bubble": step.bubble_s,
-              "communication": step.tp_comm_s + step.pp_comm_s + step.dp_comm_exposed_s,
+              "communication": step.comm_exposed_s,
               "memory": step.recompute_s}
     name = max(losses, key=losses.__getitem__)
     return name if losses[name] >= COMPUTE_BOUND_BELOW * step.step_s else "compute"

@@ -2,11 +2,15 @@
 
 One optimizer step of a pipeline with m micro-batches and v virtual stages takes
 (m + (p-1)/v) slots; a slot is one micro-batch's compute on the slowest stage plus its exposed
-tensor-parallel collectives and pipeline sends. Then the data-parallel traffic that the
-backward could not hide, then the optimizer update (memory-bound). Overlap assumptions:
-tensor-parallel collectives and pipeline sends are not overlapped with compute (Megatron-LM's
-default); data-parallel traffic overlaps the backward it follows (ZeRO 0/1: the last
-micro-batch's backward; ZeRO 2: every backward; ZeRO 3: every forward and backward).
+tensor-parallel collectives and pipeline sends. With stages of unequal time (uneven layer
+counts, the head on the last) one step of 1F1B is (m - 1) slots of the slowest stage plus one
+slot of every stage, so the bubble is the sum of the stages' slots less the slowest, over v.
+Then the data-parallel traffic that the backward could not hide, then the optimizer update
+(memory-bound). Overlap assumptions: tensor-parallel collectives and pipeline sends are not
+overlapped with compute (Megatron-LM's default); context parallelism's ring passes overlap the
+attention core they feed (Megatron's ring attention), only the rest is exposed; data-parallel
+traffic overlaps the backward it follows (ZeRO 0/1: the last micro-batch's backward; ZeRO 2:
+every backward; ZeRO 3: every forward and backward).
 """
 
 from __future__ import annotations
@@ -17,17 +21,18 @@ from functools import lru_cache
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.flops import (
+    attention_core_forward_per_token,
     block_forward_per_token,
     hardware_flops_per_token,
     model_flops_per_token,
     model_forward_per_token,
-    recompute_flops_per_token,
 )
-from accelbench.analytics.memory import BYTES_PER_VALUE, stage_params
+from accelbench.analytics.memory import optimizer_bytes_per_param, stage_params, stages_to_check
+from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.config.vocab import GB, RECOMPUTE_KINDS
+from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec
 
 # Fraction of the dense peak that a transformer layer's compute reaches, per device kind. One
@@ -72,34 +77,59 @@ class StepBreakdown:
     tokens_per_s: float
     mfu: float
     hfu: float
+    cp_comm_exposed_s: float = 0.0
+    mfu_peak: str = "bf16"  # the peak column MFU and HFU divide by (bf16 under fp8)
+    fp8_peak_utilisation: float | None = None  # model FLOPs over the FP8 peak, fp8 runs only
 
     @property
     def step_s(self) -> float:
         """The whole step."""
         return (self.compute_s + self.recompute_s + self.tp_comm_s + self.pp_comm_s
-                + self.dp_comm_exposed_s + self.bubble_s + self.optimizer_s)
+                + self.cp_comm_exposed_s + self.dp_comm_exposed_s + self.bubble_s
+                + self.optimizer_s)
+
+    @property
+    def comm_exposed_s(self) -> float:
+        """Every communication second not hidden behind compute."""
+        return self.tp_comm_s + self.pp_comm_s + self.cp_comm_exposed_s + self.dp_comm_exposed_s
 
     def days_for_tokens(self, tokens: float) -> float:
         """Days to train on `tokens` tokens at this rate."""
         return tokens / self.tokens_per_s / 86400
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | str | None]:
         """Plain dict for JSON."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["step_s"] = self.step_s
         return out
 
 
+@dataclass(frozen=True)
+class LayerSeconds:
+    """Seconds of one layer and of the head for one micro-batch on one rank, by cause."""
+
+    model: float
+    rerun: float
+    tp: float
+    cp: float
+    head: float
+
+    @property
+    def layer(self) -> float:
+        """One layer's whole slot share."""
+        return self.model + self.rerun + self.tp + self.cp
+
+
 @lru_cache(maxsize=256)
-def _per_token(cfg: ModelConfig, seq_len: int) -> tuple[float, float, dict[str, float]]:
-    """Forward FLOPs per token of one block and of the head; recompute FLOPs per token by kind.
+def _per_token(cfg: ModelConfig, seq_len: int) -> tuple[float, float, float]:
+    """Forward FLOPs per token of one block's GEMMs, of its attention core, and of the head.
 
     All from accelbench.analytics.flops (one formula for measured and predicted MFU).
     """
     block = block_forward_per_token(cfg, seq_len)
+    core = attention_core_forward_per_token(cfg, seq_len)
     head = model_forward_per_token(cfg, seq_len) - cfg.n_layer * block
-    rerun = {k: recompute_flops_per_token(cfg, seq_len, k) for k in RECOMPUTE_KINDS}
-    return block, head, rerun
+    return block - core, core, head
 
 
 def compute_efficiency(device: DeviceSpec, override: float | None = None) -> float:
@@ -118,29 +148,57 @@ def peak_flops(device: DeviceSpec, dtype: str) -> float:
     return peak
 
 
-def _slot_compute_s(cfg: ModelConfig, setup: TrainSetup, layout: Layout,
-                    flops_per_s: float) -> tuple[float, float]:
-    """One micro-batch on the slowest stage: (model compute, recompute) seconds.
+def compute_rates(device: DeviceSpec, dtype: str, efficiency: float | None = None
+                  ) -> tuple[float, float]:
+    """Achieved FLOP/s of (block GEMMs, all other FLOPs): the same rate unless the precision
+    runs its GEMMs at a peak of its own (fp8: the FP8 peak x FP8_GEMM_EFFICIENCY, the rest at
+    the BF16 peak x the compute efficiency)."""
+    widths = training_widths(dtype)
+    other = peak_flops(device, widths.peak) * compute_efficiency(device, efficiency)
+    if not widths.fp8:
+        return other, other
+    return peak_flops(device, widths.gemm_peak) * FP8_GEMM_EFFICIENCY, other
 
-    Blocks split over pp and tp; the output head (6*V*h per token) sits on the last stage.
-    """
-    block, head, rerun = _per_token(cfg, setup.seq_len)
-    tokens = setup.seq_len * layout.mb
-    stage_model = 3 * (block * cfg.n_layer / layout.pp + head)
-    stage_rerun = rerun[layout.recompute] / layout.pp
-    scale = tokens / layout.tp / flops_per_s
-    return stage_model * scale, stage_rerun * scale
+
+def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
+                   efficiency: float | None) -> LayerSeconds:
+    """One micro-batch of one layer (and of the head) on one rank: its s*b/cp tokens split
+    over tp, forward + backward (3x forward), recompute, TP collectives and exposed CP ring."""
+    gemm_rate, other_rate = compute_rates(cluster.device, setup.dtype, efficiency)
+    gemm, core, head = _per_token(cfg, setup.seq_len)
+    tokens = setup.seq_len * layout.mb / layout.cp / layout.tp
+    core_s = core * tokens / other_rate
+    model = 3 * (gemm * tokens / gemm_rate + core_s)
+    rerun = {"none": 0.0, "selective": core_s,
+             "full": gemm * tokens / gemm_rate + core_s}[layout.recompute]
+    spans = layout.spans()
+    bw, lat = cluster.link(spans["tp"])
+    message = comm.tp_message_bytes(cfg, setup.seq_len, layout.mb, setup.dtype)
+    n_ops = comm.tp_collectives_per_layer(layout.recompute)
+    tp_s = comm.collective_time_s(n_ops * comm.allreduce_bytes_per_rank(message, layout.tp),
+                                  layout.tp, bw, lat, n_ops)
+    cp_s = 0.0
+    if layout.cp > 1:
+        bw, lat = cluster.link(spans["cp"])
+        volume = comm.cp_bytes_per_layer(cfg, setup.seq_len, layout.mb, setup.dtype, layout.tp,
+                                         layout.cp, layout.recompute)
+        hops = comm.cp_rounds_per_layer(layout.recompute) * (layout.cp - 1)
+        overlap = 3 * core_s + (core_s if layout.recompute != "none" else 0.0)
+        cp_s = max(0.0, volume / bw + hops * lat - overlap)
+    return LayerSeconds(model, rerun, tp_s, cp_s, 3 * head * tokens / other_rate)
 
 
 def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
                   n_micro: int, slot_model_s: float, slot_rerun_s: float) -> float:
-    """Data-parallel seconds left after overlapping with the backward (or whole pass)."""
-    if layout.dp == 1:
+    """Data-parallel seconds left after overlapping with the backward (or whole pass); the
+    gradients are reduced over dp x cp (context-parallel ranks hold the same weights)."""
+    group = layout.dp * layout.cp
+    if group == 1:
         return 0.0
-    grad_bytes = stage_params(cfg, layout.tp, layout.pp, "first") * BYTES_PER_VALUE[setup.dtype]
-    volume = comm.dp_bytes_per_rank(grad_bytes, layout.dp, layout.zero, n_micro, layout.pp)
+    grad_bytes = _largest_stage_params(cfg, layout) * training_widths(setup.dtype).grads
+    volume = comm.dp_bytes_per_rank(grad_bytes, group, layout.zero, n_micro, layout.pp)
     bw, lat = cluster.link(layout.spans()["dp"])
-    total = comm.collective_time_s(volume, layout.dp, bw, lat,
+    total = comm.collective_time_s(volume, group, bw, lat,
                                    comm.dp_collective_ops(layout.zero, n_micro, layout.pp))
     backward = slot_model_s * 2 / 3 + slot_rerun_s
     # Under a pipeline ZeRO-2's one gather and deferred reduce-scatter overlap one backward.
@@ -150,47 +208,66 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     return max(0.0, total - window)
 
 
+def _largest_stage_params(cfg: ModelConfig, layout: Layout) -> float:
+    """Parameters on one rank of the pipeline stage that holds the most."""
+    return max(stage_params(cfg, layout.tp, layout.pp, kind, layers=layers)
+               for _, kind, layers in stages_to_check(layout, cfg.n_layer))
+
+
 def _optimizer_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                  layout: Layout) -> float:
     """Adam/SGD update streams weights, grads and states once (read and write), HBM-bound."""
-    n_local = stage_params(cfg, layout.tp, layout.pp, "first")
+    n_local = _largest_stage_params(cfg, layout)
     if layout.zero >= 1:
-        n_local /= layout.dp
-    width = BYTES_PER_VALUE[setup.dtype]
-    states = 12 if width < 4 else 8
-    bytes_moved = n_local * (2 * width + 2 * states)
+        n_local /= layout.dp * layout.cp
+    widths = training_widths(setup.dtype)
+    states = optimizer_bytes_per_param(setup.dtype, setup.optimizer)
+    bytes_moved = n_local * (widths.weights + widths.grads + 2 * states)
     bw = (cluster.device.memory_bw_gb_per_s or 1000.0) * GB * HBM_EFFICIENCY
     return bytes_moved / bw
+
+
+def slowest_stage(cfg: ModelConfig, layout: Layout, per: LayerSeconds,
+                  pp_send_s: float) -> tuple[float, bool, float]:
+    """(layers, holds the head) of the slowest pipeline stage, and the sum of every stage's
+    slot for one micro-batch: each stage's layers (stage_layer_counts when uneven) plus the
+    head on the last and its sends."""
+    if layout.pp == 1:
+        return float(cfg.n_layer), True, cfg.n_layer * per.layer + per.head
+    total = cfg.n_layer * per.layer + per.head + layout.pp * pp_send_s
+    slow = max(((layers, kind == "last") for _, kind, layers in
+                stages_to_check(layout, cfg.n_layer)),
+               key=lambda stage: stage[0] * per.layer + (per.head if stage[1] else 0.0))
+    return slow[0], slow[1], total
 
 
 def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
                   efficiency: float | None = None) -> StepBreakdown:
     """Predicted seconds per optimizer step, by cause, for a layout that divides (not checked)."""
-    peak = peak_flops(cluster.device, setup.dtype)
-    flops_per_s = peak * compute_efficiency(cluster.device, efficiency)
+    widths = training_widths(setup.dtype)
     n_micro = setup.global_batch // (layout.dp * layout.mb)
-    model_s, rerun_s = _slot_compute_s(cfg, setup, layout, flops_per_s)
-    spans = layout.spans()
-    bw, lat = cluster.link(spans["tp"])
-    message = comm.tp_message_bytes(cfg, setup.seq_len, layout.mb, setup.dtype)
-    n_ops = comm.tp_collectives_per_layer(layout.recompute)
-    tp_s = cfg.n_layer / layout.pp * comm.collective_time_s(
-        n_ops * comm.allreduce_bytes_per_rank(message, layout.tp), layout.tp, bw, lat, n_ops)
+    per = _layer_seconds(cfg, cluster, setup, layout, efficiency)
     pp_s = 0.0
     if layout.pp > 1:
-        bw, lat = cluster.link(spans["pp"])
+        bw, lat = cluster.link(layout.spans()["pp"])
         send = comm.pp_message_bytes(cfg, setup.seq_len, layout.mb, setup.dtype, layout.tp)
         pp_s = comm.pp_sends_per_microbatch(layout.vp) * (send / bw + lat)
-    slot_s = model_s + rerun_s + tp_s + pp_s
-    bubble_s = (layout.pp - 1) / layout.vp * slot_s
+    layers, head, all_stages_s = slowest_stage(cfg, layout, per, pp_s)
+    model_s = layers * per.model + (per.head if head else 0.0)
+    rerun_s, tp_s, cp_s = (layers * x for x in (per.rerun, per.tp, per.cp))
+    slot_s = model_s + rerun_s + tp_s + cp_s + pp_s
+    bubble_s = (all_stages_s - slot_s) / layout.vp
     dp_s = _dp_exposed_s(cfg, cluster, setup, layout, n_micro, model_s, rerun_s)
     opt_s = _optimizer_s(cfg, cluster, setup, layout)
     step_s = n_micro * slot_s + bubble_s + dp_s + opt_s
     tokens_per_s = setup.tokens_per_step / step_s
-    denominator = layout.world_size * peak
+    per_device = tokens_per_s / layout.world_size
+    model_flops = model_flops_per_token(cfg, setup.seq_len).total
+    peak = peak_flops(cluster.device, widths.peak)
+    fp8_util = (per_device * model_flops / peak_flops(cluster.device, widths.gemm_peak)
+                if widths.fp8 else None)
     return StepBreakdown(
         n_micro * model_s, n_micro * rerun_s, n_micro * tp_s, n_micro * pp_s, dp_s, bubble_s,
-        opt_s, tokens_per_s,
-        tokens_per_s * model_flops_per_token(cfg, setup.seq_len).total / denominator,
-        tokens_per_s * hardware_flops_per_token(cfg, setup.seq_len, layout.recompute)
-        / denominator)
+        opt_s, tokens_per_s, per_device * model_flops / peak,
+        per_device * hardware_flops_per_token(cfg, setup.seq_len, layout.recompute) / peak,
+        n_micro * cp_s, widths.peak, fp8_util)

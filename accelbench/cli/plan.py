@@ -59,7 +59,7 @@ def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
     s = r.step
     if not r.memory.fits:
         return ["-"] * 7 + ["does not fit", "-"]
-    comm = s.tp_comm_s + s.pp_comm_s + s.dp_comm_exposed_s
+    comm = s.comm_exposed_s
     return [f"{s.tokens_per_s:,.0f}", f"{s.mfu:.1%}", f"{s.hfu:.1%}", f"{s.step_s:.2f}",
             _pct(s.bubble_s, s.step_s), _pct(comm, s.step_s), _pct(s.recompute_s, s.step_s),
             r.limiter, f"{s.days_for_tokens(train_tokens):.1f}"]

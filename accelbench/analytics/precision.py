@@ -1,0 +1,66 @@
+"""What each training precision keeps at which width, and which peak its work runs at; no torch.
+
+One value of a dtype is BYTES_PER_VALUE bytes. A training *precision* is more than one width:
+mixed-precision training keeps fp32 master weights and moments beside 16-bit weights, and FP8
+training (Transformer Engine under Megatron/NeMo, torchao Float8 under torchtitan) runs only the
+blocks' linear layers (GEMMs) in FP8 while keeping everything else at BF16. `training_widths`
+says, per precision, the width of each thing the planner counts, following those frameworks:
+
+- fp8: block GEMMs at the FP8 peak with their own efficiency (FP8_GEMM_EFFICIENCY); attention
+  core, output head, norms and activations at BF16; weights, gradients, saved activations and
+  every collective at BF16 widths (assumption: FP8 all-gathers of FSDP weights are optional in
+  torchtitan and off by default); fp32 master weights and Adam moments; plus one FP8 copy of
+  each block GEMM weight kept across micro-batches (Transformer Engine's cached weight; an
+  assumption that overstates torchtitan, which recasts each forward, by 1 byte a weight).
+  MFU is reported against the dense BF16 peak, as NeMo and torchtitan publish it, with the
+  utilisation of the FP8 peak beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+# Fraction of the dense FP8 peak that FP8 GEMMs of a transformer block reach, including their
+# casts and scaling. A stated assumption, not fitted to the published runs (issue 17 fits):
+# large FP8 GEMMs on H100 reach roughly 60-70% of the FP8 peak, and the per-tensor casts
+# around them cost more, so end-to-end FP8 speed-ups of 1.3-1.5x over BF16 are what
+# torchtitan and NeMo report.
+FP8_GEMM_EFFICIENCY = 0.5
+
+
+@dataclass(frozen=True)
+class TrainingWidths:
+    """Bytes per value of each thing a training step keeps or moves, and the peaks it uses.
+
+    weights/grads: per parameter; master: the fp32 master copy (0 when the weights are fp32);
+    fp8_weight_copy: the FP8 copy of each block GEMM weight (0 when not FP8); activations and
+    comm: per saved or sent value; gemm_peak: the peak column of the block GEMMs; peak: the
+    column of every other FLOP and the MFU denominator.
+    """
+
+    precision: str
+    weights: int
+    grads: int
+    master: int
+    fp8_weight_copy: int
+    activations: int
+    comm: int
+    gemm_peak: str
+    peak: str
+
+    @property
+    def fp8(self) -> bool:
+        """Whether block GEMMs run at an FP8 peak of their own."""
+        return self.gemm_peak != self.peak
+
+
+def training_widths(precision: str) -> TrainingWidths:
+    """The widths and peaks of training in `precision` (fp32, tf32, fp16, bf16 or fp8)."""
+    if precision == "fp8":
+        return TrainingWidths("fp8", 2, 2, 4, 1, 2, 2, "fp8", "bf16")
+    width = BYTES_PER_VALUE[precision]
+    master = 4 if width < 4 else 0
+    return TrainingWidths(precision, width, width, master, 0, width, width, precision,
+                          precision)
