@@ -48,7 +48,28 @@ class MemoryFields:
 
 
 @dataclass(frozen=True)
-class TrainMetrics(MemoryFields, PeakFields):
+class EnergyFields:
+    """Energy over the timed steps (warm-up excluded), from the device's own counter or the
+    host's RAPL; None with energy_note 'unavailable: <reason>' where there is none, never an
+    estimate (hardware/energy, docs/energy.md)."""
+
+    energy_source: str | None = None  # nvml, amdsmi, hlml or rapl
+    energy_interval_s: float | None = None  # how often the source's counter moves
+    energy_window_s: float | None = None  # the metered window, longest rank
+    energy_window_too_short: bool | None = None  # under 10 counter updates on some rank
+    energy_note: str | None = None  # 'unavailable: <reason>', or what to know about the figures
+    energy_j: float | None = None  # every rank's devices (a host-wide counter once per host)
+    energy_j_per_rank: list[float] | None = None  # each rank's reading
+    energy_devices: list[str] | None = None  # labels of the per-device lists below
+    energy_j_per_device: list[float] | None = None
+    avg_power_w_per_device: list[float] | None = None  # joules over the window
+    peak_power_w_per_device: list[float] | None = None  # highest reported (or sampled) watts
+    energy_per_token_j: float | None = None  # energy_j over the window's tokens (all ranks)
+    tokens_per_j: float | None = None
+
+
+@dataclass(frozen=True)
+class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
     """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
 
     n_devices: int | None = None
@@ -111,7 +132,7 @@ class PhaseFields:
 
 
 @dataclass(frozen=True)
-class BlockMetrics(MemoryFields, PeakFields):
+class BlockMetrics(EnergyFields, MemoryFields, PeakFields):
     """A block micro-benchmark cell (one device); its phases are added by `phase_dict`."""
 
     tokens_per_step_global: int | None = None
