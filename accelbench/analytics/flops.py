@@ -35,7 +35,8 @@ class FlopCount:
 
 
 def attention_core_forward_per_token(cfg: ModelConfig, seq_len: int) -> float:
-    """QK^T and AV of one layer for one token: 2 matmuls of 2*T*d_model FLOPs each."""
+    """QK^T and AV of one layer for one token: 2 matmuls of 2*T*d_model FLOPs each (every query
+    head attends, so grouped-query attention, which shares key/value heads, costs the same)."""
     return 4.0 * seq_len * cfg.d_model
 
 

@@ -11,6 +11,9 @@ POSITION_KINDS = ("learned", "rotary")
 # "swiglu": the gated MLP of Llama-style models, down(silu(gate(x)) * up(x)), three matrices
 ACTIVATIONS = ("gelu_tanh", "gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
+# rotary frequency scaling: none, or Llama 3.1's (low frequencies divided by rope_factor, high
+# ones kept, a smooth ramp between: transformers' "llama3" rope_type)
+ROPE_SCALINGS = ("none", "llama3")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,12 @@ class ModelConfig:
     bias: bool = True  # biases on the block's linear layers and norms (Llama-style: none)
     n_kv_head: int = 0  # key/value heads of grouped-query attention; 0 means n_head (MHA)
     rotary_base: float = 10000.0  # rotary frequency base (Llama 3: 500000)
+    qkv_bias: bool = False  # biases on the q/k/v projection even when bias is False (Qwen2)
+    rope_scaling: str = "none"  # "llama3": Llama 3.1's frequency scaling, by the fields below
+    rope_factor: float = 8.0  # low frequencies are divided by this
+    rope_low_freq_factor: float = 1.0  # wavelengths above original/low are scaled fully
+    rope_high_freq_factor: float = 4.0  # wavelengths below original/high are kept
+    rope_original_positions: int = 8192  # the context the frequencies were trained for
 
     @property
     def ffn_dim(self) -> int:
@@ -49,6 +58,21 @@ class ModelConfig:
     def head_dim(self) -> int:
         """Dimensions per attention head."""
         return self.d_model // self.n_head
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the key (and of the value) projection: kv_heads x head_dim."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def gated_mlp(self) -> bool:
+        """Whether the MLP has a gate matrix beside its input matrix (SwiGLU)."""
+        return self.activation == "swiglu"
+
+    @property
+    def norm_params(self) -> int:
+        """Parameters of one norm: weight, plus a bias for a LayerNorm with biases."""
+        return self.d_model * (2 if self.norm == "layernorm" and self.bias else 1)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for records and JSON."""
@@ -78,11 +102,28 @@ def validate_model(cfg: ModelConfig) -> ModelConfig:
         raise ConfigError("model.n_kv_head", f"{cfg.n_kv_head} key/value heads do not divide "
                           f"{cfg.n_head} heads", f"a divisor of {cfg.n_head} (0 for n_head)")
     require_positive("model.rotary_base", cfg.rotary_base)
+    _validate_rope_scaling(cfg)
     if not 0.0 < cfg.rotary_pct <= 1.0:
         raise ConfigError("model.rotary_pct", f"must be in (0, 1], got {cfg.rotary_pct}")
     if cfg.position == "rotary" and rotary_dims(cfg) % 2:
         raise ConfigError("model.rotary_pct", "rotary dimensions per head must be even")
     return cfg
+
+
+def _validate_rope_scaling(cfg: ModelConfig) -> None:
+    """Llama 3.1 scaling needs rotary positions and factors that order the two wavelengths."""
+    require_choice("model.rope_scaling", cfg.rope_scaling, ROPE_SCALINGS)
+    if cfg.rope_scaling == "none":
+        return
+    if cfg.position != "rotary":
+        raise ConfigError("model.rope_scaling", f"{cfg.rope_scaling!r} needs rotary positions",
+                          "none, or position rotary")
+    for field in ("rope_factor", "rope_low_freq_factor", "rope_original_positions"):
+        require_positive(f"model.{field}", getattr(cfg, field))
+    if cfg.rope_high_freq_factor <= cfg.rope_low_freq_factor:
+        raise ConfigError("model.rope_high_freq_factor", f"{cfg.rope_high_freq_factor} is not "
+                          f"above rope_low_freq_factor {cfg.rope_low_freq_factor}",
+                          "a factor larger than rope_low_freq_factor")
 
 
 def rotary_dims(cfg: ModelConfig) -> int:

@@ -1,8 +1,17 @@
-"""The GPT decoder: GPT-2 by default, GPT-NeoX (GenSLM) by configuration.
+"""The GPT decoder: GPT-2 by default, GPT-NeoX (GenSLM) and Llama-style models by configuration.
 
 GPT-2: learned positions, pre-LayerNorm, GELU MLP, tied embeddings, causal attention through
 scaled_dot_product_attention. GPT-NeoX: rotary embedding on part of each head, parallel attention
-and MLP, untied output head. One module family, switched by ModelConfig.
+and MLP, untied output head. Llama-style (Llama 2/3, Mistral, Qwen2): RMSNorm, SwiGLU MLP,
+grouped-query attention, full rotary with its base (and Llama 3.1's frequency scaling), untied
+head, no biases (Qwen2: q/k/v biases only). One module family, switched by ModelConfig; the
+parameter names are the same for every family:
+
+- attn.c_attn: the fused projection, rows [q | k | v] with q n_head x head_dim wide and k, v
+  each kv_heads x head_dim (all three d_model wide without grouped-query attention);
+- mlp.c_fc: GELU's input matrix, or SwiGLU's fused [gate | up] rows (2 x ffn_dim); mlp.c_proj
+  the output matrix (SwiGLU's down);
+- ln_1, ln_2, ln_f: LayerNorm or RMSNorm (weight only).
 """
 
 from __future__ import annotations
@@ -18,13 +27,30 @@ from accelbench.config.model import ModelConfig, rotary_dims
 from accelbench.config.vocab import RECOMPUTE_KINDS
 
 
-class Rotary(nn.Module):
-    """Rotary position embedding (GPT-NeoX's rotate-half form) on the first `dims` of each head."""
+def llama3_inv_freq(inv_freq: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
+    """Llama 3.1's rotary scaling (transformers' "llama3" rope_type): wavelengths longer than
+    original/low are divided by the factor, shorter than original/high kept, a ramp between."""
+    factor, low, high = cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
+    original = cfg.rope_original_positions
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > original / low, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= original / high) & (wavelen <= original / low)
+    return torch.where(medium, smoothed, scaled)
 
-    def __init__(self, dims: int, base: float = 10000.0) -> None:
+
+class Rotary(nn.Module):
+    """Rotary position embedding (the rotate-half form of GPT-NeoX and Llama) on the first
+    rotary_dims of each head, at the configured base and scaling."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.dims = dims
-        inv_freq = 1.0 / (base ** (torch.arange(0, dims, 2, dtype=torch.float32) / dims))
+        self.dims = rotary_dims(cfg)
+        steps = torch.arange(0, self.dims, 2, dtype=torch.float32)
+        inv_freq = 1.0 / (cfg.rotary_base ** (steps / self.dims))
+        if cfg.rope_scaling == "llama3":
+            inv_freq = llama3_inv_freq(inv_freq, cfg)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,71 +64,100 @@ class Rotary(nn.Module):
 
     def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """Named so as not to override nn.Module._apply, which .to(device) calls."""
+        if self.dims == x.shape[-1]:  # the whole head turns (Llama): no split, no concatenation
+            return x * cos + _rotate_half(x) * sin
         rot, rest = x[..., : self.dims], x[..., self.dims :]
-        half = self.dims // 2
-        rotated = torch.cat((-rot[..., half:], rot[..., :half]), dim=-1)
-        return torch.cat((rot * cos + rotated * sin, rest), dim=-1)
+        return torch.cat((rot * cos + _rotate_half(rot) * sin, rest), dim=-1)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) over the last dimension's two halves."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def make_norm(cfg: ModelConfig) -> nn.Module:
+    """The configured norm over d_model: LayerNorm (with a bias when the model has biases) or
+    RMSNorm."""
+    if cfg.norm == "rmsnorm":
+        return nn.RMSNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels; fewer key
+    and value heads than query heads (grouped-query) are shared by groups of query heads."""
+    gqa = k.shape[1] != q.shape[1]
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention with one fused QKV projection."""
+    """Causal self-attention (multi-head or grouped-query) with one fused QKV projection."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.n_head = cfg.n_head
-        self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)
-        self.rotary = Rotary(rotary_dims(cfg)) if cfg.position == "rotary" else None
+        self.head_dim = cfg.head_dim
+        self.c_attn = nn.Linear(cfg.d_model, cfg.d_model + 2 * cfg.kv_dim,
+                                bias=cfg.bias or cfg.qkv_bias)
+        self.c_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.rotary = Rotary(cfg) if cfg.position == "rotary" else None
         self.recompute_core = False  # selective recompute: rerun the attention core in backward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model).
 
-        Widths come from the projection's output, so under tensor parallelism (c_attn holding
-        this rank's heads, n_head set to the local count) the same code runs the local heads.
+        The query width is n_head x head_dim and the key/value widths split what the projection
+        gives beyond it, so under tensor parallelism (c_attn holding this rank's heads, n_head
+        set to the local count) the same code runs the local query and key/value heads.
         """
         qkv = self.c_attn(x)
         b, t, width = qkv.shape
-        c = width // 3
-        q, k, v = qkv.split(c, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        d = self.head_dim
+        q_width = self.n_head * d
+        kv_width = (width - q_width) // 2
+        q, k, v = qkv.split((q_width, kv_width, kv_width), dim=2)
+        q = q.view(b, t, self.n_head, d).transpose(1, 2)
+        k, v = (z.view(b, t, kv_width // d, d).transpose(1, 2) for z in (k, v))
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         if self.recompute_core and torch.is_grad_enabled():
             y = checkpoint(_causal_attention, q, k, v, use_reentrant=False)
         else:
             y = _causal_attention(q, k, v)
-        return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, q_width))
 
 
 class MLP(nn.Module):
-    """Two linear layers around a GELU."""
+    """Two linear layers around a GELU, or SwiGLU: c_fc's fused [gate | up] rows, then
+    c_proj(silu(gate) * up)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.c_fc = nn.Linear(cfg.d_model, cfg.ffn_dim)
-        self.c_proj = nn.Linear(cfg.ffn_dim, cfg.d_model)
+        self.gated = cfg.gated_mlp
+        width = 2 * cfg.ffn_dim if self.gated else cfg.ffn_dim
+        self.c_fc = nn.Linear(cfg.d_model, width, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
         self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model)."""
-        return self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate))
+        h = self.c_fc(x)
+        if self.gated:  # the halves of this rank's rows, under tensor parallelism too
+            gate, up = h.chunk(2, dim=-1)
+            return self.c_proj(F.silu(gate) * up)
+        return self.c_proj(F.gelu(h, approximate=self.approximate))
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm transformer block; sequential (GPT-2) or parallel (GPT-NeoX) residual."""
+    """Pre-norm transformer block; sequential (GPT-2, Llama) or parallel (GPT-NeoX) residual."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.parallel = cfg.parallel_residual
-        self.ln_1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln_1 = make_norm(cfg)
         self.attn = Attention(cfg)
-        self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln_2 = make_norm(cfg)
         self.mlp = MLP(cfg)
         self.recompute = False  # full recompute: keep only the input, rerun the block in backward
 
@@ -128,7 +183,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.position == "learned" else None
         self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln_f = make_norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
