@@ -14,7 +14,7 @@ from functools import cache
 
 import torch
 
-from accelbench.bench.dtypes import parse_dtype, set_tf32
+from accelbench.bench.dtypes import compute_dtype, parse_dtype, set_tf32
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.timing import PhaseTimer, run_timed
 from accelbench.config.schema import PeakMetrics, metrics_dict
@@ -29,6 +29,7 @@ class Peak:
     flops_per_s: float | None
     precision: str
     label: str  # "datasheet dense (<key>)", "measured peak (GEMM n=...)" or "none"
+    sparse_flops_per_s: float | None = None  # the vendor's 2:4 sparse peak (never MFU's)
 
 
 def gemm_size(device: torch.device) -> int:
@@ -113,7 +114,8 @@ def resolve_peak(spec: DeviceSpec | None, device: torch.device, dtype: str, tf32
     if spec is not None:
         flops = spec.peak_flops_per_s(precision)
         if flops:
-            return Peak(flops, precision, f"datasheet dense ({spec.key})")
+            return Peak(flops, precision, f"datasheet dense ({spec.key})",
+                        spec.sparse_peak_flops_per_s(precision))
     if not measure:
         return Peak(None, precision, "none")
     metrics, _ = measure_peak(device, dtype, tf32)
@@ -124,6 +126,12 @@ def measured_label(metrics: PeakMetrics, record: str = "") -> str:
     """How a measured peak was measured, for captions and records."""
     return (f"measured peak (GEMM n={metrics.gemm_n} {metrics.gemm_layout}, best of "
             f"{metrics.repetitions}, {metrics.threads} thread(s){record})")
+
+
+def fp8_datasheet_peak(device: torch.device) -> float | None:
+    """The device table's dense FP8 peak, beside an fp8 cell's MFU (which is over the BF16
+    peak); never measured: where float8 units are absent a GEMM probe would time emulation."""
+    return resolve_peak(detect_spec(device), device, "fp8", False, measure=False).flops_per_s
 
 
 PEAK_KIND = "peak"
@@ -138,10 +146,11 @@ class SweepPeak:
     flops_per_s: float | None
     precision: str
     label: str
+    sparse_flops_per_s: float | None = None
 
     def peak(self) -> Peak:
         """As the metrics builders take it."""
-        return Peak(self.flops_per_s, self.precision, self.label)
+        return Peak(self.flops_per_s, self.precision, self.label, self.sparse_flops_per_s)
 
 
 def _threads(threads: int | None) -> int:
@@ -176,7 +185,7 @@ def peak_of(outcome: Outcome) -> SweepPeak | None:
     if not dtype or m.get("peak_flops_per_s_per_device") is None or not m.get("peak_label"):
         return None
     return SweepPeak(dtype, m["peak_flops_per_s_per_device"], m["peak_precision"],
-                     m["peak_label"])
+                     m["peak_label"], m.get("sparse_peak_flops_per_s_per_device"))
 
 
 class SweepPeaks:
@@ -187,10 +196,11 @@ class SweepPeaks:
     def __init__(self, device: torch.device, tf32: bool, sink: Callable[[Outcome], object],
                  threads: int | None = None, known: tuple[SweepPeak, ...] = ()) -> None:
         self.device, self.tf32, self.sink, self.threads = device, tf32, sink, threads
-        self._peaks = {p.dtype: p for p in known}
+        self._peaks = {compute_dtype(p.dtype): p for p in known}  # fp8 cells: the bf16 peak
 
     def get(self, dtype: str) -> SweepPeak:
-        """The sweep's peak for this precision."""
+        """The sweep's peak for this precision (an fp8 cell's MFU is over the BF16 peak)."""
+        dtype = compute_dtype(dtype)
         if dtype not in self._peaks:
             self._peaks[dtype] = self._decide(dtype)
         return self._peaks[dtype]
@@ -199,8 +209,8 @@ class SweepPeaks:
         """Take the peak of a cell the sweep skipped (finished before) for its precision, if
         none is decided yet: one peak per precision across a resumed sweep, not measured twice."""
         peak = peak_of(finished)
-        if peak is not None:
-            self._peaks.setdefault(peak.dtype, peak)
+        if peak is not None:  # an fp8 cell's is its bf16 peak (compute_dtype)
+            self._peaks.setdefault(compute_dtype(peak.dtype), peak)
 
     def all(self) -> tuple[SweepPeak, ...]:
         """Every peak decided so far (to hand to launched ranks)."""
@@ -211,7 +221,8 @@ class SweepPeaks:
         sheet = resolve_peak(detect_spec(self.device), self.device, dtype, self.tf32,
                              measure=False)
         if sheet.flops_per_s is not None:
-            return SweepPeak(dtype, sheet.flops_per_s, sheet.precision, sheet.label)
+            return SweepPeak(dtype, sheet.flops_per_s, sheet.precision, sheet.label,
+                             sheet.sparse_flops_per_s)
         metrics, rates = measure_peak(self.device, dtype, self.tf32, self.threads)
         spec = {"workload": PEAK_KIND, "device": str(self.device), "dtype": dtype,
                 "precision": sheet.precision, "tf32": self.tf32, "threads": metrics.threads}

@@ -108,6 +108,10 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
     # weight sparsity (models/sparsity.py, docs/sparsity.md); MFU stays dense-equivalent
     sparsity_measured: float | None = None  # zeros in the sparse matrices after the last step
     executed_flops_per_step_global: float | None = None  # what the kernels performed
+    # the vendor's 2:4 sparse peak, and the cell's hardware (dense-equivalent) FLOPs against
+    # it: only when a 2:4 kernel ran; never MFU, which stays dense FLOPs over the dense peak
+    sparse_peak_flops_per_s_per_device: float | None = None
+    sparse_peak_utilisation: float | None = None
     sparse_kernel: str | None = None  # the sparse kernel that ran, None when none did
     sparse_kernel_reason: str | None = None  # why none ran (a sparse cell only)
     speedup_vs_dense: float | None = None  # dense cell's step time / this one's, same sweep

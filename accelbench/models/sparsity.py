@@ -9,7 +9,11 @@ How the mask is chosen, per matrix (each matrix gets the requested level, so no 
 emptied by a global threshold): `magnitude` keeps the largest |w| at initialisation (after an
 initial checkpoint is loaded), `random` keeps a uniformly random set, drawn from a generator
 seeded by the spec's seed. `unstructured` zeros round(level x numel) entries of the matrix;
-`2:4` keeps 2 of every 4 consecutive weights along the input dimension (level 0.5 only).
+`2:4` keeps 2 of every 4 consecutive weights along the input dimension (level 0.5 only), and
+the mask is transposable: in each 4 x 4 tile, 2 of 4 along every row and every column (the
+pattern of the 90 such tiles that keeps the most score), so the transposed matrix, which the
+backward pass's input gradient multiplies by, is 2:4 as well and a semi-structured kernel can run
+both (Hubara et al. 2021, "Accelerated sparse neural training"). Both dimensions must divide by 4.
 
 How it is kept: the masked full weights are placed (TP/FSDP/pipeline shard them as any weight),
 and each rank's mask is the non-zero pattern of its own local shard, read once after placement
@@ -20,9 +24,11 @@ stay zero and the optimizer's state does not drift.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 
 import torch
 import torch.distributed as dist
@@ -71,8 +77,8 @@ def validate_sparsity(levels: Iterable[float], pattern: str, mask_kind: str,
             raise ConfigError("sparsity", f"2:4 keeps exactly half the weights, got {level}",
                               "0 or 0.5 with --sparsity-pattern 2:4")
     if pattern == "2:4" and d_model % 4:
-        raise ConfigError("sparsity-pattern", f"2:4 needs a hidden size divisible by 4, got "
-                          f"{d_model}", "unstructured")
+        raise ConfigError("sparsity-pattern", f"2:4 (4 x 4 transposable tiles) needs a hidden "
+                          f"size divisible by 4, got {d_model}", "unstructured")
 
 
 def make_mask(weight: torch.Tensor, level: float, pattern: str, mask_kind: str,
@@ -83,15 +89,33 @@ def make_mask(weight: torch.Tensor, level: float, pattern: str, mask_kind: str,
     else:
         score = torch.rand(weight.shape, generator=generator).to(weight.device)
     if pattern == "2:4":
-        groups = score.reshape(weight.shape[0], -1, 4)
-        keep = torch.zeros_like(groups, dtype=torch.bool)
-        keep.scatter_(-1, groups.topk(2, dim=-1).indices, True)
-        return keep.reshape(weight.shape)
+        return transposable_two_four_mask(score)
     n_zero = round(level * weight.numel())
     keep = torch.ones(weight.numel(), dtype=torch.bool, device=weight.device)
     if n_zero:
         keep[score.flatten().topk(n_zero, largest=False).indices] = False
     return keep.reshape(weight.shape)
+
+
+@cache
+def _two_four_tiles() -> torch.Tensor:
+    """The 90 4 x 4 boolean tiles with exactly 2 kept per row and per column, as (90, 16)."""
+    rows = [r for r in itertools.product((0, 1), repeat=4) if sum(r) == 2]
+    tiles = [t for t in itertools.product(rows, repeat=4)
+             if all(sum(col) == 2 for col in zip(*t, strict=True))]
+    return torch.tensor(tiles, dtype=torch.float32).reshape(len(tiles), 16)
+
+
+def transposable_two_four_mask(score: torch.Tensor) -> torch.Tensor:
+    """Keep-mask of an (out, in) score matrix, both sizes divisible by 4: in every 4 x 4 tile
+    the 2-per-row-and-column pattern with the largest kept score."""
+    out_dim, in_dim = score.shape
+    tiles = (score.reshape(out_dim // 4, 4, in_dim // 4, 4).permute(0, 2, 1, 3)
+             .reshape(-1, 16))
+    patterns = _two_four_tiles().to(score.device)
+    best = (tiles @ patterns.t()).argmax(dim=1)
+    keep = patterns[best].bool().reshape(out_dim // 4, in_dim // 4, 4, 4)
+    return keep.permute(0, 2, 1, 3).reshape(out_dim, in_dim)
 
 
 def sparsify(model: nn.Module, level: float, pattern: str, mask_kind: str,
@@ -187,11 +211,6 @@ def per_matrix_sparsity(model: nn.Module) -> dict[str, float]:
 
 
 def no_sparse_kernel_reason(pattern: str, device: str) -> str:
-    """Why a sparse cell ran masked dense (no sparse kernel runs in this version)."""
-    if pattern == "unstructured":
-        return (f"no sparse kernel ran: masked dense on {device} (no GPU kernel accelerates "
-                "unstructured sparsity)")
-    if not str(device).startswith("cuda"):
-        return f"no sparse kernel ran: masked dense on {device} (2:4 kernels need CUDA)"
-    return ("no sparse kernel ran: masked dense on cuda (torch's 2:4 semi-structured kernels "
-            "are not wired into training in this version)")
+    """Why an unstructured cell runs masked dense (2:4 cells: models/semi_structured.py)."""
+    return (f"no sparse kernel ran: masked dense on {device} (no kernel accelerates "
+            "unstructured sparsity)")

@@ -10,6 +10,7 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
     sparse_flops_per_token,
     two_four_compressed_bytes,
+    two_four_skipped_flops_per_token,
 )
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.options import TrainOptions, build_spec
@@ -20,12 +21,19 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
+from accelbench.models.semi_structured import (
+    TwoFourLinear,
+    layout_problem,
+    two_four_kernel_problem,
+    use_two_four_kernels,
+)
 from accelbench.models.sparsity import (
     SPARSE_SUFFIXES,
     is_sparse_weight,
     make_mask,
     per_matrix_sparsity,
     sparsify,
+    transposable_two_four_mask,
 )
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
@@ -77,13 +85,92 @@ def test_magnitude_mask_keeps_the_largest_weights():
     assert keep.tolist() == [[False, True, False, True], [True, False, False, True]]
 
 
-def test_two_four_mask_is_a_valid_pattern():
+@pytest.mark.parametrize("mask", ["magnitude", "random"])
+def test_two_four_mask_is_a_valid_transposable_pattern(mask):
+    """2 of every 4 kept along the input dimension, and along the output dimension too (so the
+    backward's W^T is 2:4 for a kernel as well)."""
     model = GPT(TINY)
-    sparsify(model, 0.5, "2:4", "magnitude", 0)
+    sparsify(model, 0.5, "2:4", mask, 0)
     for name, p in model.named_parameters():
         if is_sparse_weight(name):
-            groups = (p != 0).reshape(p.shape[0], -1, 4).sum(-1)
-            assert int(groups.max()) <= 2 and float((p == 0).float().mean()) >= 0.5
+            keep = make_mask(p, 0.5, "2:4", "magnitude", torch.Generator())
+            assert torch.equal(keep, p != 0) or mask == "random"
+            for matrix in (p, p.t()):
+                groups = (matrix != 0).reshape(matrix.shape[0], -1, 4).sum(-1)
+                assert int(groups.max()) <= 2
+            assert float((p == 0).float().mean()) >= 0.5
+
+
+def test_transposable_mask_keeps_the_best_tile_of_the_ninety():
+    """Against brute force over every 4 x 4 tile with two per row and column."""
+    import itertools
+
+    score = torch.rand(8, 12, generator=torch.Generator().manual_seed(5))
+    keep = transposable_two_four_mask(score)
+    rows = [r for r in itertools.product((0, 1), repeat=4) if sum(r) == 2]
+    tiles = [torch.tensor(t, dtype=torch.bool) for t in itertools.product(rows, repeat=4)
+             if all(sum(c) == 2 for c in zip(*t, strict=True))]
+    assert len(tiles) == 90
+    for i in range(0, 8, 4):
+        for j in range(0, 12, 4):
+            block = score[i:i + 4, j:j + 4]
+            best = max(float(block[t].sum()) for t in tiles)
+            assert float(block[keep[i:i + 4, j:j + 4]].sum()) == pytest.approx(best)
+
+
+def test_two_four_linear_gradients_equal_a_plain_linear():
+    """The kernel path's algebra (forward through W, input gradient through W^T, dense weight
+    gradient), run on this CPU with the compression left out: the same output and gradients as
+    nn.functional.linear, also under bf16 autocast over fp32 weights."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(8, 12, generator=gen)
+    w = (w * transposable_two_four_mask(w.abs())).requires_grad_()
+    b = torch.randn(8, generator=gen, requires_grad=True)
+    x = torch.randn(2, 3, 12, generator=gen, requires_grad=True)
+    for autocast in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            ours = TwoFourLinear.apply(x, w, b, lambda t: t)
+            ref = torch.nn.functional.linear(x, w, b)
+        assert ours.dtype == ref.dtype
+        g = torch.randn(ref.shape, generator=gen).to(ref.dtype)
+        grads = torch.autograd.grad(ours, (x, w, b), g)
+        ref_grads = torch.autograd.grad(ref, (x, w, b), g)
+        tol = 2e-2 if autocast else 1e-6
+        torch.testing.assert_close(ours, ref, rtol=tol, atol=tol)
+        for mine, theirs in zip(grads, ref_grads, strict=True):
+            assert mine.dtype == theirs.dtype
+            torch.testing.assert_close(mine, theirs, rtol=tol, atol=tol)
+
+
+def test_converted_model_routes_only_the_block_matrices():
+    model = GPT(TINY)
+    assert use_two_four_kernels([model], compress=lambda t: t) == 4 * TINY.n_layer
+    converted = [n for n, m in model.named_modules() if "forward" in vars(m)]
+    assert converted and all(is_sparse_weight(f"{n}.weight") for n in converted)
+
+
+def test_two_four_kernel_reasons():
+    cpu = torch.device("cpu")
+    assert two_four_kernel_problem(cpu, "bf16", 1, 0, False, []) == (
+        "no sparse kernel ran: masked dense on cpu (torch's 2:4 semi-structured kernels are "
+        "CUDA-only)")
+    assert layout_problem(1, 0, False, [(128, 64), (64, 256)]) is None
+    assert layout_problem(2, 0, False, []).startswith("tp > 1")
+    assert layout_problem(1, 3, False, []).startswith("zero=3")
+    assert layout_problem(1, 1, True, []).startswith("torch.compile")
+    assert layout_problem(1, 0, False, [(128, 64), (96, 64)]) == (
+        "matrix (96, 64) (both dimensions must be multiples of 64)")
+
+
+def test_two_four_skipped_flops_match_a_count():
+    """Half of the masked matrices' forward and input-gradient multiplies (plus their rerun
+    under full recompute, less the MLP projection early stop skips)."""
+    p = sum(p.numel() for n, p in GPT(TINY).named_parameters() if is_sparse_weight(n))
+    assert two_four_skipped_flops_per_token(TINY, 32, "none") == 0.5 * 4 * p
+    assert two_four_skipped_flops_per_token(TINY, 32, "selective") == 0.5 * 4 * p
+    mlp_proj = TINY.n_layer * TINY.ffn_dim * TINY.d_model
+    assert two_four_skipped_flops_per_token(TINY, 32, "full", early_stop=True) == \
+        0.5 * (6 * p - 2 * mlp_proj)
 
 
 def test_level_zero_gives_exactly_the_dense_losses():
@@ -140,8 +227,10 @@ def test_a_cpu_two_four_cell_records_that_no_sparse_kernel_ran():
     out = run_train_sweep(_spec(sparsity_pattern="2:4", sparsities=(0.5,), steps=2), lambda o: None)
     m = out[0].metrics
     assert out[0].status == "ok" and m["sparse_kernel"] is None
-    assert m["sparse_kernel_reason"] == ("no sparse kernel ran: masked dense on cpu (2:4 kernels "
-                                         "need CUDA)")
+    assert m["sparse_kernel_reason"] == ("no sparse kernel ran: masked dense on cpu (torch's 2:4 "
+                                         "semi-structured kernels are CUDA-only)")
+    assert m["executed_flops_per_step_global"] == m["hardware_flops_per_step_global"]
+    assert m["sparse_peak_utilisation"] is None and m["mfu"] is not None
     assert m["sparsity_measured"] == pytest.approx(0.5, abs=1e-3)
     assert m["speedup_vs_dense"] is None  # the sweep had no dense cell
 

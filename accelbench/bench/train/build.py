@@ -13,11 +13,16 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from accelbench.bench.dtypes import fp8_mode
+from accelbench.bench.peak import fp8_datasheet_peak
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
+from accelbench.config.vocab import FP8_RECIPES
 from accelbench.models.convert_hf_gpt2 import load_checkpoint_dir, load_hf_gpt2_state_dict
+from accelbench.models.float8 import convert_blocks
 from accelbench.models.gpt import GPT
-from accelbench.models.sparsity import SparseState, sparsify
+from accelbench.models.semi_structured import enable_two_four
+from accelbench.models.sparsity import SparseState, no_sparse_kernel_reason, sparsify
 from accelbench.parallel.apply import prepare_model
 from accelbench.parallel.dist import make_mesh, mesh_coords
 from accelbench.parallel.optim import make_optimizer
@@ -35,6 +40,26 @@ class Trainer:
     optimizer_label: str
     coords: dict[str, int]
     sparsity: SparseState | None = None  # the masks of a sparse cell's local shards
+    sparse_kernel: str | None = None  # the 2:4 kernel the masked matrices run through
+    sparse_kernel_reason: str | None = None  # why a sparse cell runs masked dense
+    float8: dict | None = None  # an fp8 cell's float8 conversion, as the record's fp8 fields
+
+
+def _to_float8(spec: TrainSpec, cell: TrainCell, layout: Layout, model: GPT,
+               device: torch.device) -> dict | None:
+    """An fp8 cell's blocks converted to float8 training (emulated where the device has no
+    float8 units), and what was done, under the record's fp8 field names; None otherwise."""
+    if cell.dtype != "fp8":
+        return None
+    mode, reason = fp8_mode(device)
+    recipe = spec.fp8_recipe or FP8_RECIPES[0]
+    # ZeRO-2/3 are FSDP2, whose float8 all-gather torchao offers for tensorwise scaling only
+    all_gather = layout.zero >= 2 and recipe == "tensorwise"
+    done = convert_blocks(model, recipe, mode == "emulated", all_gather)
+    return {"fp8_mode": mode, "fp8_mode_reason": reason,
+            "fp8_linears_converted": done.converted, "fp8_linears_kept": done.kept,
+            "fp8_fsdp_float8_all_gather": done.fsdp_float8_all_gather,
+            "fp8_peak_flops_per_s_per_device": fp8_datasheet_peak(device)}
 
 
 def needs_group(layout: Layout) -> bool:
@@ -53,6 +78,7 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     # masked before placement, so TP/FSDP/pipeline shard the masked weights
     masks = sparsify(model, cell.sparsity, spec.sparsity_pattern, spec.sparsity_mask, spec.seed)
     model = model.to(device)
+    float8 = _to_float8(spec, cell, layout, model, device)  # before compile and FSDP2 wrap it
     mesh = make_mesh(layout, device) if dist.is_initialized() else None
     if layout.pp > 1:
         module = PipelineRunner(model, layout, mesh, cell.gas, device, cell.recompute,
@@ -65,4 +91,13 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     scaler = torch.amp.GradScaler(device.type, enabled=cell.dtype == "fp16")
     coords = mesh_coords(mesh) if mesh is not None else {"pp": 0, "dp": 0, "tp": 0}
     sparse = SparseState.from_placed(module) if masks else None
-    return Trainer(module, optimizer, scaler, label, coords, sparse)
+    kernel, reason = _sparse_kernel(spec, cell, layout, module, device) if masks else (None, None)
+    return Trainer(module, optimizer, scaler, label, coords, sparse, kernel, reason, float8)
+
+
+def _sparse_kernel(spec: TrainSpec, cell: TrainCell, layout: Layout, module: object,
+                   device: torch.device) -> tuple[str | None, str]:
+    """The kernel a sparse cell's masked matrices run through, or why none (masked dense)."""
+    if spec.sparsity_pattern != "2:4":
+        return None, no_sparse_kernel_reason(spec.sparsity_pattern, device.type)
+    return enable_two_four(module, device, cell.dtype, layout.tp, layout.zero, spec.compile)

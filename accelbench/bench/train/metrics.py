@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
+from accelbench.analytics.flops import (
+    hardware_flops_per_token,
+    model_flops_per_token,
+    two_four_skipped_flops_per_token,
+)
 from accelbench.analytics.metrics import tflops, utilisation
 from accelbench.analytics.params import total_params
+from accelbench.bench.dtypes import compute_dtype
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import summarize
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.schema import TrainMetrics
-from accelbench.models.sparsity import no_sparse_kernel_reason
 from accelbench.parallel.collectives import (
     bubble_fraction_theory,
     busiest_rank_comm_bytes,
@@ -108,14 +112,37 @@ def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dic
     """Bytes per step: what this implementation sends (the busiest pipeline position's ranks)
     and, for comparison, Megatron's ideal volume the planner assumes."""
     pp_rank, sent = busiest_rank_comm_bytes(spec.model, layout, cell.seq_len, cell.micro_batch,
-                                            cell.gas, cell.dtype, cell.recompute, backend)
+                                            cell.gas, compute_dtype(cell.dtype),  # fp8: bf16
+                                            cell.recompute, backend)
     grad_bytes = GRAD_BYTES_PER_PARAM * total_params(spec.model) / (layout.tp * layout.pp)
     ideal = ideal_comm_bytes_per_step(spec.model, layout, cell.seq_len, cell.micro_batch,
-                                      cell.gas, cell.dtype, grad_bytes, cell.recompute)
+                                      cell.gas, compute_dtype(cell.dtype), grad_bytes,
+                                      cell.recompute)
     return {"comm_bytes_per_step_per_rank": sent, "comm_bytes_pp_rank": pp_rank,
             "comm_bytes_per_step_ideal_per_rank": ideal,
             "pipeline_bubble_fraction_theory": bubble_fraction_theory(layout.pp, cell.gas,
                                                                       layout.vp)}
+
+
+FP8_EMULATED_NOTE = ("emulated: no float8 unit ran the GEMMs, so no FP8 peak applies (a CPU "
+                     "has none; its measured peak is a bf16 GEMM's)")
+
+
+def _fp8(counts: CellCounts, ranks: list[dict], t: float) -> dict:
+    """An fp8 cell's fields: how its float8 layers ran, and its model FLOPs over the dense FP8
+    peak beside its MFU (over the dense BF16 peak); empty when emulated or without a peak."""
+    done = ranks[0].get("float8")
+    if not done:
+        return {}
+    fp8_peak = done["fp8_peak_flops_per_s_per_device"]
+    if done["fp8_mode"] == "emulated":
+        used, note = None, FP8_EMULATED_NOTE
+    elif fp8_peak is None:
+        used, note = None, "the device table has no FP8 peak for this device"
+    else:
+        flops_per_device = counts.model_flops_per_step_global / counts.n_devices
+        used, note = utilisation(flops_per_device, t, fp8_peak), None
+    return {**done, "fp8_peak_utilisation": used, "fp8_peak_note": note}
 
 
 def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellCounts,
@@ -138,23 +165,37 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         hardware_flops_per_step_global=counts.hardware_flops_per_step_global,
         tflops_per_device=tflops(flops_per_device, t),
         mfu=utilisation(flops_per_device, t, peak.flops_per_s),
-        hfu=utilisation(hw_per_device, t, peak.flops_per_s),
+        hfu=utilisation(hw_per_device, t, peak.flops_per_s), **_fp8(counts, ranks, t),
         peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
         peak_precision=peak.precision, loss_first=ranks[0]["loss"][0],
         loss_last=ranks[0]["loss"][-1], optimizer=ranks[0]["optimizer"],
         collective_time_s_per_rank=[r["collective_s"] for r in ranks],
         collective_time_source=ranks[0]["collective_source"],
         mem_estimate_bytes_per_rank=estimate_bytes,
-        **_sparsity(spec, cell, counts, ranks))
+        **_sparsity(spec, cell, counts, ranks, t))
 
 
-def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[dict]) -> dict:
+def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[dict],
+              t: float) -> dict:
     """Sparsity fields: the measured level, what ran and what it executed. Masked dense runs
-    every multiply of the dense matmuls, so executed FLOPs are the hardware FLOPs."""
+    every multiply of the dense matmuls (executed = hardware FLOPs); a 2:4 kernel skips half of
+    the masked matrices' forward and input-gradient multiplies. The sparse peak's utilisation
+    divides the dense-equivalent hardware FLOPs by the vendor's 2:4 peak (which counts them so),
+    and only when the kernel ran: it is never called MFU."""
     if not cell.sparsity:
         return {}
-    kernel, reason = None, no_sparse_kernel_reason(spec.sparsity_pattern,
-                                                  ranks[0].get("device_type", spec.device))
+    kernel = ranks[0].get("sparse_kernel")
+    executed = counts.hardware_flops_per_step_global
+    sparse_peak = utilised = None
+    if kernel is not None:
+        tokens = counts.tokens_per_step_global
+        executed -= tokens * two_four_skipped_flops_per_token(spec.model, cell.seq_len,
+                                                              cell.recompute, early_stop=True)
+        sparse_peak = counts.peak.sparse_flops_per_s
+        utilised = utilisation(counts.hardware_flops_per_step_global / counts.n_devices, t,
+                               sparse_peak)
     return {"sparsity_measured": ranks[0].get("sparsity_measured"), "sparse_kernel": kernel,
-            "sparse_kernel_reason": reason,
-            "executed_flops_per_step_global": counts.hardware_flops_per_step_global}
+            "sparse_kernel_reason": ranks[0].get("sparse_kernel_reason"),
+            "executed_flops_per_step_global": executed,
+            "sparse_peak_flops_per_s_per_device": sparse_peak,
+            "sparse_peak_utilisation": utilised}

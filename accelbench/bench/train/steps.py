@@ -19,15 +19,16 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.distributed as dist
 
-from accelbench.bench.dtypes import TORCH_DTYPES
+from accelbench.bench.dtypes import TORCH_DTYPES, compute_dtype
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.optim import lr_at
-from accelbench.bench.timing import PhaseTimer, summarize
+from accelbench.bench.timing import PhaseTimer, summarize, synchronize
 from accelbench.bench.train.batches import open_batches
 from accelbench.bench.train.build import Trainer, build_trainer
 from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
+from accelbench.hardware.energy import open_meter
 from accelbench.models.sparsity import keep_sparse, measured_sparsity
 from accelbench.parallel.apply import micro_batch_context
 from accelbench.parallel.collectives import profile_collectives
@@ -75,7 +76,8 @@ def _forward_backward(trainer: Trainer, cell: TrainCell, layout: Layout, x: torc
                       y: torch.Tensor, device: torch.device) -> torch.Tensor | None:
     """Forward and backward of one optimizer step's batch on this rank; its loss or None
     (a pipeline rank that holds no loss)."""
-    autocast = (torch.autocast(device.type, dtype=TORCH_DTYPES[cell.dtype])
+    # fp8: bf16 autocast; the converted layers' GEMMs run in float8 inside (models/float8.py)
+    autocast = (torch.autocast(device.type, dtype=TORCH_DTYPES[compute_dtype(cell.dtype)])
                 if cell.dtype != "fp32" else nullcontext())
     module = trainer.module
     if layout.pp > 1:
@@ -161,18 +163,26 @@ def stop_together(budget_s: float | None, started: float, device: torch.device) 
 StepProgress = Callable[[StepReport], None]
 
 
+def _edge(mark: Callable[[], object], device: torch.device) -> None:
+    """An edge of the energy window, once the device has finished the work before it."""
+    synchronize(device)
+    mark()
+
+
 def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
                    counts: CellCounts, progress: StepProgress | None) -> dict:
     """Build, then run this rank's steps; returns what rank 0 combines (times, losses,
     memory). Raises Diverged when the global loss is not finite (every rank at the same step)."""
     log, collectives = StepLog(), {"time_s": None, "source": "not profiled"}
-    with PeakMemory(device) as peak_mem:
+    with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         _beat(0, "building the model")
         trainer = build_trainer(spec, cell, layout, device)
         batches = open_batches(replace(spec, seed=spec.seed + trainer.coords["dp"]), cell, device)
         started = time.perf_counter()
         for step in range(spec.steps):
             _beat(step + 1, "data")
+            if step == spec.warmup_steps:  # energy: the timed steps only
+                _edge(meter.start, device)
             run_step(spec, cell, layout, device, trainer, batches, step, log, collectives)
             if progress and _rank() == 0:
                 progress(step_report(counts, step + 1, spec.steps, log.step_time_s[-1],
@@ -182,10 +192,14 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
                 raise Diverged(step + 1, log.loss[-1], log)
             if stop_together(spec.time_budget_s, started, device):
                 break
+        _edge(meter.stop, device)
         _beat(len(log.step_time_s), "steps done")
         batches.close()
         coords, optimizer_label = trainer.coords, trainer.optimizer_label
         sparsity = measured_sparsity(trainer, device)  # a collective: every rank
+        kernel = {"sparse_kernel": trainer.sparse_kernel,
+                  "sparse_kernel_reason": trainer.sparse_kernel_reason}
+        float8 = trainer.float8  # an fp8 cell's conversion, for the record
         del trainer
     timed = log.step_time_s[spec.warmup_steps:]
     return {"rank": _rank(), **coords, "optimizer": optimizer_label, "timed_steps": len(timed),
@@ -194,4 +208,6 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
             "data_wait_s": log.data_wait_s, "collective_s": collectives["time_s"],
             "collective_source": collectives["source"], "mem_peak_bytes": peak_mem.peak_bytes,
             "mem_base_bytes": peak_mem.base_bytes, "mem_method": peak_mem.method,
-            "sparsity_measured": sparsity, "device_type": device.type}
+            "energy": meter.result(),
+            "sparsity_measured": sparsity, "device_type": device.type, **kernel,
+            "float8": float8}
