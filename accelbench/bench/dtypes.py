@@ -1,11 +1,12 @@
-"""Precision names, their torch dtypes, and whether the running device can execute them."""
+"""Precision names, their torch dtypes, and whether the running device can execute them (fp8:
+natively on float8 matrix units, or in torchao's emulation)."""
 
 from __future__ import annotations
 
 import torch
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.vocab import DTYPES
+from accelbench.config.vocab import DTYPES, FP8_COMPUTE_DTYPE
 
 _TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # keyed by config.vocab.DTYPES, in its order; a name added there without a dtype here fails now
@@ -20,8 +21,15 @@ def parse_dtype(name: str) -> torch.dtype:
         raise ConfigError("dtype", f"unknown dtype {name!r}", ", ".join(DTYPES)) from None
 
 
+def compute_dtype(name: str) -> str:
+    """The precision of a training cell's autocast, activations and MFU peak: an fp8 cell runs
+    bf16 but for the float8 GEMMs of its converted linear layers."""
+    return FP8_COMPUTE_DTYPE if name == "fp8" else name
+
+
 def dtype_support(device: torch.device, name: str) -> str | None:
     """None if the device runs `name`, else the reason it cannot (recorded as 'unsupported')."""
+    name = compute_dtype(name)  # fp8 without float8 units is emulated (fp8_mode), not refused
     if device.type == "cuda" and name == "bf16" and not torch.cuda.is_bf16_supported():
         capability = torch.cuda.get_device_capability(device)
         return f"bf16 needs compute capability 8.0+, this GPU has {capability}"
@@ -36,3 +44,23 @@ def set_tf32(device: torch.device, tf32: bool) -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+
+
+FP8_ROCM_ARCHS = ("gfx940", "gfx941", "gfx942", "gfx950")  # MI300 series and up: float8 cores
+
+
+def fp8_mode(device: torch.device) -> tuple[str, str]:
+    """("native", why) where float8 matmuls run on the device's own units (CUDA capability
+    8.9+, MI300 and up), else ("emulated", why): torchao then upcasts the float8 values and
+    multiplies in high precision, the numerics of FP8 without its speed."""
+    if device.type != "cuda":
+        return "emulated", f"{device.type} has no float8 matmul units torch can use"
+    if torch.version.hip:
+        arch = torch.cuda.get_device_properties(device).gcnArchName
+        if any(name in arch for name in FP8_ROCM_ARCHS):
+            return "native", f"{arch}: float8 matrix cores"
+        return "emulated", f"{arch} has no float8 matrix cores (MI300, gfx94x, and up have)"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) >= (8, 9):
+        return "native", f"compute capability {major}.{minor}: float8 tensor cores"
+    return "emulated", f"compute capability {major}.{minor} has no float8 tensor cores (8.9+)"

@@ -117,6 +117,16 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
     speedup_vs_dense: float | None = None  # dense cell's step time / this one's, same sweep
     loss_last_vs_dense: float | None = None  # loss_last minus the dense cell's
     loss_last_vs_dense_relative: float | None = None  # that difference / the dense loss_last
+    # FP8 cells (models/float8.py, docs/train.md FP8): mfu above is model FLOPs over the dense
+    # BF16 peak (peak_precision bf16), as FP8 results are published; the FP8 peak beside it
+    fp8_mode: str | None = None  # "native" (float8 units ran the GEMMs) or "emulated" (torchao)
+    fp8_mode_reason: str | None = None  # why: the device's float8 units, or their absence
+    fp8_linears_converted: int | None = None  # the blocks' linear layers trained in float8
+    fp8_linears_kept: int | None = None  # the blocks' linear layers left in bf16 (their shape)
+    fp8_fsdp_float8_all_gather: bool | None = None  # FSDP2 all-gathered fp8 weights
+    fp8_peak_flops_per_s_per_device: float | None = None  # the datasheet's dense FP8 peak
+    fp8_peak_utilisation: float | None = None  # model FLOPs over it; None when emulated
+    fp8_peak_note: str | None = None  # why fp8_peak_utilisation is empty, when it is
 
 
 @dataclass(frozen=True)

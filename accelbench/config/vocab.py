@@ -1,5 +1,5 @@
 """The words every layer shares, defined once: precisions, recompute kinds, ZeRO stages,
-pipeline schedules and byte units.
+pipeline schedules, float8 recipes and byte units.
 
 Byte units: memory the program measures or estimates is shown in GiB (2^30 bytes, what torch
 and the OS report); figures a datasheet gives in GB stay in GB (10^9 bytes). One table never
@@ -8,7 +8,12 @@ mixes the two.
 
 from __future__ import annotations
 
-DTYPES = ("fp32", "fp16", "bf16")  # training precisions; torch dtypes in bench.dtypes
+DTYPES = ("fp32", "fp16", "bf16")  # autocast precisions; torch dtypes in bench.dtypes
+# What training cells run: the autocast precisions and fp8, which is bf16 autocast with the
+# blocks' linear layers' GEMMs in float8 (torchao float8 training; docs/train.md, FP8)
+TRAIN_DTYPES = (*DTYPES, "fp8")
+FP8_COMPUTE_DTYPE = "bf16"  # an fp8 cell's autocast, activations and MFU peak (NeMo, torchtitan)
+FP8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")  # torchao's scaling recipes
 PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")  # what datasheet peaks are given for
 RECOMPUTE_KINDS = ("none", "selective", "full")  # activation recomputation (Korthikanti et al.)
 ZERO_STAGES = (0, 1, 2, 3)  # 0: plain data parallel; 1 optimizer, 2 +grads, 3 +params sharded

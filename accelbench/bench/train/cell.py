@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from accelbench.analytics.flops import FORMULA
 from accelbench.analytics.memory import memory_per_device
-from accelbench.bench.dtypes import dtype_support, set_tf32
+from accelbench.bench.dtypes import compute_dtype, dtype_support, set_tf32
 from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
 from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
@@ -29,7 +29,9 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     head and logits whole on every tensor rank, as this runtime keeps them)."""
     per_cell = Layout(**{**layout.to_dict(), "mb": cell.micro_batch,
                          "recompute": cell.recompute})
-    return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas, cell.dtype,
+    # fp8: activations and the saved GEMM inputs stay bf16 (torchao keeps them for backward)
+    return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas,
+                             compute_dtype(cell.dtype),
                              fused_attention=True, vocab_parallel=False).total
 
 
@@ -44,7 +46,8 @@ def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> 
     return {**shared, "workload": KIND, "model_name": spec.model.name,
             **{name: getattr(cell, name) for name in TRAIN_SWEPT.values()},
             "device": device, "layout": layout.to_dict(), "world_size": layout.world_size,
-            "token_unit": spec.token_unit, "flops_formula": FORMULA}
+            "token_unit": spec.token_unit, "flops_formula": FORMULA,
+            "fp8_recipe": spec.fp8_recipe if cell.dtype == "fp8" else None}
 
 
 def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,

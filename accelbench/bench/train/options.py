@@ -12,7 +12,7 @@ from accelbench.bench.train.spec import TrainSpec, resolve_model_source
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
-from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
+from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.models.sparsity import parse_sparsity_list
 
 
@@ -31,7 +31,11 @@ class TrainOptions:
     seq: str = _opt("1024", "Sequence length(s), comma-separated.")
     micro_batch: str = _opt("8", "Micro-batch size(s), comma-separated.")
     gas: str = _opt("1", "Gradient accumulation steps, comma-separated.")
-    dtype: str = _opt("bf16", "fp32, fp16 (loss scaling), bf16; comma-separated.")
+    dtype: str = _opt("bf16", "fp32, fp16 (loss scaling), bf16, fp8 (bf16 with the blocks' "
+                      "linear layers in float8, torchao; emulated where the device has no "
+                      "float8 units); comma-separated.")
+    fp8_recipe: str = _opt("", f"Float8 scaling of the fp8 cells: {', '.join(FP8_RECIPES)} "
+                           f"(default {FP8_RECIPES[0]}).")
     recompute: str = _opt("none", "none, selective, full; comma-separated.")
     sparsity: str = _opt("0", "Weight sparsity of the blocks' matrices, levels in [0, 1), "
                          "comma-separated, e.g. 0,0.6,0.8,0.9 (docs/sparsity.md).")
@@ -98,6 +102,14 @@ def parse_tokens(text: str) -> int | None:
     return int(value)
 
 
+def _fp8_recipe(options: TrainOptions) -> str | None:
+    """The recipe as given, tensorwise for fp8 cells when none is, None without fp8 cells."""
+    if options.fp8_recipe:
+        return options.fp8_recipe.strip()
+    fp8 = "fp8" in (d.strip() for d in options.dtype.split(","))
+    return FP8_RECIPES[0] if fp8 else None
+
+
 def build_spec(options: TrainOptions, benchmark: str = "train",
                tokenizer: str = "gpt2") -> TrainSpec:
     """Command-line values to a checked TrainSpec: fields, data and layouts (ConfigError on the
@@ -108,7 +120,8 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         benchmark=benchmark, seq_lens=parse_int_list("seq", options.seq),
         micro_batches=parse_int_list("micro-batch", options.micro_batch),
         gas=parse_int_list("gas", options.gas),
-        dtypes=parse_choice_list("dtype", options.dtype, DTYPES),
+        dtypes=parse_choice_list("dtype", options.dtype, TRAIN_DTYPES),
+        fp8_recipe=_fp8_recipe(options),
         recomputes=parse_choice_list("recompute", options.recompute, RECOMPUTE_KINDS),
         sparsities=parse_sparsity_list(options.sparsity),
         sparsity_pattern=options.sparsity_pattern, sparsity_mask=options.sparsity_mask,

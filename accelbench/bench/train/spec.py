@@ -23,10 +23,11 @@ from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validat
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
-from accelbench.config.vocab import DTYPES, RECOMPUTE_KINDS
+from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
 from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
+from accelbench.models.float8 import torchao_float8
 from accelbench.models.sparsity import validate_sparsity
 
 BENCHMARKS = ("train", "genslm")  # what the cells are reported as; genslm counts codons
@@ -63,6 +64,7 @@ class TrainSpec:
     micro_batches: tuple[int, ...] = (8,)
     gas: tuple[int, ...] = (1,)
     dtypes: tuple[str, ...] = ("bf16",)
+    fp8_recipe: str | None = None  # torchao's float8 scaling recipe of the fp8 cells
     recomputes: tuple[str, ...] = ("none",)
     sparsities: tuple[float, ...] = (0.0,)  # weight sparsity levels of the blocks' matrices
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
@@ -160,16 +162,34 @@ def _check_sweep_lists(spec: TrainSpec) -> None:
         if not isinstance(gas, int) or gas < 1:
             raise ConfigError("gas", f"must be at least 1, got {gas}", ">= 1")
     for dtype in spec.dtypes:
-        require_choice("dtype", dtype, DTYPES)
+        require_choice("dtype", dtype, TRAIN_DTYPES)
     for rc in spec.recomputes:
         require_choice("recompute", rc, RECOMPUTE_KINDS)
     validate_sparsity(spec.sparsities, spec.sparsity_pattern, spec.sparsity_mask,
                       spec.model.d_model)
 
 
+def _check_fp8(spec: TrainSpec) -> None:
+    """An fp8 sweep: a known recipe, torchao importable, no weight sparsity; a recipe only
+    with fp8 cells to use it."""
+    if spec.fp8_recipe is not None:
+        require_choice("fp8-recipe", spec.fp8_recipe, FP8_RECIPES)
+        if "fp8" not in spec.dtypes:
+            raise ConfigError("fp8-recipe", f"{spec.fp8_recipe!r} given without fp8 in --dtype",
+                              "only with --dtype fp8")
+    if "fp8" not in spec.dtypes:
+        return
+    if any(spec.sparsities):
+        raise ConfigError("dtype", "fp8 with --sparsity: masked weights in float8 GEMMs are "
+                          "not built (neither the sparse nor the FP8 speed would be measured)",
+                          "fp8 with --sparsity 0, or sparsity with fp32, fp16, bf16")
+    torchao_float8()  # one line and exit 2 where torchao is missing
+
+
 def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     """Raise ConfigError on the first bad field, before anything runs."""
     _check_sweep_lists(spec)
+    _check_fp8(spec)
     require_choice("benchmark", spec.benchmark, BENCHMARKS)
     require_positive("steps", spec.steps)
     if not 0 <= spec.warmup_steps < spec.steps:
@@ -251,4 +271,9 @@ def cell_layout(spec: TrainSpec, world_size: int, gas: int) -> Layout:
         raise ConfigError("dtype", f"fp16 on layout {layout.label()}: its loss scaling is built "
                           "for data-parallel layouts only (the overflow check must agree on "
                           "every rank)", "fp32 or bf16 with tp/pp; fp16 with dp and zero 0-3")
+    if "fp8" in spec.dtypes and (layout.tp > 1 or layout.pp > 1):
+        raise ConfigError("dtype", f"fp8 on layout {layout.label()}: float8 layers are built "
+                          "for data-parallel layouts only (torchao's float8 tensor-parallel "
+                          "styles are not wired into this runtime)",
+                          "fp32, fp16 or bf16 with tp/pp; fp8 with dp and zero 0-3")
     return layout

@@ -1,0 +1,102 @@
+"""FP8 training of the transformer blocks' linear layers through torchao's float8 training
+(the optional extra `fp8`; docs/train.md, FP8).
+
+Only the blocks' nn.Linear layers are converted (QKV, attention output, the MLP's two or three):
+the embeddings, the final norm and the output head stay in high precision, as torchtitan and
+NeMo train FP8. A converted layer keeps its fp32 master weight; each step torchao scales and
+casts its input, weight and output gradient to float8 for the three GEMMs (forward, input
+gradient, weight gradient) and returns bf16; everything else runs under bf16 autocast. torchao
+is imported on first use only: a machine without it runs every other precision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from accelbench.config.errors import ConfigError
+from accelbench.config.vocab import DTYPES
+
+BLOCKS_PREFIX = "h."  # GPT.h, the blocks: the only place layers are converted
+FP8_DIM_MULTIPLE = 16  # torch._scaled_mm needs both GEMM dimensions of a weight divisible by 16
+
+
+def torchao_float8():
+    """torchao.float8, imported now; a ConfigError (one line, exit 2) where it cannot be."""
+    logger = logging.getLogger("torchao")
+    level = logger.level
+    # torchao logs each compiled CUDA extension a CPU wheel cannot load: not ours to show
+    logger.setLevel(logging.ERROR)
+    try:
+        import torchao.float8 as float8
+    except Exception as err:  # noqa: BLE001 - absent or broken, the user gets one line
+        raise ConfigError("dtype", f"fp8 needs torchao, which does not import here ({err})",
+                          f"{', '.join(DTYPES)}; fp8 after pip install 'accelbench[fp8]'"
+                          ) from None
+    finally:
+        logger.setLevel(level)
+    return float8
+
+
+@dataclass(frozen=True)
+class Float8Conversion:
+    """What conversion did to one model, for the record."""
+
+    converted: int  # the blocks' linear layers now training in float8
+    kept: int  # the blocks' linear layers left in high precision (a shape float8 cannot take)
+    fsdp_float8_all_gather: bool  # FSDP2 all-gathers the converted weights in float8
+
+
+def float8_config(recipe: str, emulate: bool, fsdp_float8_all_gather: bool):
+    """torchao's Float8LinearConfig for a recipe name, emulated or not, with or without the
+    float8 all-gather of FSDP2 (torchao offers it for tensorwise scaling only)."""
+    config = torchao_float8().Float8LinearConfig.from_recipe_name(recipe)
+    return dataclasses.replace(config, emulate=emulate,
+                               enable_fsdp_float8_all_gather=fsdp_float8_all_gather)
+
+
+def _cast_to_autocast(module: nn.Module, args: tuple) -> tuple | None:
+    """Cast a converted layer's input to its device's autocast dtype, as nn.Linear is cast:
+    torchao does so for CUDA autocast only, so on other devices a bf16 cell would hand fp32
+    inputs to the float8 GEMMs and mix widths in the backward."""
+    x = args[0]
+    if x.device.type != "cuda" and torch.is_autocast_enabled(x.device.type):
+        return (x.to(torch.get_autocast_dtype(x.device.type)), *args[1:])
+    return None
+
+
+def convert_blocks(model: nn.Module, recipe: str, emulate: bool,
+                   fsdp_float8_all_gather: bool) -> Float8Conversion:
+    """Swap the blocks' nn.Linear layers for torchao's Float8Linear, in place, before the model
+    is placed (compile and FSDP2 then wrap the converted layers)."""
+    float8 = torchao_float8()
+    chosen: list[str] = []
+
+    def in_blocks(module: nn.Module, fqn: str) -> bool:
+        if not fqn.startswith(BLOCKS_PREFIX):
+            return False
+        fits = emulate or (module.in_features % FP8_DIM_MULTIPLE == 0
+                           and module.out_features % FP8_DIM_MULTIPLE == 0)
+        if fits:
+            chosen.append(fqn)
+        return fits
+
+    blocks = [n for n, m in model.named_modules()
+              if n.startswith(BLOCKS_PREFIX) and isinstance(m, nn.Linear)]
+    float8.convert_to_float8_training(
+        model, module_filter_fn=in_blocks,
+        config=float8_config(recipe, emulate, fsdp_float8_all_gather))
+    for name in chosen:
+        model.get_submodule(name).register_forward_pre_hook(_cast_to_autocast)
+    return Float8Conversion(len(chosen), len(blocks) - len(chosen), fsdp_float8_all_gather)
+
+
+def float8_layer_names(model: nn.Module) -> list[str]:
+    """The names of the layers that train in float8 (torchao's Float8Linear is not public:
+    found by its class name)."""
+    return [name for name, module in model.named_modules()
+            if type(module).__name__ == "Float8Linear"]
