@@ -21,7 +21,7 @@ def _documented() -> dict[str, list[str]]:
         heading = re.match(r"### .*\(([a-z, ]+)\)\s*$", line)
         if line.startswith("### "):
             kinds = tuple(k.strip() for k in heading.group(1).split(",")) if heading else ()
-        cell = re.match(r"\| `([a-z_<>]+)` \|", line)
+        cell = re.match(r"\| `([a-z0-9_<>]+)` \|", line)  # fp8_mode has a digit
         if cell and kinds:
             name = cell.group(1)
             expanded = ([name.replace("<phase>", p) for p in BLOCK_PHASES]
