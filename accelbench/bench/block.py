@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
@@ -34,6 +35,7 @@ from accelbench.config.schema import (
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.energy import open_meter
 from accelbench.models.gpt import Block
 
 KIND = "block"
@@ -92,10 +94,11 @@ def cell_spec(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> 
 
 
 def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: torch.device,
-               spec: BlockSpec) -> tuple[dict[str, TimingStats], PeakMemory]:
-    """Forward and backward times of one block, and the peak memory of the timed run."""
+               spec: BlockSpec) -> tuple[dict[str, TimingStats], PeakMemory, dict]:
+    """Forward and backward times of one block, the peak memory of the timed run, and the
+    energy of its timed repetitions (the meter's result)."""
     torch_dtype = TORCH_DTYPES[dtype]
-    with PeakMemory(device) as peak_mem:
+    with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         block = Block(cfg).to(device=device, dtype=torch_dtype)
         module = torch.compile(block) if spec.compile else block
         x = torch.randn(batch, seq_len, cfg.d_model, device=device, dtype=torch_dtype,
@@ -112,10 +115,10 @@ def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: t
             with timer.phase("backward"):
                 y.backward(grad_out)
 
-        stats = run_timed(step, device, spec.warmup, spec.repeats)
+        stats = run_timed(step, device, spec.warmup, spec.repeats, meter)
     fwd, bwd = stats["forward"].times_s, stats["backward"].times_s
     stats["forward_backward"] = summarize([f + b for f, b in zip(fwd, bwd, strict=True)])
-    return stats, peak_mem
+    return stats, peak_mem, meter.result()
 
 
 def block_metrics(cell: BlockMetrics, phases: dict[str, PhaseFields] | None = None) -> dict:
@@ -146,12 +149,13 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
     def body() -> Outcome:
         set_tf32(device, spec.tf32)
         peak = peak_for(dtype)  # before the timed window: its GEMMs are not the cell's memory
-        stats, peak_mem = time_block(cfg, spec.seq_len, batch, dtype, device, spec)
+        stats, peak_mem, energy = time_block(cfg, spec.seq_len, batch, dtype, device, spec)
         flops = block_flops(cfg, spec.seq_len, batch)
         tokens = batch * spec.seq_len
         memory = one_rank_memory(estimate, peak_mem.peak_bytes, peak_mem.base_bytes,
                                  peak_mem.method)
-        cell = BlockMetrics(**metrics_dict(memory), tokens_per_step_global=tokens,
+        cell = BlockMetrics(**metrics_dict(memory), **cell_energy([energy], tokens * spec.repeats),
+                            tokens_per_step_global=tokens,
                             peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
                             peak_precision=peak.precision)
         phase_flops = {"forward": flops.forward, "backward": flops.backward,

@@ -13,11 +13,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 # synchronize is also imported from here (benchmarks/, the runner): hardware.device's own
 from accelbench.hardware.device import has_timing_events, synchronize, timing_event
+
+if TYPE_CHECKING:
+    from accelbench.hardware.energy import EnergyMeter
 
 FEW_SAMPLES = 5
 
@@ -102,8 +106,9 @@ class PhaseTimer:
 
 
 def run_timed(step: Callable[[PhaseTimer], None], device: torch.device, warmup: int,
-              repeats: int) -> dict[str, TimingStats]:
-    """Call `step` warmup times untimed, then `repeats` times timed; stats per phase."""
+              repeats: int, meter: EnergyMeter | None = None) -> dict[str, TimingStats]:
+    """Call `step` warmup times untimed, then `repeats` times timed; stats per phase. A
+    meter, when given, brackets the timed repetitions only."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
     idle = PhaseTimer(device, enabled=False)
@@ -111,8 +116,13 @@ def run_timed(step: Callable[[PhaseTimer], None], device: torch.device, warmup: 
         step(idle)
     synchronize(device)
     timer = PhaseTimer(device)
+    if meter is not None:
+        meter.start()
     for _ in range(repeats):
         step(timer)
+    if meter is not None:
+        synchronize(device)
+        meter.stop()
     return {name: summarize(times) for name, times in timer.times_s().items()}
 
 

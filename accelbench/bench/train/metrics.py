@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import (
     hardware_flops_per_token,
     model_flops_per_token,
@@ -172,7 +173,14 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         collective_time_s_per_rank=[r["collective_s"] for r in ranks],
         collective_time_source=ranks[0]["collective_source"],
         mem_estimate_bytes_per_rank=estimate_bytes,
+        **_energy(counts, ranks, times["timed_steps"]),
         **_sparsity(spec, cell, counts, ranks, t))
+
+
+def _energy(counts: CellCounts, ranks: list[dict], timed_steps: int) -> dict:
+    """Energy over the timed steps of every rank, per token of those steps (all replicas)."""
+    results = [r.get("energy") or {"unavailable": "not metered"} for r in ranks]
+    return cell_energy(results, counts.tokens_per_step_global * timed_steps)
 
 
 def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[dict],

@@ -1,0 +1,136 @@
+"""A meter over one timed window: the source's counters read at the window's edges, and on a
+background thread in between (peak power, and RAPL's wrap-around read often enough).
+
+The window's joules are the counters' differences at its edges; its average watts those joules
+over its length; its peak watts the highest power the hardware reported (NVML, HLML) or, for a
+counter-only source, the highest rate between two samples. A window shorter than
+SHORT_WINDOW_INTERVALS of the counter's update interval is flagged too short: its joules are
+dominated by when the counter last moved.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from accelbench.hardware.energy.source import EnergySource, Unavailable
+
+SHORT_WINDOW_INTERVALS = 10
+SAMPLE_S = 0.1  # the sampler's period (at least the counter's own interval)
+Sample = tuple[float, tuple[float, ...], tuple[float, ...] | None]  # (s, joules, watts)
+
+
+@dataclass(frozen=True)
+class EnergyWindow:
+    """What one rank's source measured over one timed window."""
+
+    source: str
+    interval_s: float
+    host: str
+    host_wide: bool
+    devices: tuple[str, ...]
+    duration_s: float
+    energy_j_per_device: tuple[float, ...]
+    avg_power_w_per_device: tuple[float, ...]
+    peak_power_w_per_device: tuple[float, ...]
+    samples: int
+    too_short: bool
+
+    def to_dict(self) -> dict:
+        """Plain data, as a rank hands it to rank 0."""
+        return asdict(self)
+
+
+def _peaks(samples: list[Sample], n: int) -> tuple[float, ...]:
+    """Highest reported watts per device, else the highest rate between two samples."""
+    reported = [w for _, _, w in samples if w is not None]
+    if reported:
+        return tuple(max(w[i] for w in reported) for i in range(n))
+    rates = [tuple((b[1][i] - a[1][i]) / (b[0] - a[0]) for i in range(n))
+             for a, b in zip(samples, samples[1:], strict=False) if b[0] > a[0]]
+    return tuple(max(r[i] for r in rates) if rates else 0.0 for i in range(n))
+
+
+def window_from_samples(source: EnergySource, host: str, samples: list[Sample]
+                        ) -> EnergyWindow:
+    """The window's figures from its samples, the first and last at its edges."""
+    (t0, j0, _), (t1, j1, _) = samples[0], samples[-1]
+    duration = t1 - t0
+    joules = tuple(b - a for a, b in zip(j0, j1, strict=True))
+    avg = tuple(j / duration if duration > 0 else 0.0 for j in joules)
+    return EnergyWindow(source.name, source.interval_s, host, source.host_wide,
+                        tuple(source.devices), duration, joules, avg,
+                        _peaks(samples, len(joules)), len(samples),
+                        duration < SHORT_WINDOW_INTERVALS * source.interval_s)
+
+
+class EnergyMeter:
+    """Start and stop around a timed window; the source is closed with the meter."""
+
+    def __init__(self, source: EnergySource | Unavailable,
+                 clock: Callable[[], float] = time.perf_counter,
+                 sample_s: float | None = SAMPLE_S) -> None:
+        self.source, self._clock, self._sample_s = source, clock, sample_s
+        self._samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.window: EnergyWindow | None = None
+
+    def _sample(self) -> Sample:
+        power = self.source.power_w()  # read first: the counter's reading closes the sample
+        return self._clock(), self.source.read_j(), power
+
+    def _run(self) -> None:
+        period = max(self._sample_s or 0.0, self.source.interval_s)
+        while not self._stop.wait(period):
+            try:
+                self._samples.append(self._sample())
+            except Exception:  # a failed reading leaves a gap; the edges decide the joules
+                continue
+
+    def start(self) -> None:
+        """Open the window (call after synchronising the device)."""
+        if isinstance(self.source, Unavailable):
+            return
+        self._samples = [self._sample()]
+        if self._sample_s:
+            self._thread = threading.Thread(target=self._run, name="energy-meter", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> EnergyWindow | None:
+        """Close the window (after synchronising the device); its figures, None unstarted."""
+        if isinstance(self.source, Unavailable) or not self._samples:
+            return None
+        self._halt()
+        self._samples.append(self._sample())
+        self.window = window_from_samples(self.source, socket.gethostname(), self._samples)
+        return self.window
+
+    def _halt(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def result(self) -> dict:
+        """What a rank reports: the window's figures, or 'unavailable' with the reason."""
+        if isinstance(self.source, Unavailable):
+            return {"unavailable": self.source.reason}
+        if self.window is None:
+            return {"unavailable": "no timed window was measured"}
+        return self.window.to_dict()
+
+    def close(self) -> None:
+        """Stop the sampler and release the source."""
+        self._halt()
+        if not isinstance(self.source, Unavailable):
+            self.source.close()
+
+    def __enter__(self) -> EnergyMeter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
