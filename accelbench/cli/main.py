@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "genslm",
     "report",
     "study",
+    "calibrate",
 )
 
 for _name in _COMMAND_MODULES:

@@ -165,6 +165,25 @@ class PeakMetrics:
     threads: int | None = None
 
 
+@dataclass(frozen=True)
+class ProfileMetrics:
+    """A machine profile (`accelbench calibrate`): every timed point and what the curves of
+    analytics/profile.py are read against."""
+
+    points: list[dict[str, Any]] | None = None  # analytics.profile.point_dict, one a call shape
+    peak_flops_per_s_by_dtype: dict[str, float] | None = None  # what efficiency 1.0 stands for
+    peak_label_by_dtype: dict[str, str] | None = None  # datasheet dense, or measured
+    gemm_flops_per_s_max_by_dtype: dict[str, float] | None = None  # fastest GEMM point
+    attention_flops_per_s_max_by_dtype: dict[str, float] | None = None  # fastest attention
+    memory_bytes_per_s_max: float | None = None  # fastest streaming point
+    collective_ranks: int | None = None  # processes the collectives ran on
+    collective_backend: str | None = None  # gloo, nccl, ...
+    collective_latency_s_by_op: dict[str, float] | None = None  # smallest message's median
+    collective_bus_bytes_per_s_max_by_op: dict[str, float] | None = None  # best busbw
+    collective_reason: str | None = None  # why collectives were not measured, when not
+    threads: int | None = None  # CPU threads of the compute measurements
+
+
 def metrics_dict(metrics: Any) -> dict[str, Any]:
     """A metrics dataclass as the record's dict (every declared key, None where unmeasured)."""
     return asdict(metrics)
@@ -184,4 +203,6 @@ def metric_names(kind: str) -> tuple[str, ...]:
         return tuple(f.name for f in fields(BlockMetrics)) + phase_keys
     if kind == "peak":
         return tuple(f.name for f in fields(PeakMetrics))
+    if kind == "profile":
+        return tuple(f.name for f in fields(ProfileMetrics))
     return tuple(f.name for f in fields(TrainMetrics))

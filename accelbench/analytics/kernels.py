@@ -1,0 +1,94 @@
+"""FLOPs and bytes of one call of each kernel `accelbench calibrate` times; no torch.
+
+Counting follows analytics/flops.py (and torch.utils.flop_counter.FlopCounterMode): a
+multiply-add is 2 FLOPs, attention scores are counted over the full T x T matrix even when the
+kernel is causal, a backward costs twice its forward. Bytes are the least traffic a call must
+make (each operand read once, each result written once). Collective sizes and bus bandwidth
+follow nccl-tests (doc/PERFORMANCE.md): the size is the whole buffer, algbw = size / time,
+busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and
+all-to-all, x 1 for point-to-point, the ring volumes of analytics/comm.py.
+"""
+
+from __future__ import annotations
+
+from accelbench.analytics.comm import allreduce_bytes_per_rank, gather_bytes_per_rank
+from accelbench.config.errors import require_choice
+from accelbench.config.model import ModelConfig
+
+# fp32 AdamW: param, grad, exp_avg, exp_avg_sq read; param and both moments written (4 B each)
+ADAMW_BYTES_PER_PARAM = 28
+STREAM_OPS = ("copy", "adamw")
+ATTENTION_DIRECTIONS = ("forward", "backward")
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+LAYER_GEMMS = ("qkv", "attn_out", "mlp_up", "mlp_down")
+
+
+def gemm_flops(m: int, k: int, n: int) -> float:
+    """An (m x k) @ (k x n) product: m*n dot products of k multiply-adds."""
+    return 2.0 * m * k * n
+
+
+def gemm_bytes(m: int, k: int, n: int, bytes_per_value: int) -> float:
+    """Both operands read and the result written once."""
+    return float((m * k + k * n + m * n) * bytes_per_value)
+
+
+def layer_gemm_shapes(cfg: ModelConfig, tokens: int) -> tuple[tuple[str, int, int, int], ...]:
+    """(name, m, k, n) of the forward GEMMs of one transformer layer over `tokens` rows: the
+    fused QKV projection (keys and values kv_heads wide), the attention output, the MLP input
+    (twice as wide with a SwiGLU gate) and the MLP output."""
+    h, ffn = cfg.d_model, cfg.ffn_dim
+    kv = cfg.kv_heads * cfg.head_dim
+    up = 2 * ffn if cfg.activation == "swiglu" else ffn
+    return (("qkv", tokens, h, h + 2 * kv), ("attn_out", tokens, h, h),
+            ("mlp_up", tokens, h, up), ("mlp_down", tokens, ffn, h))
+
+
+def attention_flops(batch: int, heads: int, seq: int, head_dim: int, direction: str) -> float:
+    """Scaled-dot-product attention over full seq x seq scores: QK^T and PV, 2*s*s*d FLOPs each
+    per head forward; the backward's four products (dV, dP, dQ, dK) twice that."""
+    require_choice("direction", direction, ATTENTION_DIRECTIONS)
+    forward = 4.0 * batch * heads * seq * seq * head_dim
+    return forward if direction == "forward" else 2.0 * forward
+
+
+def attention_bytes(batch: int, heads: int, seq: int, head_dim: int, bytes_per_value: int,
+                    direction: str) -> float:
+    """A fused kernel's least traffic: Q, K, V read and O written forward; backward also reads
+    O and dO and writes dQ, dK, dV."""
+    require_choice("direction", direction, ATTENTION_DIRECTIONS)
+    tensors = 4 if direction == "forward" else 8
+    return float(tensors * batch * heads * seq * head_dim * bytes_per_value)
+
+
+def stream_bytes(op: str, numel: int, bytes_per_value: int) -> float:
+    """Bytes a streaming op moves: a copy reads and writes each element; an fp32 AdamW step
+    reads four tensors and writes three (ADAMW_BYTES_PER_PARAM; bytes_per_value is ignored)."""
+    require_choice("op", op, STREAM_OPS)
+    if op == "copy":
+        return 2.0 * numel * bytes_per_value
+    return float(ADAMW_BYTES_PER_PARAM * numel)
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    """nccl-tests' busbw / algbw: the ring volume per rank over the buffer."""
+    require_choice("op", op, COLLECTIVE_OPS)
+    if op == "send_recv":
+        return 1.0
+    if op == "all_reduce":
+        return allreduce_bytes_per_rank(1.0, ranks)
+    return gather_bytes_per_rank(1.0, ranks)
+
+
+def collective_elements(op: str, message_bytes: int, bytes_per_value: int,
+                        ranks: int) -> tuple[int, int]:
+    """(input, output) elements of one rank's buffers for a message of `message_bytes` (the
+    nccl-tests size: all-gather's output, reduce-scatter's input, the whole buffer otherwise),
+    rounded down to a multiple of `ranks` so that every rank gets an equal share."""
+    require_choice("op", op, COLLECTIVE_OPS)
+    total = max(message_bytes // bytes_per_value // ranks, 1) * ranks
+    if op == "all_gather":
+        return total // ranks, total
+    if op == "reduce_scatter":
+        return total, total // ranks
+    return total, total

@@ -1,0 +1,121 @@
+"""One calibration run: the micro-benchmarks a spec asks for, in order, into one 'profile'
+outcome (config.schema ProfileMetrics) whose points rebuild the curves of analytics/profile.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from accelbench.analytics.profile import Point, latencies_s, point_dict, reference_peaks
+from accelbench.bench.calibrate.collective import measure_collectives
+from accelbench.bench.calibrate.compute import measure_attention, measure_gemms, measure_memory
+from accelbench.bench.calibrate.spec import KIND, CalibrateSpec
+from accelbench.bench.dtypes import dtype_support
+from accelbench.bench.guard import is_oom
+from accelbench.bench.outcome import Outcome, Progress
+from accelbench.bench.peak import resolve_peak
+from accelbench.config.schema import ProfileMetrics, metrics_dict
+from accelbench.hardware import device as devices
+from accelbench.hardware.detect import detect_spec
+
+Step = tuple[str, Callable[[], list[Point]]]
+
+
+def _compute_steps(spec: CalibrateSpec, device: torch.device, notes: list[str]) -> list[Step]:
+    """The single-device steps, a precision the device cannot run noted and left out."""
+    steps: list[Step] = []
+    for dtype in spec.dtypes:
+        why = dtype_support(device, dtype)
+        if why:
+            notes.append(f"{dtype} left out: {why}")
+            continue
+        if "gemm" in spec.ops:
+            steps.append((f"GEMM {dtype}", lambda d=dtype: measure_gemms(spec, device, d)))
+        if "attention" in spec.ops:
+            steps.append((f"attention {dtype}",
+                          lambda d=dtype: measure_attention(spec, device, d)))
+    if "memory" in spec.ops:
+        steps.append(("memory", lambda: measure_memory(spec, device)))
+    return steps
+
+
+def _run_steps(steps: list[Step], device: torch.device, notes: list[str],
+               progress: Progress | None) -> list[Point]:
+    """Each step in turn; one that runs out of device memory is noted and the rest go on."""
+    points: list[Point] = []
+    for i, (label, step) in enumerate(steps):
+        if progress:
+            progress(i, len(steps), label)
+        try:
+            points += step()
+        except (RuntimeError, MemoryError) as err:
+            if not is_oom(err):
+                raise
+            notes.append(f"{label}: out of memory ({str(err).splitlines()[0][:200]})")
+            devices.empty_cache(device)
+    return points
+
+
+def _best(points: list[Point], op: str, by: str) -> dict[str, float]:
+    """The highest rate among the points of one op, by dtype or by collective."""
+    out: dict[str, float] = {}
+    for p in points:
+        if p.op == op:
+            key = p.dtype if by == "dtype" else p.shape["collective"]
+            out[key] = max(out.get(key, 0.0), p.rate_per_s)
+    return out
+
+
+def dtype_peaks(points: list[Point], device: torch.device) -> dict[str, tuple[float | None,
+                                                                             str]]:
+    """Each compute precision's peak as every MFU of this machine takes it (bench/peak.py):
+    the datasheet's dense peak, else a measured GEMM peak with its label."""
+    sheet = detect_spec(device)
+    peaks = {}
+    for dtype in sorted({p.dtype for p in points if p.op in ("gemm", "attention")}):
+        peak = resolve_peak(sheet, device, dtype, False)
+        peaks[dtype] = (peak.flops_per_s, peak.label)
+    return peaks
+
+
+def profile_metrics(points: list[Point], peaks_given: dict[str, tuple[float | None, str]],
+                    collective_reason: str, threads: int) -> ProfileMetrics:
+    """The record's metrics: points, the peaks efficiencies divide by, and the summaries."""
+    peaks, labels = reference_peaks(points, peaks_given)
+    collectives = [p for p in points if p.op == "collective"]
+    first = collectives[0].shape if collectives else {}
+    memory = _best(points, "memory", "dtype")
+    return ProfileMetrics(
+        points=[point_dict(p) for p in points], peak_flops_per_s_by_dtype=peaks,
+        peak_label_by_dtype=labels, gemm_flops_per_s_max_by_dtype=_best(points, "gemm", "dtype"),
+        attention_flops_per_s_max_by_dtype=_best(points, "attention", "dtype"),
+        memory_bytes_per_s_max=max(memory.values()) if memory else None,
+        collective_ranks=first.get("ranks"), collective_backend=first.get("backend"),
+        collective_latency_s_by_op=latencies_s(points) or None,
+        collective_bus_bytes_per_s_max_by_op=_best(points, "collective", "op") or None,
+        collective_reason=collective_reason or None, threads=threads)
+
+
+def run_calibration(spec: CalibrateSpec, device: torch.device,
+                    progress: Progress | None = None) -> Outcome:
+    """Every asked micro-benchmark on `device` (collectives on spec.nproc launched ranks);
+    status 'ok' with the points, or 'error' when nothing could be measured."""
+    notes: list[str] = []
+    points = _run_steps(_compute_steps(spec, device, notes), device, notes, progress)
+    if progress:
+        progress(1, 1, "peaks")
+    peaks = dtype_peaks(points, device)
+    collective_reason = ""
+    if "collective" in spec.ops:
+        if progress:
+            progress(1, 1, f"collectives on {spec.nproc} processes")
+        more, collective_reason = measure_collectives(spec, device.type)
+        points += more
+        if collective_reason:
+            notes.append(collective_reason)
+    metrics = profile_metrics(points, peaks, collective_reason, torch.get_num_threads())
+    record_spec = {**spec.to_dict(), "device": str(device)}
+    status = "ok" if points else "error"
+    return Outcome(KIND, status, record_spec, metrics_dict(metrics) if points else {},
+                   reason="; ".join(notes))

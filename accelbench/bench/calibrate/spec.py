@@ -1,0 +1,142 @@
+"""What a calibration measures: the options as typed, checked in full (ConfigError, exit 2)
+before anything runs, and the defaults that keep a CPU run near a minute."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+from accelbench.analytics.kernels import COLLECTIVE_OPS, STREAM_OPS
+from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig
+from accelbench.config.presets import resolve_model
+from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
+from accelbench.config.vocab import DTYPES
+from accelbench.hardware import device as devices
+
+OPS = ("gemm", "attention", "memory", "collective")
+KIND = "profile"
+FP32_BYTES = 4  # memory and collective buffers are fp32
+# (full, quick) defaults; accelerators add larger sizes, where their curves flatten
+_DEFAULTS = {
+    "tokens": ("128,512,2048", "128,512"),
+    "seq": ("256,512,1024", "128,256"),
+    "memory_sizes": ("16MiB,64MiB", "4MiB,16MiB"),
+    "message_sizes": ("4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB", "4KiB,64KiB,1MiB"),
+}
+_ACCELERATOR_EXTRA = {"tokens": ",8192", "seq": ",4096", "memory_sizes": ",1GiB",
+                      "message_sizes": ",256MiB"}
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """The options of `accelbench calibrate` as typed ('' takes the default)."""
+
+    device: str = "auto"
+    ops: str = ",".join(OPS)
+    dtype: str = "fp32,bf16"
+    model: str = "gpt2"
+    tokens: str = ""
+    seq: str = ""
+    head_dim: str = ""
+    memory_ops: str = ",".join(STREAM_OPS)
+    memory_sizes: str = ""
+    collectives: str = ",".join(COLLECTIVE_OPS)
+    message_sizes: str = ""
+    nproc: int = 0  # 0: every device of the kind (two CPU processes on a CPU)
+    repeats: int = 5
+    warmup: int = 2
+    timeout_s: float = 300.0
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class CalibrateSpec:
+    """A checked calibration: sizes as numbers, the model's layer shapes to time."""
+
+    device: str
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    model: ModelConfig
+    tokens: tuple[int, ...]
+    seqs: tuple[int, ...]
+    head_dims: tuple[int, ...]
+    memory_ops: tuple[str, ...]
+    memory_bytes: tuple[int, ...]
+    collectives: tuple[str, ...]
+    message_bytes: tuple[int, ...]
+    nproc: int
+    repeats: int
+    warmup: int
+    timeout_s: float
+    quick: bool
+
+    def to_dict(self) -> dict:
+        """The record's spec (the model as its config)."""
+        data = asdict(self)
+        data["model"] = self.model.to_dict()
+        data["workload"] = KIND
+        return data
+
+
+def _default(name: str, options: CalibrateOptions, accelerator: bool) -> str:
+    """The typed value, else the default of this size of run and device."""
+    typed = getattr(options, name)
+    if typed:
+        return typed
+    text = _DEFAULTS[name][1 if options.quick else 0]
+    return text + (_ACCELERATOR_EXTRA[name] if accelerator and not options.quick else "")
+
+
+def parse_byte_list(field: str, text: str) -> tuple[int, ...]:
+    """'4KiB,1MiB' -> (4096, 1048576): each a size, given once, ascending order kept as typed."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or "" in items:
+        raise ConfigError(field, f"needs sizes separated by commas, got {text!r}",
+                          "e.g. 4KiB,1MiB,64MiB")
+    sizes = tuple(parse_bytes(field, item) for item in items)
+    if len(set(sizes)) != len(sizes):
+        raise ConfigError(field, f"a size given twice in {text!r}", "each size once")
+    return sizes
+
+
+def _check_counts(options: CalibrateOptions) -> None:
+    """Repetitions, warm-up, processes and the time limit."""
+    if isinstance(options.repeats, bool) or options.repeats < 1:
+        raise ConfigError("repeats", f"must be at least 1, got {options.repeats}", ">= 1")
+    if options.warmup < 0:
+        raise ConfigError("warmup", f"must be 0 or more, got {options.warmup}", ">= 0")
+    if options.nproc < 0 or options.nproc == 1:
+        raise ConfigError("nproc", f"collectives need 2 processes or more, got {options.nproc}",
+                          "0 (every device; 2 on a CPU) or >= 2")
+    if not options.timeout_s > 0:
+        raise ConfigError("timeout", f"must be positive, got {options.timeout_s}", "> 0 s")
+
+
+def default_nproc(device_type: str) -> int:
+    """Every device of an accelerator kind; two processes on a CPU (one if it has one core)."""
+    if device_type == "cpu":
+        return min(2, os.cpu_count() or 1)
+    return devices.device_count(device_type)
+
+
+def build_calibrate_spec(options: CalibrateOptions, device_type: str) -> CalibrateSpec:
+    """Every option checked, naming the field, before anything is measured."""
+    _check_counts(options)
+    accelerator = device_type != "cpu"
+    model = resolve_model(options.model)
+    head_dims = (parse_int_list("head-dim", options.head_dim) if options.head_dim
+                 else (model.head_dim,))
+    return CalibrateSpec(
+        device=options.device, ops=parse_choice_list("ops", options.ops, OPS),
+        dtypes=parse_choice_list("dtype", options.dtype, DTYPES), model=model,
+        tokens=parse_int_list("tokens", _default("tokens", options, accelerator)),
+        seqs=parse_int_list("seq", _default("seq", options, accelerator)), head_dims=head_dims,
+        memory_ops=parse_choice_list("memory-ops", options.memory_ops, STREAM_OPS),
+        memory_bytes=parse_byte_list("memory-sizes",
+                                     _default("memory_sizes", options, accelerator)),
+        collectives=parse_choice_list("collectives", options.collectives, COLLECTIVE_OPS),
+        message_bytes=parse_byte_list("message-sizes",
+                                      _default("message_sizes", options, accelerator)),
+        nproc=options.nproc or default_nproc(device_type), repeats=options.repeats,
+        warmup=options.warmup, timeout_s=options.timeout_s, quick=options.quick)

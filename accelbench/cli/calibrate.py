@@ -1,0 +1,65 @@
+"""`accelbench calibrate`: measure this machine's micro-benchmarks into a stored profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.text import Text
+
+from accelbench.bench.calibrate.run import run_calibration
+from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
+from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
+from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.environment import environment
+from accelbench.results.profile import profile_table
+from accelbench.results.recorder import Recorder
+from accelbench.results.store import ResultStore
+
+_DEFAULT = CalibrateOptions()
+
+
+def calibrate(
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
+    ops: str = typer.Option(_DEFAULT.ops, help="Comma-separated micro-benchmarks."),
+    dtype: str = typer.Option(_DEFAULT.dtype, help="GEMM and attention precisions."),
+    model: str = typer.Option(_DEFAULT.model, help="Preset whose layer GEMM shapes are timed."),
+    tokens: str = typer.Option("", help="GEMM rows (batch x sequence), e.g. 128,512,2048."),
+    seq: str = typer.Option("", help="Attention sequence lengths, e.g. 256,512,1024."),
+    head_dim: str = typer.Option("", help="Attention head sizes (default: the model's)."),
+    memory_ops: str = typer.Option(_DEFAULT.memory_ops, help="Streaming ops: copy, adamw."),
+    memory_sizes: str = typer.Option("", help="fp32 buffer sizes, e.g. 16MiB,64MiB."),
+    collectives: str = typer.Option(_DEFAULT.collectives, help="Collectives to time."),
+    message_sizes: str = typer.Option("", help="Collective message sizes, e.g. 4KiB,1MiB."),
+    nproc: int = typer.Option(0, help="Collective processes (0: every device; 2 on a CPU)."),
+    repeats: int = typer.Option(_DEFAULT.repeats, help="Timed repetitions per point."),
+    warmup: int = typer.Option(_DEFAULT.warmup, help="Untimed warm-up calls per point."),
+    timeout: float = typer.Option(_DEFAULT.timeout_s, help="Seconds the collectives may take."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes (seconds on a CPU)."),
+    db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the profile record as JSON."),
+) -> None:
+    """Time GEMMs, fused attention, memory bandwidth and collectives; store the profile."""
+    target = resolve_device(device)
+    spec = build_calibrate_spec(CalibrateOptions(
+        device=device, ops=ops, dtype=dtype, model=model, tokens=tokens, seq=seq,
+        head_dim=head_dim, memory_ops=memory_ops, memory_sizes=memory_sizes,
+        collectives=collectives, message_sizes=message_sizes, nproc=nproc, repeats=repeats,
+        warmup=warmup, timeout_s=timeout, quick=quick), target.type)
+    check_emit(json_out, False, None)
+    recorder = Recorder(ResultStore(db), environment(target))
+    console.print(Text(f"calibrate {','.join(spec.ops)} on {target} "
+                       f"({recorder.environment['device_name']}); results -> "
+                       f"{recorder.store.path}"))
+    with progress_bar("calibrate") as progress:
+        record = recorder(run_calibration(spec, target, progress))
+    if record.reason:
+        console.print(Text(f"note: {record.reason}"))
+    table_console(json_out).print(profile_table(record))
+    emit([record], json_out, False)
+    recorder.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the calibrate command."""
+    app.command("calibrate")(calibrate)
