@@ -1,0 +1,47 @@
+"""accelbench calibrate's collectives under torchrun (launched by the command: 2 gloo ranks on
+the CPU): every collective at every message size, sizes and bus bandwidth by the nccl-tests
+convention, the slowest rank's times, stored and read back as the profile's curves."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelbench.analytics.kernels import COLLECTIVE_OPS, bus_factor
+from accelbench.results.profile import load_profile
+from accelbench.results.store import ResultStore
+from tests.unit.cli_run import run_main
+
+pytestmark = pytest.mark.dist
+
+SIZES = (4096, 262144)
+
+
+def test_collectives_on_two_gloo_ranks(monkeypatch, capsys, tmp_path):
+    db = tmp_path / "p.db"
+    code, out, err = run_main(
+        monkeypatch, capsys, "calibrate", "--device", "cpu", "--ops", "collective",
+        "--nproc", "2", "--message-sizes", "4KiB,256KiB", "--repeats", "4", "--warmup", "1",
+        "--timeout", "240", "--db", str(db))
+    assert code == 0, err
+    [record] = ResultStore(db).query(kind="profile")
+    m = record.metrics
+    assert record.status == "ok" and not record.reason, record.reason
+    assert (m["collective_ranks"], m["collective_backend"], m["collective_reason"]) == (
+        2, "gloo", None)
+    points = m["points"]
+    assert sorted((p["shape"]["collective"], p["size"]) for p in points) == sorted(
+        (op, float(size)) for op in COLLECTIVE_OPS for size in SIZES)
+    for p in points:
+        op = p["shape"]["collective"]
+        assert p["work"] == p["size"] * bus_factor(op, 2)  # busbw = algbw x factor
+        assert p["samples"] == 4 and 0 < p["time_s_min"] <= p["time_s_median"] <= p["time_s_max"]
+        assert p["rate_per_s"] == pytest.approx(p["work"] / p["time_s_median"])
+    profile = load_profile(ResultStore(db, write=False))
+    for op in COLLECTIVE_OPS:
+        small = next(p for p in points if p["shape"]["collective"] == op and p["size"] == 4096)
+        big = next(p for p in points if p["shape"]["collective"] == op and p["size"] == 262144)
+        assert profile.latency_s[op] == small["time_s_median"]
+        assert profile.collective_time_s(op, 262144) == pytest.approx(
+            max(small["time_s_median"], big["time_s_median"]))
+        assert profile.bus_bytes_per_s(op, 262144) == pytest.approx(big["rate_per_s"])
+    assert "collective:all_reduce" in out
