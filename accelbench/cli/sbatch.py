@@ -38,7 +38,7 @@ def _check_command(ctx: typer.Context, command: list[str], world_size: int) -> N
     if target is None or "--help" in args:
         return
     params = target.make_context(name, list(args), parent=root).params
-    if params.get("layout") and not str(params["model"]).startswith(("hf:", "neox:")):
+    if params.get("layout") and not str(params["model"]).startswith(("hf:", "hf-config:", "neox:")):
         _check_layout(params, world_size)
 
 

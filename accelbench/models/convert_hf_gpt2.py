@@ -34,13 +34,13 @@ _CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight
 _IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
 
-def _read_config_json(path: Path) -> dict[str, Any]:
+def read_config_json(path: Path) -> dict[str, Any]:
     """config.json (or a directory holding one) as a dict; unreadable input is a ConfigError."""
     file = path / "config.json" if path.is_dir() else path
     try:
         return json.loads(file.read_text())
     except OSError as exc:
-        raise ConfigError("model", f"cannot read GPT-2 config {file}: {exc}") from exc
+        raise ConfigError("model", f"cannot read config {file}: {exc}") from exc
     except ValueError as exc:
         raise ConfigError("model", f"{file} is not a JSON file: {exc}") from exc
 
@@ -51,7 +51,7 @@ def _config_dict(config: Any) -> tuple[dict[str, Any], str]:
         return dict(config), "hf-gpt2"
     if isinstance(config, str | Path):
         path = Path(config)
-        raw = _read_config_json(path)
+        raw = read_config_json(path)
         folder = path if path.is_dir() else path.parent
         return {**raw, "_name_or_path": raw.get("_name_or_path") or folder.name}, str(config)
     if hasattr(config, "to_dict"):
@@ -113,14 +113,14 @@ def hf_gpt2_to_our_state_dict(state_dict: Mapping[str, torch.Tensor]) -> dict[st
     return ours
 
 
-def _check_keys(model: GPT, ours: Mapping[str, torch.Tensor]) -> None:
+def check_state_dict_keys(model: GPT, ours: Mapping[str, torch.Tensor]) -> None:
     """Name the first missing, unexpected or wrongly shaped tensor before loading."""
     expected = model.state_dict()
     missing = sorted(set(expected) - set(ours))
     unexpected = sorted(set(ours) - set(expected))
     if missing or unexpected:
         raise ConfigError("state_dict", f"missing {missing[:4]}, unexpected {unexpected[:4]}",
-                          "the tensors of a GPT-2 checkpoint matching its config")
+                          "the tensors of a checkpoint matching its config")
     for key, tensor in ours.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
             raise ConfigError(f"state_dict: {key}", f"shape {tuple(tensor.shape)} does not match "
@@ -139,7 +139,7 @@ def load_hf_gpt2_state_dict(model: GPT, state_dict: Mapping[str, torch.Tensor]) 
                               "the config ties them", "tie_word_embeddings false")
         if "wte.weight" in ours:
             ours["lm_head.weight"] = ours["wte.weight"]
-    _check_keys(model, ours)
+    check_state_dict_keys(model, ours)
     model.load_state_dict(ours, strict=True)
 
 

@@ -53,6 +53,7 @@ INPUTS = {
     "binary.txt": "1 KiB of binary bytes (NUL included)",
     "english.txt": "one line of English",
     "afile": "a plain file where a folder is expected",
+    "bert/": "a folder whose config.json has model_type 'bert'",
     "bad-ids/": "a shard folder whose index and sha256 are right but whose token ids (60000) "
                 "exceed GPT-2's 50257",
 }
@@ -73,12 +74,25 @@ CASES = [
     case("train --seq 64,64", "error: seq: 64 given twice"),
     case("train --dtype fp32,fp32", "error: dtype: fp32 given twice"),
     case("train --dtype fp64", "error: dtype: unknown value 'fp64'"),
+    case("train --dtype fp8 --fp8-recipe blockwise", "error: fp8-recipe: unknown value "
+         "'blockwise'"),
+    case("train --fp8-recipe rowwise", "error: fp8-recipe: 'rowwise' given without fp8 in "
+         "--dtype"),
+    case("train --dtype fp8 --sparsity 0.5", "error: dtype: fp8 with --sparsity: masked "
+         "weights in float8 GEMMs are not built"),
+    case("train --model gpt2 --nproc 2 --device cpu --layout tp=2 --dtype fp8", "error: dtype: "
+         "fp8 on layout dp=1,tp=2,pp=1,zero=0,sp=off: float8 layers are built for data-parallel "
+         "layouts only"),
     case("train --recompute some", "error: recompute: unknown value 'some'"),
     case("train --seed -1", "error: seed: must be in [0, 2**63 - 1], got -1"),
     case("train --mem-limit 1e999", "error: mem-limit: size '1e999' is not a finite number"),
     case("train --mem-limit 0.5B", "error: mem-limit: must be at least one byte"),
     case("train --device tpu", "error: device: unknown device 'tpu'"),
     case("train --model gpt2:heads=7", "error: model.n_head: 7 heads do not divide"),
+    case("train --model hf:{dir}/bert", "error: {dir}/bert: model_type: 'bert' is not supported "
+         "(allowed: gpt2, gpt_neox, llama, mistral, qwen2)"),
+    case("train --model hf-config:{dir}/missing.json", "error: model: no config file at "
+         "'{dir}/missing.json'"),
     case("train --data {dir}/missing", "error: data: no such folder: {dir}/missing"),
     case("train --data {dir}/afile", "error: data: {dir}/afile is a file, not a shard folder"),
     case("train --data {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin "
@@ -170,6 +184,8 @@ def make_inputs(folder: Path) -> None:
     (folder / "binary.txt").write_bytes(bytes(range(256)) * 4)
     (folder / "english.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
     (folder / "afile").write_text("a file, not a folder\n")
+    (folder / "bert").mkdir()
+    (folder / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}) + "\n")
     shards = folder / "bad-ids"
     prepare(IterableCorpus(["some text"]), get_tokenizer("gpt2"), shards, progress=False)
     index = json.loads((shards / "index.json").read_text())

@@ -18,7 +18,7 @@ from accelbench.bench.peak import fp8_datasheet_peak
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import FP8_RECIPES
-from accelbench.models.convert_hf_gpt2 import load_checkpoint_dir, load_hf_gpt2_state_dict
+from accelbench.models.convert_hf import load_pretrained_weights
 from accelbench.models.float8 import convert_blocks
 from accelbench.models.gpt import GPT
 from accelbench.models.semi_structured import enable_two_four
@@ -74,7 +74,7 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     torch.manual_seed(spec.seed)
     model = GPT(spec.model)
     if spec.init_checkpoint:
-        load_hf_gpt2_state_dict(model, load_checkpoint_dir(spec.init_checkpoint))
+        load_pretrained_weights(model, spec.init_checkpoint)
     # masked before placement, so TP/FSDP/pipeline shard the masked weights
     masks = sparsify(model, cell.sparsity, spec.sparsity_pattern, spec.sparsity_mask, spec.seed)
     model = model.to(device)

@@ -26,7 +26,9 @@ class TrainOptions:
     """What a user types; every field is an option of train, genslm and scale."""
 
     model: str = _opt("gpt2-xl", "Preset, preset:overrides, custom:layers=..., hf:DIR (a Hugging "
-                      "Face GPT-2 checkpoint folder) or neox:FILE (a GPT-NeoX config.json).")
+                      "Face checkpoint folder: gpt2, gpt_neox, llama, mistral, qwen2), "
+                      "hf-config:FILE (its config.json, random weights) or neox:FILE (a "
+                      "GPT-NeoX config.json).")
     data: str = _opt("synthetic", "synthetic, default (built-in corpus) or PATH (token shards).")
     seq: str = _opt("1024", "Sequence length(s), comma-separated.")
     micro_batch: str = _opt("8", "Micro-batch size(s), comma-separated.")

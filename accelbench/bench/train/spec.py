@@ -26,7 +26,7 @@ from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
-from accelbench.models.convert_hf_gpt2 import model_config_from_hf_gpt2
+from accelbench.models.convert_hf import model_config_from_hf
 from accelbench.models.float8 import torchao_float8
 from accelbench.models.sparsity import validate_sparsity
 
@@ -244,8 +244,9 @@ def _check_ranks(spec: TrainSpec, device: torch.device) -> None:
 
 
 def resolve_model_source(text: str) -> tuple[ModelConfig, str | None]:
-    """A --model value: a preset spec, 'hf:DIR' (a Hugging Face GPT-2 folder, weights too) or
-    'neox:FILE' (a GPT-NeoX config.json such as GenSLM's; the shape only, random weights)."""
+    """A --model value: a preset spec, 'hf:DIR' (a Hugging Face save_pretrained folder of a
+    supported model_type, weights too), 'hf-config:FILE' (its config.json: the shape only,
+    random weights) or 'neox:FILE' (a GPT-NeoX config.json such as GenSLM's; the shape only)."""
     if text.startswith("neox:"):
         path = Path(text[5:]).expanduser()
         if not path.is_file():
@@ -254,7 +255,13 @@ def resolve_model_source(text: str) -> tuple[ModelConfig, str | None]:
         return model_from_neox_config(path), None
     if text.startswith("hf:"):
         path = text[3:]
-        return model_config_from_hf_gpt2(path), path
+        return model_config_from_hf(path), path
+    if text.startswith("hf-config:"):
+        path = Path(text[10:]).expanduser()
+        if not path.is_file():
+            raise ConfigError("model", f"no config file at {str(path)!r}",
+                              "hf-config:PATH to a Hugging Face config.json")
+        return model_config_from_hf(path), None
     return resolve_model(text), None
 
 
