@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from accelbench.results.record import Record
 from accelbench.results.report.cells import Rate, duration, num, phase_rate, tflops, train_rate
 from accelbench.results.report.content import Figure, Panel, Section, Series, Table
+from accelbench.results.report.energy import energy_table, energy_text, unavailable_text
 from accelbench.results.report.machines import Machine
 
 SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
           "tokens_per_s_global and _per_device, tflops, mfu, peak_flops_per_s_per_device and "
-          "peak_label; the environment of each machine")
-NO_ENERGY = "not recorded"  # no record carries energy yet
+          "peak_label; energy_per_token_j, tokens_per_j, avg_power_w_per_device, "
+          "energy_source and energy_note; the environment of each machine")
 
 
 def workload(record: Record) -> str | None:
@@ -120,16 +121,17 @@ def mfu_table(best: dict[tuple, list[Best]]) -> Table:
 
 
 def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table:
-    """Time (and energy) to train `tokens` tokens at each machine's best measured rate."""
+    """Time and energy to train `tokens` tokens at each machine's best measured cell."""
     rows = tuple((name, precision, b.machine.label, str(b.record.metrics.get("n_devices") or 1),
-                  b.total.text(), duration(tokens / b.total.value), NO_ENERGY)
+                  b.total.text(), duration(tokens / b.total.value), energy_text(b.record, tokens))
                  for (name, precision), items in best.items() for b in items)
     return Table(f"Time to train {tokens:,.3g} tokens",
                  ("workload", "precision", "machine", "devices", "tokens/s (all devices)",
                   "time", "energy"), rows,
                  f"{tokens:,.0f} tokens (codons for GenSLM) at the best measured rate of each "
                  "machine, all its devices in the cell; a block workload is one layer, not a "
-                 "model. Energy: no record carries an energy measurement yet.")
+                 "model. Energy: that cell's joules per token over its timed steps, times the "
+                 "tokens, or why it has none (docs/energy.md).")
 
 
 def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
@@ -194,6 +196,9 @@ def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Se
         return Section("compare", title, SOURCE, ("No ok block or training cells to compare.",))
     text = (f"{len(machines)} machine(s); baseline {base.label} (choose another with "
             "--baseline NAME or NUMBER).",)
+    energy = energy_table(best, tokens)
+    text += () if energy else (unavailable_text(best),)
+    tables = (mfu_table(best), time_table(best, tokens), speedup_table(best, base))
     return Section("compare", title, SOURCE, text, (compare_figure(best, machines, base),),
-                   (mfu_table(best), time_table(best, tokens), speedup_table(best, base)))
+                   tables + ((energy,) if energy else ()))
 
