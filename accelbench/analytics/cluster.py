@@ -8,11 +8,16 @@ everything can be overridden on the command line.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec, get_spec
+
+# A device variant: KEY:field=value,... next to the datasheet rows (docs/planner.md).
+VARIANT_FIELDS = {"memory_gb": "memory in GB", "bw_gb_s": "memory bandwidth in GB/s",
+                  "peak_scale": "factor on every peak (power cap, lower clocks)"}
 
 # (devices per node, intra GB/s, intra latency s, inter GB/s, inter latency s)
 _LINK_DEFAULTS: dict[str, tuple[int, float, float, float, float]] = {
@@ -83,16 +88,61 @@ class ClusterSpec:
         """Plain dict for JSON output."""
         out = asdict(self)
         out["device"] = self.device.key
+        out["device_source"] = self.device.source
         return out
+
+
+def _variant_values(text: str, base: str) -> dict[str, float]:
+    """'memory_gb=96,peak_scale=0.8' -> {'memory_gb': 96.0, 'peak_scale': 0.8}, each checked."""
+    allowed = ", ".join(f"{k}=<{v}>" for k, v in VARIANT_FIELDS.items())
+    values: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, raw = (x.strip() for x in item.partition("="))
+        if not eq or key not in VARIANT_FIELDS or key in values:
+            raise ConfigError("device", f"bad variant item {item!r} of {base!r} (each field "
+                              "once)", allowed)
+        try:
+            values[key] = float(raw)
+        except ValueError:
+            raise ConfigError("device", f"{key} must be a number, got {raw!r}", allowed) from None
+        if not math.isfinite(values[key]) or values[key] <= 0:
+            raise ConfigError("device", f"{key} must be a positive number, got {raw!r}", allowed)
+    if not values:
+        raise ConfigError("device", f"a variant of {base!r} names no field", allowed)
+    return values
+
+
+def device_variant(text: str) -> DeviceSpec:
+    """A datasheet row ('h100-sxm'), or a variant of one ('h100-sxm:memory_gb=96,bw_gb_s=2400,
+    peak_scale=0.8'): the row with those fields changed, keyed and named as derived from it."""
+    base, colon, rest = text.partition(":")
+    spec = get_spec(base.strip())
+    if not colon:
+        return spec
+    values = _variant_values(rest, spec.key)
+    label = ",".join(f"{k}={values[k]:g}" for k in VARIANT_FIELDS if k in values)
+    scale = values.get("peak_scale", 1.0)
+    return replace(spec, key=f"{spec.key}:{label}", name=f"{spec.name}, variant {label}",
+                   peak_tflops={k: v * scale for k, v in spec.peak_tflops.items()},
+                   memory_gb=values.get("memory_gb", spec.memory_gb),
+                   memory_bw_gb_per_s=values.get("bw_gb_s", spec.memory_bw_gb_per_s),
+                   source=f"derived from the {spec.key} datasheet row ({spec.source}) with "
+                          f"{label}", aliases=())
+
+
+def base_key(spec: DeviceSpec) -> str:
+    """The datasheet row a device (or a variant of one) comes from."""
+    return spec.key.partition(":")[0]
 
 
 def make_cluster(device: str | DeviceSpec, nodes: int, devices_per_node: int | None = None,
                  intra_gb_per_s: float | None = None, inter_gb_per_s: float | None = None,
                  intra_latency_s: float | None = None,
                  inter_latency_s: float | None = None) -> ClusterSpec:
-    """A cluster from a device key, filling each unset link figure from the system's defaults."""
-    spec = device if isinstance(device, DeviceSpec) else get_spec(device)
-    gpn, intra, intra_lat, inter, inter_lat = _LINK_DEFAULTS.get(spec.key, _GENERIC_LINKS)
+    """A cluster from a device key or variant (device_variant), filling each unset link figure
+    from the defaults of the datasheet row it comes from."""
+    spec = device if isinstance(device, DeviceSpec) else device_variant(device)
+    gpn, intra, intra_lat, inter, inter_lat = _LINK_DEFAULTS.get(base_key(spec), _GENERIC_LINKS)
     cluster = ClusterSpec(
         spec, gpn if devices_per_node is None else devices_per_node, nodes,
         intra if intra_gb_per_s is None else intra_gb_per_s,
@@ -113,6 +163,6 @@ def make_cluster(device: str | DeviceSpec, nodes: int, devices_per_node: int | N
 
 def link_source(spec: DeviceSpec) -> str:
     """Where the default link figures for this device come from."""
-    if spec.key not in _LINK_DEFAULTS:
+    if base_key(spec) not in _LINK_DEFAULTS:
         return LINK_SOURCES["generic"]
     return LINK_SOURCES.get(spec.vendor, LINK_SOURCES["generic"])

@@ -173,7 +173,8 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
              "full": gemm * tokens / gemm_rate + core_s}[layout.recompute]
     spans = layout.spans()
     bw, lat = cluster.link(spans["tp"])
-    message = comm.tp_message_bytes(cfg, setup.seq_len, layout.mb, setup.dtype)
+    # under context parallelism a rank's activations are its s/cp tokens
+    message = comm.tp_message_bytes(cfg, setup.seq_len // layout.cp, layout.mb, setup.dtype)
     n_ops = comm.tp_collectives_per_layer(layout.recompute)
     tp_s = comm.collective_time_s(n_ops * comm.allreduce_bytes_per_rank(message, layout.tp),
                                   layout.tp, bw, lat, n_ops)
@@ -250,7 +251,8 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     pp_s = 0.0
     if layout.pp > 1:
         bw, lat = cluster.link(layout.spans()["pp"])
-        send = comm.pp_message_bytes(cfg, setup.seq_len, layout.mb, setup.dtype, layout.tp)
+        send = comm.pp_message_bytes(cfg, setup.seq_len // layout.cp, layout.mb, setup.dtype,
+                                     layout.tp)
         pp_s = comm.pp_sends_per_microbatch(layout.vp) * (send / bw + lat)
     layers, head, all_stages_s = slowest_stage(cfg, layout, per, pp_s)
     model_s = layers * per.model + (per.head if head else 0.0)

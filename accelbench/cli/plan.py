@@ -22,9 +22,10 @@ from accelbench.analytics.plan_input import (
     run_plan,
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
-from accelbench.analytics.published import ValidationRow, validate_all
+from accelbench.analytics.published import Validation, ValidationRow, validate_all
 from accelbench.cli.common import console
 from accelbench.config.errors import ConfigError
+from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
 from accelbench.results.measured import measured_training_runs
 from accelbench.results.store import ResultStore
@@ -50,7 +51,7 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-_PLAN_COLUMNS = ("#", "dp", "tp", "pp", "vp", "mb", "zero", "recompute", "sp", "mem GB/dev",
+_PLAN_COLUMNS = ("#", "dp", "tp", "pp", "vp", "cp", "mb", "zero", "recompute", "sp", "mem GB/dev",
                  "tok/s", "MFU", "HFU", "step s", "bubble", "comm", "recomp", "limit", "days")
 
 
@@ -74,11 +75,30 @@ def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> T
     for i, r in enumerate(results, 1):
         lay = r.layout
         add_plain_row(
-            table, f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp), str(lay.pp),
-            str(lay.vp), str(lay.mb), str(lay.zero), lay.recompute, "on" if lay.sp else "off",
+            table, f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp),
+            _stages_cell(lay), str(lay.vp), str(lay.cp), str(lay.mb), str(lay.zero),
+            lay.recompute, "on" if lay.sp else "off",
             f"{r.memory.total / GB:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
             *_rate_cells(r, train_tokens))
     return table
+
+
+def _stages_cell(lay: Layout) -> str:
+    """pp, with the first and last stages' layer counts when uneven ('16 (7..7)')."""
+    if not lay.uneven:
+        return str(lay.pp)
+    return f"{lay.pp} ({lay.pp_first or '='}..{lay.pp_last or '='})"
+
+
+def _precision_notes(results: list[PlanResult], dtype: str) -> list[str]:
+    """Under fp8, what MFU divides by and each layout's utilisation of the FP8 peak."""
+    if dtype != "fp8":
+        return []
+    shares = ", ".join(f"#{i} {r.step.fp8_peak_utilisation:.1%}"
+                       for i, r in enumerate(results, 1)
+                       if r.memory.fits and r.step.fp8_peak_utilisation is not None)
+    return [f"fp8: MFU and HFU against the dense {results[0].step.mfu_peak} peak (as NeMo and "
+            f"torchtitan publish it); utilisation of the dense FP8 peak: {shares or '-'}"]
 
 
 def _runtime_notes(results: list[PlanResult]) -> list[str]:
@@ -113,14 +133,15 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     """Predicted against observed MFU per run (leave-one-out column where given), with the
     published figure, its kind and a footnote number for its source (see _source_lines)."""
     table = plain_table(title)
-    for col in ("run", "device", "published", "observed MFU", "predicted MFU", "error",
+    for col in ("id", "run", "device", "published", "observed MFU", "predicted MFU", "error",
                 "leave-one-out", "mem GB", "fits", "limit", "attn", "oracle", "set-up", "src"):
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
                                                         "published") else "right")
     numbers = _source_numbers(rows)
     for i, r in enumerate(rows):
         left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
-        add_plain_row(table, r.name, r.device, _published_figure(r), f"{r.observed_mfu:.1%}",
+        add_plain_row(table, r.run_id or "-", r.name, r.device, _published_figure(r),
+                      f"{r.observed_mfu:.1%}",
                       f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out,
                       f"{r.memory_gb:.0f}",
                       "yes" if r.fits else "no", r.limiter,
@@ -134,8 +155,20 @@ def _source_lines(rows: list[ValidationRow]) -> str:
     return "\n".join(f"[{n}] {source}" for source, n in _source_numbers(rows).items())
 
 
+def _run_notes(rows: list[ValidationRow]) -> list[str]:
+    """'S10-1 Llama 3 405B: micro-batch not given: 1 assumed; ...' for each row with notes."""
+    return [f"{r.run_id or '-'} {r.name}: {r.notes}" for r in rows if r.notes]
+
+
+def _source_errors(checked: Validation) -> list[str]:
+    """One line per source and one overall: median and worst |error| of the published runs."""
+    return [f"{key}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, worst "
+            f"{s['worst_abs_error']:.1%}" for key, s in checked.by_source().items() if s["n"]]
+
+
 def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
-    """Print each published and measured run's error, and the summary."""
+    """Print each published and measured run's error, the errors per source and overall, and
+    the published runs not modelled with their reasons."""
     check_efficiency(efficiency)
     checked = validate_all(measured_training_runs(ResultStore(db, write=False)), efficiency)
     if as_json:
@@ -144,6 +177,11 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     _show(_validation_table(checked.published, checked.leave_one_out,
                                 "Predicted vs published MFU"))
     _show(_source_lines(checked.published))
+    _show("\n".join(["notes:"] + _run_notes(checked.published)))
+    _show("\n".join(["|error| of predicted MFU relative to the published, by source:"]
+                     + _source_errors(checked)))
+    _show("\n".join([f"not modelled ({len(checked.not_modelled)} published runs, not scored):"]
+                     + [f"{u.run_id} {u.name}: {u.reason}" for u in checked.not_modelled]))
     if checked.measured:
         _show(_validation_table(checked.measured, [], "Predicted vs measured MFU"))
         _show(_source_lines(checked.measured))
@@ -232,7 +270,9 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
         title = (f"{request.model.name} on {cluster.n_devices} x {cluster.device.key}: "
                  f"batch {setup.global_batch} x {setup.seq_len}, {setup.dtype}; {header}")
         _show(_plan_table(results, title, request.train_tokens))
-        for line in _runtime_notes(results):
+        if ":" in cluster.device.key:
+            _show(f"device {cluster.device.key}: {cluster.device.source}")
+        for line in _runtime_notes(results) + _precision_notes(results, setup.dtype):
             _show(line)
     if outcome.search is None and not results[0].memory.fits:
         mem = results[0].memory

@@ -1,0 +1,362 @@
+"""The published training runs the planner is validated against: the 49 rows of
+accelbench/assets/published/training_runs.csv (its README.md gives every source and tag) with
+their real shapes and layouts, plus a few runs from other sources; no torch.
+
+Only figures tagged V (read in the source) or D (derived from it) serve as oracles. Set-up fields
+a source does not state (a micro-batch, a schedule) are filled with the stated assumption and
+the run is tagged setup U: its error says as much about that guess as about the planner. A row
+the planner cannot describe (mixture of experts, a precision or device it lacks, a layout that
+does not divide, a recompute pattern it does not model) is kept as an UnmodelledRun with the
+reason, never scored through a stand-in. The one labelled stand-in is PaLM's shape: its 48
+heads of 256 are narrower than d_model 18432, which ModelConfig cannot express; the stand-in
+keeps PaLM's FLOPs exactly and says so in its notes.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from accelbench.analytics.cluster import device_variant
+from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
+from accelbench.config.errors import ConfigError
+from accelbench.config.layout import ARITHMETIC, Layout, Target, default_schedule, first_broken
+from accelbench.config.model import ModelConfig, validate_model
+from accelbench.config.presets import get_preset
+from accelbench.hardware.specs import DeviceSpec, get_spec
+
+MEGATRON_VOCAB = 51200  # GPT-2 BPE padded to a multiple of 8 x 128 (Megatron-LM)
+
+
+def _shape(name: str, layers: int, heads: int, hidden: int, vocab: int, positions: int,
+           d_ff: int = 0, llama: bool = False, kv: int = 0) -> ModelConfig:
+    """A validated shape; llama=True: Llama-style (RMSNorm, SwiGLU of width d_ff, rotary,
+    untied head, no biases, kv key/value heads)."""
+    extra = ({"position": "rotary", "tie_embeddings": False, "norm": "rmsnorm", "bias": False,
+              "activation": "swiglu", "n_kv_head": kv} if llama else {})
+    return validate_model(ModelConfig(name, layers, heads, hidden, vocab, positions, d_ff,
+                                      **extra))
+
+
+SHAPES: dict[str, ModelConfig] = {c.name: c for c in (
+    _shape("gpt3-175b", 96, 96, 12288, MEGATRON_VOCAB, 2048),
+    _shape("megatron-530b", 105, 128, 20480, MEGATRON_VOCAB, 2048),
+    _shape("megatron-1t", 128, 160, 25600, MEGATRON_VOCAB, 2048),
+    # PaLM 540B stand-in: L=118, 48 heads of 256 (attention width 12288, not d_model 18432),
+    # N = 540.35e9, vocab 256k, shared embedding. d_model = the attention width and d_ff =
+    # 160668 give 6N within 0.001% and 12*L*H*Q*T exactly; memory and traffic are rough.
+    _shape("palm-540b", 118, 48, 12288, 256000, 2048, d_ff=160668),
+    get_preset("llama3-8b"), get_preset("llama3-70b"),
+)}
+
+# torchtitan's H100s: 96 GB HBM2e at 500 W, a variant of the SXM row (cluster.device_variant);
+# the peak is kept at the SXM figure, as the published MFU is, so predictions for them are
+# optimistic by the power cap.
+H100_96GB_500W = device_variant("h100-sxm:memory_gb=96,bw_gb_s=2400")
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published training run: set-up, the oracle figure and where each comes from.
+
+    oracle_kind: "mfu" (fraction), "tokens_per_s_per_device", or "tflops_per_device" (hardware
+    FLOP/s counting recompute, as Megatron-LM reports). fused_attention: the run used
+    flash-style attention (scores never stored); runs before FlashAttention (2022) and PaLM's
+    XLA attention stored them. source_key groups runs for the per-source errors (the csv's
+    section, S1...S14, or the source's name); run_id is the csv id.
+    """
+
+    name: str
+    model: ModelConfig
+    device: DeviceSpec
+    n_devices: int
+    devices_per_node: int
+    global_batch: int
+    seq_len: int
+    layout: Layout
+    oracle_kind: str
+    oracle_value: float
+    oracle_tag: str
+    source: str
+    setup_tag: str = "V"
+    mfu_as_published: float | None = None
+    notes: str = ""
+    fused_attention: bool = False
+    run_id: str = ""
+    source_key: str = ""
+    dtype: str = "bf16"
+
+    def published_mfu(self) -> float:
+        """The oracle as MFU (against the dense BF16/FP16 peak)."""
+        if self.oracle_kind == "mfu":
+            return self.oracle_value
+        tokens = self.published_tokens_per_s_per_device()
+        peak = self.device.peak_flops_per_s("bf16") or 0.0
+        return tokens * model_flops_per_token(self.model, self.seq_len).total / peak
+
+    def published_tokens_per_s_per_device(self) -> float:
+        """Tokens/s per device implied by the oracle."""
+        if self.oracle_kind == "tokens_per_s_per_device":
+            return self.oracle_value
+        if self.oracle_kind == "tflops_per_device":
+            hw = hardware_flops_per_token(self.model, self.seq_len, self.layout.recompute)
+            return self.oracle_value * 1e12 / hw
+        peak = self.device.peak_flops_per_s("bf16") or 0.0
+        return self.oracle_value * peak / model_flops_per_token(self.model, self.seq_len).total
+
+
+@dataclass(frozen=True)
+class UnmodelledRun:
+    """A published run the planner does not score, and why."""
+
+    run_id: str
+    name: str
+    source_key: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain dict for JSON."""
+        return dict(self.__dict__)
+
+
+_A100 = get_spec("a100-80gb")
+_TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1)"
+
+# Runs from sources outside the csv (their layouts partly assumed: setup U).
+OTHER_RUNS: tuple[PublishedRun, ...] = (
+    PublishedRun("Megatron-LM GPT-3 175B, 1024 A100", SHAPES["gpt3-175b"], _A100, 1024, 8, 1536,
+                 2048, Layout(dp=16, tp=8, pp=8, mb=1, recompute="full", sp=False),
+                 "tflops_per_device", 140, "V*",
+                 "Narayanan et al. SC21 (arXiv 2104.04473) sec. 5.1, via a secondary note",
+                 setup_tag="U", source_key="SC21 sec. 5.1",
+                 notes="t=8, p=8 assumed as in Table 1; before sequence parallelism and flash "
+                       "attention"),
+    PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
+                 Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True), "mfu",
+                 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract", setup_tag="U",
+                 fused_attention=True, source_key="MegaScale",
+                 notes="MegaScale overlaps TP/PP/DP traffic; the model does not"),
+    PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
+                 8, 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="selective"),
+                 "tokens_per_s_per_device", 2973, "V",
+                 "pytorch/torchtitan docs/performance.md (64 A100 version)",
+                 mfu_as_published=0.582, fused_attention=True, source_key="torchtitan",
+                 notes="torchtitan then counted the input embedding in N (58.2%)"),
+    PublishedRun("torchtitan Llama 3 70B, 64 A100, full AC", SHAPES["llama3-70b"], _A100, 64, 8,
+                 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="full"),
+                 "tokens_per_s_per_device", 331, "V",
+                 "pytorch/torchtitan docs/performance.md (64 A100 version)",
+                 mfu_as_published=0.517, fused_attention=True, source_key="torchtitan"),
+    PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W, 8,
+                 8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
+                 "tokens_per_s_per_device", 5762, "V", _TITAN_NEW, fused_attention=True,
+                 source_key="torchtitan", notes="500 W power cap: below the SXM peak of MFU"),
+    PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP + Float8", SHAPES["llama3-8b"],
+                 H100_96GB_500W, 8, 8, 16, 8192, Layout(dp=8, mb=2, zero=3,
+                                                         recompute="selective"),
+                 "tokens_per_s_per_device", 8532, "V", _TITAN_NEW, fused_attention=True,
+                 source_key="torchtitan", dtype="fp8",
+                 notes="Float8 linear layers with torch.compile; MFU against the BF16 peak"),
+    PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
+                 128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
+                 "tokens_per_s_per_device", 5605, "V", _TITAN_NEW, setup_tag="U",
+                 fused_attention=True, source_key="torchtitan",
+                 notes="local batch 2 and selective AC assumed as in Table 1"),
+)
+
+# --- The csv: one PublishedRun per row, or an UnmodelledRun with the reason ---
+
+CSV_SOURCES = {
+    "S1": "Narayanan et al. SC21 (arXiv 2104.04473) Table 1",
+    "S2": "Korthikanti et al. 2022 (arXiv 2205.05198) Tables 3-5, abstract",
+    "S5": "Zhang et al. 2022, OPT (arXiv 2205.01068) sec. 2.4",
+    "S6": "BigScience BLOOM-176B tr11 training log",
+    "S8": "Chowdhery et al. 2022, PaLM (arXiv 2204.02311)",
+    "S10": "Dubey et al. 2024, Llama 3 (arXiv 2407.21783) Table 4",
+    "S13": "IBM/PyTorch FSDP blog 2024 (Llama-2 shapes)",
+    "S14": "MosaicML llm-foundry benchmarks (MPT)",
+}
+# Sources whose attention never stored the s x s scores (FlashAttention or SDPA).
+_FUSED_SOURCES = ("S10", "S13", "S14")
+_DEVICES = (("A100 40GB", "a100-40gb"), ("A100", "a100-80gb"), ("H100", "h100-sxm"),
+            ("TPU v4", "tpu-v4"))
+
+
+# a layout field the tags column marks unverified: the run's set-up is tagged U
+_LAYOUT_U = r"U:[^;]*\b(TP|VP|mbs|GBS|recompute|sharding|architecture)"
+
+
+class _NotModelled(Exception):
+    """A csv row the planner cannot describe; the message is the reason."""
+
+
+def _int(row: dict[str, str], key: str, default: int | None = None) -> int:
+    """A whole-number cell; an empty one takes `default` (or the row is not modelled)."""
+    text = row[key].strip()
+    match = re.match(r"\d+", text)
+    if match:
+        return int(match.group())
+    if default is None:
+        raise _NotModelled(f"{key} not given")
+    return default
+
+
+def _device(row: dict[str, str]) -> DeviceSpec:
+    """The device table row of the csv's hardware column."""
+    for prefix, key in _DEVICES:
+        if row["hardware"].startswith(prefix):
+            return get_spec(key)
+    raise _NotModelled(f"device {row['hardware']!r} is not in the device table")
+
+
+def _model(row: dict[str, str]) -> tuple[ModelConfig, str]:
+    """The row's real shape (Llama-style when its MLP is SwiGLU), and a note on it."""
+    if row["source"] == "S8":
+        return SHAPES["palm-540b"], "stand-in shape: PaLM's attention width differs from d_model"
+    h, ffn = _int(row, "hidden"), row["ffn"]
+    llama = "SwiGLU" in ffn or "Llama" in row["model"]
+    d_ff = 0 if ffn.startswith("4h") and not llama else _int(row, "ffn")
+    seq = _int(row, "seq_len")
+    cfg = _shape(row["id"], _int(row, "layers"), _int(row, "heads"), h, _int(row, "vocab"), seq,
+                 d_ff, llama, _int(row, "kv_heads") if llama else 0)
+    return cfg, ""
+
+
+def _recompute(row: dict[str, str]) -> tuple[str, str]:
+    """The planner's recompute kind of the row, and a note when assumed."""
+    text = row["recompute"].lower()
+    if "every n" in text:
+        raise _NotModelled("checkpointing every n-th block (n not given) is not modelled")
+    if text.startswith("selective"):
+        return "selective", ""
+    if text.startswith(("full", "remat")):
+        return "full", ""
+    if text.startswith("none"):
+        return "none", ""
+    return "none", "recompute not given: none assumed"
+
+
+def _zero(row: dict[str, str]) -> int:
+    """ZeRO stage of the sharding column: FSDP full shard 3, grads+optimizer 2, ZeRO-1 1."""
+    text = row["sharding"]
+    if "ZeRO-1" in text:
+        return 1
+    if "opt.+grads" in text:
+        return 2
+    return 3 if "FSDP" in text else 0
+
+
+def _layout(row: dict[str, str], n_layer: int, notes: list[str]) -> Layout:
+    """The row's layout; unstated micro-batch, schedule and stage split are assumed (notes)."""
+    if _int(row, "EP", 1) > 1:
+        raise _NotModelled("expert parallelism (mixture of experts) is not modelled")
+    tp, pp, dp, cp = (_int(row, k, 1) for k in ("TP", "PP", "DP", "CP"))
+    batch = _int(row, "global_batch_seqs")
+    if batch % dp:
+        raise _NotModelled(f"global batch {batch} does not divide over dp={dp}")
+    if not row["micro_batch"].strip():
+        notes.append("micro-batch not given: one micro-batch per rank assumed" if pp == 1
+                     else "micro-batch not given: 1 assumed")
+    mb = _int(row, "micro_batch", batch // dp if pp == 1 else 1)
+    vp = _int(row, "VP", 1) if row["VP"].strip().isdigit() else 1
+    first = last = 0
+    if pp > 1 and n_layer % (pp * vp):
+        vp, first = 1, (n_layer - (n_layer // pp + 1) * (pp - 2)) // 2
+        last = first
+        notes.append(f"uneven stages {first} + {pp - 2} x {n_layer // pp + 1} + {last} "
+                     "(one layer fewer on the first and last), vp=1 assumed")
+    elif row["VP"].strip() and not row["VP"].strip().isdigit():
+        notes.append("interleaving degree not given: vp=1 assumed")
+    sp = row["SP"].strip().lower().startswith(("yes", "u"))
+    return Layout(dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, zero=_zero(row), sp=sp and tp > 1,
+                  pp_schedule=default_schedule(vp), mb=mb, recompute=_recompute(row)[0],
+                  pp_first=first, pp_last=last)
+
+
+def _oracle(row: dict[str, str]) -> tuple[str, float, str]:
+    """(kind, value, tag) of the row's published figure: its MFU where given, else its
+    tokens/s per device; the tag is the one the tags column gives that figure."""
+    tags = row["tags"]
+    if row["mfu_pct"].strip():
+        read = re.search(r"(V\*?):[^;]*MFU", tags)
+        return "mfu", float(row["mfu_pct"]) / 100, read.group(1) if read else "D"
+    if row["tokens_per_s_per_gpu"].strip():
+        return "tokens_per_s_per_device", float(row["tokens_per_s_per_gpu"]), "D"
+    raise _NotModelled("no MFU or tokens/s published")
+
+
+def run_from_row(row: dict[str, str], assumed: list[str] | None = None) -> PublishedRun:
+    """One csv row as a PublishedRun (raises _NotModelled with the reason); `assumed` notes
+    what csv_assumptions filled in."""
+    if "fp8" in row["precision"].lower():
+        raise _NotModelled("the csv row's FP8 recipe is not stated")
+    cfg, shape_note = _model(row)
+    notes = list(assumed or []) + ([shape_note] if shape_note else [])
+    layout = _layout(row, cfg.n_layer, notes)
+    recompute_note = _recompute(row)[1]
+    notes += [recompute_note] if recompute_note else []
+    kind, value, tag = _oracle(row)
+    device = _device(row)
+    batch, seq = _int(row, "global_batch_seqs"), _int(row, "seq_len")
+    target, m = Target(cfg, _int(row, "n_devices"), seq, batch), batch // (layout.dp * layout.mb)
+    broken = first_broken(layout, target, m, (ARITHMETIC,))
+    if broken is not None:
+        raise _NotModelled(f"the layout does not divide: {broken.reason(layout, target, m)}")
+    setup_u = bool(notes) or bool(re.search(_LAYOUT_U, row["tags"]))
+    dtype = "fp16" if row["precision"].startswith("fp16") else "bf16"
+    # a TPU "node" is its ICI domain (the pod), not the 4 chips of a host
+    per_node = 3072 if device.kind == "tpu" else _int(row, "devices_per_node", 8)
+    return PublishedRun(row["model"], cfg, device, _int(row, "n_devices"),
+                        per_node, _int(row, "global_batch_seqs"),
+                        _int(row, "seq_len"), layout, kind, value, tag,
+                        CSV_SOURCES.get(row["source"], row["source"]),
+                        setup_tag="U" if setup_u else "V", notes="; ".join(notes),
+                        fused_attention=row["source"] in _FUSED_SOURCES, run_id=row["id"],
+                        source_key=row["source"], dtype=dtype)
+
+
+def csv_assumptions(row: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """A row with what its source leaves open filled in, and a note for each assumption.
+
+    Korthikanti's abstract runs (S2-9, S2-10) give no batch: one sequence per pipeline
+    (2240) and micro-batch 1 are assumed, as the planner did before the csv. PaLM's hybrid
+    sharding (256-way FSDP inside a pod, 2-way data parallel over the pods) is not a layout
+    the planner models: one pod with half the batch is, and the cross-pod gradient exchange
+    is left out.
+    """
+    if row["id"] in ("S2-9", "S2-10") and not row["global_batch_seqs"].strip():
+        return ({**row, "global_batch_seqs": "2240", "micro_batch": "1", "VP": "1"},
+                ["global batch 2240 and micro-batch 1 assumed (not given)"])
+    if "pod-level DP" in row["sharding"]:
+        pods = 2
+        return ({**row, "DP": str(_int(row, "DP") // pods),
+                 "n_devices": str(_int(row, "n_devices") // pods),
+                 "global_batch_seqs": str(_int(row, "global_batch_seqs") // pods)},
+                ["one of the 2 pods modelled with half the batch: hybrid sharding's cross-pod "
+                 "data parallelism is not modelled"])
+    return row, []
+
+
+def load_csv_runs() -> tuple[tuple[PublishedRun, ...], tuple[UnmodelledRun, ...]]:
+    """Every row of the packaged csv: scored runs, and the others with their reasons."""
+    path = resources.files("accelbench").joinpath("assets", "published", "training_runs.csv")
+    runs: list[PublishedRun] = []
+    left: list[UnmodelledRun] = []
+    with path.open(encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                runs.append(run_from_row(*csv_assumptions(row)))
+            except (_NotModelled, ConfigError) as why:
+                left.append(UnmodelledRun(row["id"], row["model"], row["source"], str(why)))
+    return tuple(runs), tuple(left)
+
+
+CSV_RUNS, NOT_MODELLED = load_csv_runs()
+PUBLISHED_RUNS: tuple[PublishedRun, ...] = CSV_RUNS + OTHER_RUNS
+
+
+def shape(name: str) -> ModelConfig:
+    """A validation shape by name (KeyError if absent)."""
+    return SHAPES[name]
