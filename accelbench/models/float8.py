@@ -25,20 +25,31 @@ BLOCKS_PREFIX = "h."  # GPT.h, the blocks: the only place layers are converted
 FP8_DIM_MULTIPLE = 16  # torch._scaled_mm needs both GEMM dimensions of a weight divisible by 16
 
 
+# Loggers quieted while torchao imports: torchao names each compiled CUDA extension a CPU
+# wheel cannot load, and torch warns of a deprecated registration torchao makes; neither is
+# the user's to act on, and a bad-input line must stay one line.
+IMPORT_NOISE = ("torchao", "torch.utils._pytree")
+
+
 def torchao_float8():
     """torchao.float8, imported now; a ConfigError (one line, exit 2) where it cannot be."""
-    logger = logging.getLogger("torchao")
-    level = logger.level
-    # torchao logs each compiled CUDA extension a CPU wheel cannot load: not ours to show
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in IMPORT_NOISE]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    allowed = f"{', '.join(DTYPES)}; fp8 after pip install 'accelbench[fp8]'"
     try:
         import torchao.float8 as float8
-    except Exception as err:  # noqa: BLE001 - absent or broken, the user gets one line
-        raise ConfigError("dtype", f"fp8 needs torchao, which does not import here ({err})",
-                          f"{', '.join(DTYPES)}; fp8 after pip install 'accelbench[fp8]'"
-                          ) from None
+    except ImportError:
+        raise ConfigError("dtype", "fp8 needs torchao, which is not installed here",
+                          allowed) from None
+    except Exception as err:  # noqa: BLE001 - a broken install: the user gets one line too
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ConfigError("dtype", f"fp8 needs torchao, which fails to import here "
+                          f"({type(err).__name__}: {first})", allowed) from None
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
     return float8
 
 
