@@ -96,6 +96,26 @@ def test_the_sampler_thread_reads_between_the_edges():
     assert source.closed
 
 
+def test_a_counter_that_fails_at_an_edge_makes_the_cell_unavailable_not_failed():
+    class Failing(ReplayCounter):
+        def read_j(self):
+            if len(self.reads) >= 1:
+                raise OSError("counter went away")
+            return super().read_j()
+
+        def power_w(self):
+            raise RuntimeError("this board reports no power")
+
+    clock = ManualClock(0.0)
+    with EnergyMeter(Failing([(0, 0.0), (10, 100.0)], clock), clock=clock,
+                     sample_s=None) as meter:
+        meter.start()
+        clock.now = 5.0
+        assert meter.stop() is None
+        assert meter.result() == {"unavailable": "replay counter read failed: counter went "
+                                                 "away"}
+
+
 def _window(rank_j: float, host: str, source: str = "nvml", host_wide: bool = False,
             devices: tuple[str, ...] = ("GPU-0",)) -> dict:
     n = len(devices)

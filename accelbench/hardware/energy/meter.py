@@ -78,10 +78,28 @@ class EnergyMeter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.window: EnergyWindow | None = None
+        self.failure: str | None = None  # a reading at an edge that failed: why
+
+    def _power(self) -> tuple[float, ...] | None:
+        """Reported watts, None where the hardware refuses (a board without power readings)."""
+        try:
+            return self.source.power_w()
+        except Exception:
+            return None
 
     def _sample(self) -> Sample:
-        power = self.source.power_w()  # read first: the counter's reading closes the sample
+        power = self._power()  # read first: the counter's reading closes the sample
         return self._clock(), self.source.read_j(), power
+
+    def _edge(self) -> bool:
+        """A sample at a window's edge; False (and why, kept) when the counter failed: the
+        cell goes on, its energy unavailable."""
+        try:
+            self._samples.append(self._sample())
+            return True
+        except Exception as err:
+            self.failure = f"{self.source.name} counter read failed: {err}"
+            return False
 
     def _run(self) -> None:
         period = max(self._sample_s or 0.0, self.source.interval_s)
@@ -95,8 +113,8 @@ class EnergyMeter:
         """Open the window (call after synchronising the device)."""
         if isinstance(self.source, Unavailable):
             return
-        self._samples = [self._sample()]
-        if self._sample_s:
+        self._samples = []
+        if self._edge() and self._sample_s:
             self._thread = threading.Thread(target=self._run, name="energy-meter", daemon=True)
             self._thread.start()
 
@@ -105,7 +123,8 @@ class EnergyMeter:
         if isinstance(self.source, Unavailable) or not self._samples:
             return None
         self._halt()
-        self._samples.append(self._sample())
+        if not self._edge():
+            return None
         self.window = window_from_samples(self.source, socket.gethostname(), self._samples)
         return self.window
 
@@ -120,14 +139,17 @@ class EnergyMeter:
         if isinstance(self.source, Unavailable):
             return {"unavailable": self.source.reason}
         if self.window is None:
-            return {"unavailable": "no timed window was measured"}
+            return {"unavailable": self.failure or "no timed window was measured"}
         return self.window.to_dict()
 
     def close(self) -> None:
         """Stop the sampler and release the source."""
         self._halt()
         if not isinstance(self.source, Unavailable):
-            self.source.close()
+            try:
+                self.source.close()
+            except Exception:  # releasing a library never fails the cell it metered
+                pass
 
     def __enter__(self) -> EnergyMeter:
         return self
