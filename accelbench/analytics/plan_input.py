@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
 from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
 from accelbench.analytics.published import resolve_shape
-from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.steptime import TrainSetup, compute_rates
 from accelbench.config.errors import (
     ConfigError,
     require_choice,
@@ -153,6 +153,7 @@ def resolve_plan_input(given: PlanInput) -> PlanRequest:
     cluster = make_cluster(given.device, given.nodes, given.gpus_per_node, given.intra_bw,
                            given.inter_bw, _us(given.intra_latency_us),
                            _us(given.inter_latency_us))
+    compute_rates(cluster.device, given.dtype)  # the peaks the precision needs, before a search
     fixed = parse_layout_fields(not_modelled(given.layout), PLANNER_KEYS) if given.layout else {}
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
                        given.fused_attention)

@@ -136,6 +136,16 @@ CASES = [
     case("plan --efficiency 1.5", "error: efficiency: must be in (0, 1], got 1.5"),
     case("plan --layout dp=1,dp=2", "error: layout.dp: given twice in 'dp=1,dp=2'"),
     case("plan --device tpu-v9", "error: device: unknown device 'tpu-v9'"),
+    case("plan --device h100-sxm:memory=96",
+         "error: device: bad variant item 'memory=96' of 'h100-sxm'"),
+    case("plan --device h100-sxm:peak_scale=0",
+         "error: device: peak_scale must be a positive number, got '0'"),
+    case("plan --dtype fp8", "error: dtype: a100-80gb has no fp8 peak in the device table"),
+    case("plan --layout ep=8", "error: layout.ep: expert parallelism (mixture-of-experts "
+         "layers) is not modelled by the planner"),
+    case("plan --model llama3-8b --device h100-sxm --seq 8200 --global-batch 8 --layout "
+         "dp=1,tp=1,pp=1,vp=1,cp=8,mb=1,zero=0,recompute=none",
+         "error: layout.cp: cp=8 splits each sequence into 2 x cp = 16 load-balanced chunks"),
     case("plan --validate --seq 4096", "error: validate: --validate does not use --seq"),
     case("plan --db {dir}/results.db", "error: db: a plan reads no results; --db is for "
          "--validate"),
