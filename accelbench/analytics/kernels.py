@@ -21,6 +21,8 @@ STREAM_OPS = ("copy", "adamw")
 ATTENTION_DIRECTIONS = ("forward", "backward")
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 LAYER_GEMMS = ("qkv", "attn_out", "mlp_up", "mlp_down")
+# a linear layer's three products: y = x @ w.T, dx = dy @ w, dw = dy.T @ x
+GEMM_PASSES = ("forward", "input_grad", "weight_grad")
 
 
 def gemm_flops(m: int, k: int, n: int) -> float:
@@ -42,6 +44,15 @@ def layer_gemm_shapes(cfg: ModelConfig, tokens: int) -> tuple[tuple[str, int, in
     up = 2 * ffn if cfg.activation == "swiglu" else ffn
     return (("qkv", tokens, h, h + 2 * kv), ("attn_out", tokens, h, h),
             ("mlp_up", tokens, h, up), ("mlp_down", tokens, ffn, h))
+
+
+def pass_shape(gemm_pass: str, m: int, k: int, n: int) -> tuple[int, int, int]:
+    """(m, k, n) of one pass's product for a forward (m x k) @ (k x n): the input gradient is
+    (m x n) @ (n x k), the weight gradient (n x m) @ (m x k); each costs the forward's FLOPs."""
+    require_choice("gemm pass", gemm_pass, GEMM_PASSES)
+    if gemm_pass == "forward":
+        return m, k, n
+    return (m, n, k) if gemm_pass == "input_grad" else (n, m, k)
 
 
 def attention_flops(batch: int, heads: int, seq: int, head_dim: int, direction: str) -> float:

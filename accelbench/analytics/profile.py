@@ -61,7 +61,8 @@ def point_from_dict(data: dict[str, Any]) -> Point:
 
 
 def curve_key(op: str, *parts: object) -> str:
-    """'gemm:bf16', 'attention:bf16:forward:d64', 'memory:copy', 'collective:all_reduce'."""
+    """'gemm:bf16:forward', 'attention:bf16:forward:d64', 'memory:copy',
+    'collective:all_reduce'."""
     return ":".join((op, *map(str, parts)))
 
 
@@ -122,14 +123,18 @@ class MachineProfile:
             raise ConfigError("profile", f"has no curve {key!r}", ", ".join(sorted(self.curves)))
         return self.curves[key]
 
-    def gemm_efficiency(self, dtype: str, flops_per_call: float) -> float:
-        """Achieved / peak of a GEMM of this many FLOPs in this precision."""
-        return self.curve(curve_key("gemm", dtype)).at(flops_per_call)
+    def gemm_efficiency(self, dtype: str, flops_per_call: float,
+                        gemm_pass: str = "forward") -> float:
+        """Achieved / peak of a linear layer's product (forward, input_grad, weight_grad) of
+        this many FLOPs in this precision."""
+        return self.curve(curve_key("gemm", dtype, gemm_pass)).at(flops_per_call)
 
-    def gemm_time_s(self, dtype: str, m: int, k: int, n: int) -> float:
-        """Predicted seconds of one (m x k) @ (k x n) product."""
+    def gemm_time_s(self, dtype: str, m: int, k: int, n: int,
+                    gemm_pass: str = "forward") -> float:
+        """Predicted seconds of one (m x k) @ (k x n) product of this pass."""
         flops = gemm_flops(m, k, n)
-        return flops / (self.gemm_efficiency(dtype, flops) * self.peaks_flops_per_s[dtype])
+        eff = self.gemm_efficiency(dtype, flops, gemm_pass)
+        return flops / (eff * self.peaks_flops_per_s[dtype])
 
     def attention_key(self, dtype: str, direction: str, head_dim: int) -> str:
         """The attention curve measured at the head size nearest to `head_dim`."""
@@ -200,16 +205,14 @@ def build_curves(points: list[Point], peaks: dict[str, float]) -> dict[str, Curv
 
 
 def latencies_s(points: list[Point]) -> dict[str, float]:
-    """Each collective's latency: its median time at the smallest message measured."""
-    out = {}
+    """Each collective's latency: its least median time over the message sizes measured (the
+    smallest message's, unless a disturbed window made that one slower than a larger one)."""
+    out: dict[str, float] = {}
     for p in points:
-        if p.op != "collective":
-            continue
-        op = p.shape.get("collective", p.curve.split(":")[-1])
-        best = out.get(op)
-        if best is None or p.size < best[0]:
-            out[op] = (p.size, p.time_s_median)
-    return {op: t for op, (_, t) in sorted(out.items())}
+        if p.op == "collective":
+            op = p.shape.get("collective", p.curve.split(":")[-1])
+            out[op] = min(out.get(op, math.inf), p.time_s_median)
+    return dict(sorted(out.items()))
 
 
 def profile_from_metrics(metrics: dict[str, Any], environment: dict[str, Any],

@@ -25,6 +25,7 @@ def calibrate(
     dtype: str = typer.Option(_DEFAULT.dtype, help="GEMM and attention precisions."),
     model: str = typer.Option(_DEFAULT.model, help="Preset whose layer GEMM shapes are timed."),
     tokens: str = typer.Option("", help="GEMM rows (batch x sequence), e.g. 128,512,2048."),
+    gemm_passes: str = typer.Option(_DEFAULT.gemm_passes, help="Products of a linear layer."),
     seq: str = typer.Option("", help="Attention sequence lengths, e.g. 256,512,1024."),
     head_dim: str = typer.Option("", help="Attention head sizes (default: the model's)."),
     memory_ops: str = typer.Option(_DEFAULT.memory_ops, help="Streaming ops: copy, adamw."),
@@ -42,7 +43,8 @@ def calibrate(
     """Time GEMMs, fused attention, memory bandwidth and collectives; store the profile."""
     target = resolve_device(device)
     spec = build_calibrate_spec(CalibrateOptions(
-        device=device, ops=ops, dtype=dtype, model=model, tokens=tokens, seq=seq,
+        device=device, ops=ops, dtype=dtype, model=model, tokens=tokens, gemm_passes=gemm_passes,
+        seq=seq,
         head_dim=head_dim, memory_ops=memory_ops, memory_sizes=memory_sizes,
         collectives=collectives, message_sizes=message_sizes, nproc=nproc, repeats=repeats,
         warmup=warmup, timeout_s=timeout, quick=quick), target.type)

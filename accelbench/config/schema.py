@@ -178,7 +178,7 @@ class ProfileMetrics:
     memory_bytes_per_s_max: float | None = None  # fastest streaming point
     collective_ranks: int | None = None  # processes the collectives ran on
     collective_backend: str | None = None  # gloo, nccl, ...
-    collective_latency_s_by_op: dict[str, float] | None = None  # smallest message's median
+    collective_latency_s_by_op: dict[str, float] | None = None  # least median over sizes
     collective_bus_bytes_per_s_max_by_op: dict[str, float] | None = None  # best busbw
     collective_reason: str | None = None  # why collectives were not measured, when not
     threads: int | None = None  # CPU threads of the compute measurements

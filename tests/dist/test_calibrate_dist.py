@@ -40,8 +40,9 @@ def test_collectives_on_two_gloo_ranks(monkeypatch, capsys, tmp_path):
     for op in COLLECTIVE_OPS:
         small = next(p for p in points if p["shape"]["collective"] == op and p["size"] == 4096)
         big = next(p for p in points if p["shape"]["collective"] == op and p["size"] == 262144)
-        assert profile.latency_s[op] == small["time_s_median"]
-        assert profile.collective_time_s(op, 262144) == pytest.approx(
-            max(small["time_s_median"], big["time_s_median"]))
+        latency = min(small["time_s_median"], big["time_s_median"])
+        assert profile.latency_s[op] == latency == m["collective_latency_s_by_op"][op]
+        assert profile.collective_time_s(op, 262144) == pytest.approx(big["time_s_median"])
+        assert profile.collective_time_s(op, 16) == latency  # below the sizes: the latency
         assert profile.bus_bytes_per_s(op, 262144) == pytest.approx(big["rate_per_s"])
     assert "collective:all_reduce" in out

@@ -21,6 +21,7 @@ from accelbench.analytics.kernels import (
     gemm_bytes,
     gemm_flops,
     layer_gemm_shapes,
+    pass_shape,
     stream_bytes,
 )
 from accelbench.analytics.params import block_matmul_params
@@ -44,6 +45,16 @@ def test_gemm_flops_and_bytes_are_the_hand_counts():
     assert gemm_bytes(3, 4, 5, 2) == (3 * 4 + 4 * 5 + 3 * 5) * 2
     x, w = torch.randn(96, 64), torch.randn(80, 64)  # F.linear: (96 x 64) @ (64 x 80)
     assert _counted(lambda: F.linear(x, w)) == gemm_flops(96, 64, 80)
+
+
+def test_the_backward_products_of_a_linear_layer_cost_its_forward():
+    x, w = torch.randn(96, 64, requires_grad=True), torch.randn(80, 64, requires_grad=True)
+    y = F.linear(x, w)  # (96 x 64) @ (64 x 80)
+    backward = _counted(lambda: y.backward(torch.randn_like(y)))
+    assert pass_shape("input_grad", 96, 64, 80) == (96, 80, 64)  # dy @ w
+    assert pass_shape("weight_grad", 96, 64, 80) == (80, 96, 64)  # dy.T @ x
+    assert backward == sum(gemm_flops(*pass_shape(p, 96, 64, 80))
+                           for p in ("input_grad", "weight_grad")) == 2 * gemm_flops(96, 64, 80)
 
 
 def test_layer_gemm_shapes_are_gpt2s_and_sum_to_the_flops_formula():
@@ -116,7 +127,7 @@ def _point(op: str, curve: str, dtype: str, size: float, work: float, time_s: fl
 def test_profile_lookups_predict_times_from_the_curves():
     profile = MachineProfile(
         "cuda", "test", "made here", {"bf16": 1e15}, {"bf16": "datasheet dense"},
-        {"gemm:bf16": Curve((1e9, 1e12), (0.25, 0.75)),
+        {"gemm:bf16:forward": Curve((1e9, 1e12), (0.25, 0.75)),
          "attention:bf16:forward:d128": Curve((1024, 8192), (0.4, 0.6)),
          "collective:all_reduce": Curve((1e6, 1e9), (1e10, 1e11))},
         latency_s={"all_reduce": 5e-5}, collective_ranks=8)
@@ -128,7 +139,7 @@ def test_profile_lookups_predict_times_from_the_curves():
     # 1 GB on 8 ranks: algbw = busbw / (2*7/8); a 10-byte message: the latency
     assert profile.collective_time_s("all_reduce", 1e9) == pytest.approx(1e9 / (1e11 / 1.75))
     assert profile.collective_time_s("all_reduce", 10) == 5e-5
-    with pytest.raises(ConfigError, match="profile: has no curve 'gemm:fp32'"):
+    with pytest.raises(ConfigError, match="profile: has no curve 'gemm:fp32:forward'"):
         profile.gemm_efficiency("fp32", 1e9)
 
 
@@ -139,25 +150,26 @@ def test_a_calibration_round_trips_through_the_store(monkeypatch, capsys, tmp_pa
         "--dtype", "fp32", "--model", "gpt2-tiny", "--tokens", "64,256", "--seq", "32,64",
         "--memory-sizes", "64KiB,256KiB", "--repeats", "3", "--warmup", "1", "--db", str(db))
     assert code == 0, err
-    assert "gemm:fp32" in out and "memory:adamw" in out
+    assert "gemm:fp32:weight_grad" in out and "memory:adamw" in out
     [record] = ResultStore(db).query(kind="profile")
     assert record.status == "ok" and set(record.metrics) == set(metric_names("profile"))
     assert record.environment["device_type"] == "cpu"
     points = record.metrics["points"]
-    assert len(points) == 2 * 4 + 2 * 2 + 2 * 2  # layer GEMMs, attention both ways, memory
+    # 2 token counts x 4 layer GEMMs x 3 passes, 2 sequences x 2 directions, 2 ops x 2 sizes
+    assert len(points) == 2 * 4 * 3 + 2 * 2 + 2 * 2
     profile = load_profile(ResultStore(db, write=False))
     peak = record.metrics["peak_flops_per_s_by_dtype"]["fp32"]
     assert record.metrics["peak_label_by_dtype"]["fp32"].startswith("measured peak (GEMM")
-    gemm = next(p for p in points if p["op"] == "gemm" and p["shape"]["m"] == 256
-                and p["label"].startswith("mlp_up"))
-    assert gemm["work"] == gemm_flops(256, 128, 512)
-    assert profile.gemm_efficiency("fp32", gemm["size"]) == pytest.approx(
-        _median_at(points, "gemm:fp32", gemm["size"]) / peak)
+    gemm = next(p for p in points if p["label"] == "mlp_up weight_grad 512x256x128")
+    assert gemm["work"] == gemm_flops(512, 256, 128) == gemm_flops(256, 128, 512)
+    assert profile.gemm_efficiency("fp32", gemm["size"], "weight_grad") == pytest.approx(
+        _median_at(points, "gemm:fp32:weight_grad", gemm["size"]) / peak)
     copy = next(p for p in points if p["curve"] == "memory:copy" and p["size"] == 2 * 65536)
     assert profile.memory_bytes_per_s("copy", 2 * 65536) == pytest.approx(copy["rate_per_s"])
     assert profile.attention_efficiency("fp32", "backward", 64, 32) > 0
-    assert sorted(profile.curves) == ["attention:fp32:backward:d32", "attention:fp32:forward:d32",
-                                      "gemm:fp32", "memory:adamw", "memory:copy"]
+    assert sorted(profile.curves) == [
+        "attention:fp32:backward:d32", "attention:fp32:forward:d32", "gemm:fp32:forward",
+        "gemm:fp32:input_grad", "gemm:fp32:weight_grad", "memory:adamw", "memory:copy"]
 
 
 def _median_at(points: list[dict], curve: str, size: float) -> float:
@@ -176,6 +188,7 @@ def test_no_profile_in_a_store_is_one_line(tmp_path):
     (("--ops", "gemm,fft"), "error: ops: unknown value 'fft' (allowed: gemm, attention, memory, "
                             "collective)"),
     (("--dtype", "fp64"), "error: dtype: unknown value 'fp64'"),
+    (("--gemm-passes", "forward,dw"), "error: gemm-passes: unknown value 'dw'"),
     (("--tokens", "0,128"), "error: tokens: must be positive, got 0"),
     (("--seq", "128,,256"), "error: seq: empty item in '128,,256'"),
     (("--memory-sizes", "12XB"), "error: memory-sizes: cannot read size '12XB'"),

@@ -16,6 +16,7 @@ from accelbench.analytics.kernels import (
     gemm_bytes,
     gemm_flops,
     layer_gemm_shapes,
+    pass_shape,
     stream_bytes,
 )
 from accelbench.analytics.profile import Point, curve_key
@@ -42,19 +43,39 @@ def time_call(call: Callable[[], object], device: torch.device, spec: CalibrateS
     return run_timed(step, device, spec.warmup, spec.repeats)["call"]
 
 
+def _gemm_call(gemm_pass: str, m: int, k: int, n: int, device: torch.device,
+               dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+    """The pass's product in the memory layout autograd runs it in for nn.Linear: x @ w.T
+    forward, dy @ w for the input gradient, dy.T @ x for the weight gradient."""
+    if gemm_pass == "forward":
+        x, w = (torch.randn(m, k, device=device, dtype=dtype),
+                torch.randn(n, k, device=device, dtype=dtype))
+        return lambda: F.linear(x, w)
+    if gemm_pass == "input_grad":
+        dy, w = (torch.randn(m, k, device=device, dtype=dtype),
+                 torch.randn(k, n, device=device, dtype=dtype))
+        return lambda: torch.mm(dy, w)
+    dy, x = (torch.randn(k, m, device=device, dtype=dtype),
+             torch.randn(k, n, device=device, dtype=dtype))
+    return lambda: torch.mm(dy.t(), x)
+
+
 def measure_gemms(spec: CalibrateSpec, device: torch.device, dtype: str) -> list[Point]:
-    """The layer's forward GEMMs at each token count, as nn.Linear runs them (x @ w.T)."""
-    points = []
+    """The layer's GEMMs at each token count, each pass in its own layout and curve."""
+    points, torch_dtype = [], parse_dtype(dtype)
     for tokens in spec.tokens:
-        for name, m, k, n in layer_gemm_shapes(spec.model, tokens):
-            x = torch.randn(m, k, device=device, dtype=parse_dtype(dtype))
-            w = torch.randn(n, k, device=device, dtype=parse_dtype(dtype))
-            stats = time_call(lambda x=x, w=w: F.linear(x, w), device, spec)
-            flops = gemm_flops(m, k, n)
-            shape = {"m": m, "k": k, "n": n, "layout": "x @ w.T",
-                     "bytes": gemm_bytes(m, k, n, x.element_size())}
-            points.append(make_point("gemm", curve_key("gemm", dtype), f"{name} {m}x{k}x{n}",
-                                     dtype, flops, flops, stats, shape))
+        for name, fm, fk, fn in layer_gemm_shapes(spec.model, tokens):
+            for gemm_pass in spec.gemm_passes:
+                m, k, n = pass_shape(gemm_pass, fm, fk, fn)
+                stats = time_call(_gemm_call(gemm_pass, m, k, n, device, torch_dtype), device,
+                                  spec)
+                flops = gemm_flops(m, k, n)
+                shape = {"m": m, "k": k, "n": n, "layer_gemm": name, "pass": gemm_pass,
+                         "tokens": tokens,
+                         "bytes": gemm_bytes(m, k, n, torch_dtype.itemsize)}
+                points.append(make_point("gemm", curve_key("gemm", dtype, gemm_pass),
+                                         f"{name} {gemm_pass} {m}x{k}x{n}", dtype, flops,
+                                         flops, stats, shape))
     return points
 
 

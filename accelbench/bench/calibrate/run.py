@@ -110,6 +110,7 @@ def run_calibration(spec: CalibrateSpec, device: torch.device,
     if "collective" in spec.ops:
         if progress:
             progress(1, 1, f"collectives on {spec.nproc} processes")
+        devices.empty_cache(device)  # the launched ranks may share this process's device
         more, collective_reason = measure_collectives(spec, device.type)
         points += more
         if collective_reason:

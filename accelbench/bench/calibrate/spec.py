@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from accelbench.analytics.kernels import COLLECTIVE_OPS, STREAM_OPS
+from accelbench.analytics.kernels import COLLECTIVE_OPS, GEMM_PASSES, STREAM_OPS
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
@@ -37,6 +37,7 @@ class CalibrateOptions:
     dtype: str = "fp32,bf16"
     model: str = "gpt2"
     tokens: str = ""
+    gemm_passes: str = ",".join(GEMM_PASSES)
     seq: str = ""
     head_dim: str = ""
     memory_ops: str = ",".join(STREAM_OPS)
@@ -59,6 +60,7 @@ class CalibrateSpec:
     dtypes: tuple[str, ...]
     model: ModelConfig
     tokens: tuple[int, ...]
+    gemm_passes: tuple[str, ...]
     seqs: tuple[int, ...]
     head_dims: tuple[int, ...]
     memory_ops: tuple[str, ...]
@@ -131,6 +133,7 @@ def build_calibrate_spec(options: CalibrateOptions, device_type: str) -> Calibra
         device=options.device, ops=parse_choice_list("ops", options.ops, OPS),
         dtypes=parse_choice_list("dtype", options.dtype, DTYPES), model=model,
         tokens=parse_int_list("tokens", _default("tokens", options, accelerator)),
+        gemm_passes=parse_choice_list("gemm-passes", options.gemm_passes, GEMM_PASSES),
         seqs=parse_int_list("seq", _default("seq", options, accelerator)), head_dims=head_dims,
         memory_ops=parse_choice_list("memory-ops", options.memory_ops, STREAM_OPS),
         memory_bytes=parse_byte_list("memory-sizes",
