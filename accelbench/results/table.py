@@ -35,11 +35,34 @@ def _gib(value: float | None) -> str:
     return "-" if value is None else f"{value / GIB:.2f}"
 
 
+def _has_energy(records: list[Record]) -> bool:
+    """Whether some record measured energy (then the table has a J/token column)."""
+    return any(r.metrics.get("energy_per_token_j") is not None for r in records)
+
+
+def _energy_cells(records: list[Record], m: dict) -> tuple[str, ...]:
+    """The J/token cell of a row, when the table has the column."""
+    return (_num(m.get("energy_per_token_j"), ".3g"),) if _has_energy(records) else ()
+
+
+def with_energy(caption: Text | None, records: list[Record]) -> Text | None:
+    """The caption, with where the J/token came from or why there is none (docs/energy.md)."""
+    sources = sorted({str(r.metrics.get("energy_source")) for r in records
+                      if r.metrics.get("energy_per_token_j") is not None})
+    notes = [str(n) for r in records if (n := r.metrics.get("energy_note"))]
+    line = (f"J/token over the timed steps, from {', '.join(sources)}" if sources
+            else f"energy {notes[0]}" if notes else "")
+    if not line:
+        return caption
+    return Text(f"{caption.plain}; {line}") if caption is not None else Text(line)
+
+
 def block_table(records: list[Record], title: str = "Transformer block") -> Table:
     """The micro-benchmark grid: one row per batch x dtype, forward and backward apart."""
     table = plain_table(title)
     for column in ("batch", "dtype", "status", "fwd ms", "bwd ms", "fwd TFLOPS", "bwd TFLOPS",
-                   "tokens/s (f+b)", "MFU (f+b)", "mem GiB", "est. GiB", "note"):
+                   "tokens/s (f+b)", "MFU (f+b)", "mem GiB", "est. GiB",
+                   *(("J/token",) if _has_energy(records) else ()), "note"):
         table.add_column(column, justify="left" if column == "note" else "right",
                          overflow="fold")
     for r in records:
@@ -54,12 +77,13 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
             _num(m.get("backward_tflops_per_device"), ".2f"),
             _num(m.get("forward_backward_tokens_per_s_per_device"), ",.0f"),
             _pct(m.get("forward_backward_mfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
-            _gib(m.get("mem_estimate_bytes_per_rank")), r.reason,
+            _gib(m.get("mem_estimate_bytes_per_rank")), *_energy_cells(records, m), r.reason,
         )
     peaks = peak_captions(records)
     if peaks:
         table.caption = Text(f"MFU against: {peaks}; mem = measured peak above the cell's start, "
                          "est. = analytics estimate")
+    table.caption = with_energy(table.caption, records)
     return table
 
 
@@ -125,7 +149,8 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
     extra = ("sparsity", "speedup vs dense", "loss vs dense") if sparse else ()
     for column in ("seq", "mb", "gas", "dtype", "recompute", *extra[:1], "status", "step ms",
                    rate, "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
-                   *extra[1:], "data wait", "note"):
+                   *extra[1:], "data wait", *(("J/token",) if _has_energy(records) else ()),
+                   "note"):
         table.add_column(column, justify="left" if column == "note" else "right",
                          overflow="fold")
     for r in records:
@@ -142,12 +167,13 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
             _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
             _gib(m.get("mem_estimate_bytes_per_rank")), loss, *vs_dense,
-            _pct(m.get("data_wait_fraction")), r.reason)
+            _pct(m.get("data_wait_fraction")), *_energy_cells(records, m), r.reason)
     peaks = peak_captions(records)
     if peaks:
         table.caption = Text(f"MFU/HFU against: {peaks}; {rate} global over the median step; "
                          "mem = measured peak above the cell's start (the rank that added the "
                          "most), est. = analytics estimate of one rank")
+    table.caption = with_energy(table.caption, records)
     return table
 
 

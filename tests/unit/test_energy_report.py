@@ -7,6 +7,7 @@ from accelbench.results.record import Record
 from accelbench.results.report.compare import compare_section
 from accelbench.results.report.energy import NOT_RECORDED
 from accelbench.results.report.machines import group_machines
+from accelbench.results.table import train_table
 
 CPU = {"device_type": "cpu", "device_name": "AMD EPYC", "device_count": 1, "cpu": "AMD EPYC",
        "cpu_count": 2, "torch": "2.13.0+cpu", "host": "vm"}
@@ -64,3 +65,14 @@ def test_a_record_from_before_energy_metering_says_so():
     rows = _tables(compare_section(machines, machines[0], tokens=1e9))["Time to train 1e+09 "
                                                                        "tokens"].rows
     assert rows[0][-1] == NOT_RECORDED
+
+
+def test_the_terminal_table_shows_j_per_token_or_why_not():
+    measured = _cell(GPU, 50_000, 0.0123, "nvml")[1]
+    table = train_table([measured])
+    column = [c for c in table.columns if c.header == "J/token"]
+    assert len(column) == 1 and [str(c) for c in column[0].cells] == ["0.0123"]
+    assert table.caption.plain.endswith("J/token over the timed steps, from nvml")
+    none = train_table([_cell(CPU, 2000, None, None, UNAVAILABLE)[1]])
+    assert not [c for c in none.columns if c.header == "J/token"]
+    assert none.caption.plain.endswith(f"energy {UNAVAILABLE}")
