@@ -23,7 +23,8 @@ NUMBERS = ("energy_j", "energy_per_token_j", "tokens_per_j", "avg_power_w_per_de
 
 
 def test_this_machine_has_no_counter_and_says_why_without_an_estimate():
-    assert not Path("/sys/class/powercap").exists()  # the premise: no powercap on this VM
+    if Path("/sys/class/powercap").exists():  # this VM has none; a machine with RAPL differs
+        pytest.skip("this machine has /sys/class/powercap")
     source = open_source(torch.device("cpu"))
     assert isinstance(source, Unavailable) and "powercap" in source.reason
     with open_meter(torch.device("cpu")) as meter:
