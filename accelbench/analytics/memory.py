@@ -7,6 +7,7 @@ record the estimate beside the measured peak.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
@@ -15,6 +16,13 @@ from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
 
 __all__ = ["BYTES_PER_VALUE"]  # re-exported: the width of one value lives in precision.py
+
+
+@lru_cache(maxsize=64)
+def block_sizes(cfg: ModelConfig) -> tuple[int, int]:
+    """(parameters, GEMM weights) of one block, from accelbench.analytics.params; cached, as
+    the planner asks for them for every layout it evaluates."""
+    return block_params(cfg), block_matmul_params(cfg)
 
 
 def kv_width_per_rank(cfg: ModelConfig, tp: int) -> float:
@@ -158,7 +166,7 @@ def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
     """
     h = cfg.d_model
     vocab_tp = tp if vocab_parallel else 1
-    blocks = (cfg.n_layer / pp if layers is None else layers) * block_params(cfg) / tp
+    blocks = (cfg.n_layer / pp if layers is None else layers) * block_sizes(cfg)[0] / tp
     embed = cfg.vocab_size * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
                                              else 0)
     head = cfg.vocab_size * h / vocab_tp + 2 * h
@@ -238,7 +246,7 @@ def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, t
     recompute the working set of the one block being recomputed (sp: sequence parallel), and
     context parallelism's K/V ring buffers."""
     widths = training_widths(dtype)
-    gathered = 2 * block_params(cfg) / tp * widths.weights if zero == 3 else 0.0
+    gathered = 2 * block_sizes(cfg)[0] / tp * widths.weights if zero == 3 else 0.0
     rerun = 0.0
     if recompute == "full":
         rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, widths.activations, tp, sp,
@@ -281,7 +289,7 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, widths.activations, tp,
                                            layout.sp, layout.recompute, fused_attention, cp)
     logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp if vocab_parallel else 1, cp)
-    gemm_per_layer = block_matmul_params(cfg) / tp if widths.fp8 else 0.0
+    gemm_per_layer = block_sizes(cfg)[1] / tp if widths.fp8 else 0.0
     worst: tuple[float, ModelStateBytes, float] | None = None
     for rank, stage, layers in stages_to_check(layout, cfg.n_layer):
         states = model_state_bytes(stage_params(cfg, tp, pp, stage, vocab_parallel, layers),

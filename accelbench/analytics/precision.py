@@ -19,6 +19,7 @@ says, per precision, the width of each thing the planner counts, following those
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -56,6 +57,7 @@ class TrainingWidths:
         return self.gemm_peak != self.peak
 
 
+@cache
 def training_widths(precision: str) -> TrainingWidths:
     """The widths and peaks of training in `precision` (fp32, tf32, fp16, bf16 or fp8)."""
     if precision == "fp8":

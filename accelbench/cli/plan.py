@@ -197,18 +197,22 @@ def plan(
     model: str = typer.Option("gpt3-175b", help="Preset, preset:overrides, or a planner shape "
                               "(gpt3-175b, megatron-530b, megatron-1t, palm-540b, llama3-8b, "
                               "llama3-70b)."),
-    device: str = typer.Option("a100-80gb", help="Device key from `accelbench hw`."),
+    device: str = typer.Option("a100-80gb", help="Device key from `accelbench hw`, or a "
+                               "variant of one: KEY:memory_gb=96,bw_gb_s=2400,peak_scale=0.8 "
+                               "(labelled as derived from that datasheet row)."),
     nodes: int = typer.Option(1, help="Number of nodes."),
     gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="Devices per node "
                                       "(default: the system's)."),
     global_batch: int = typer.Option(1536, help="Global batch in sequences."),
     seq: int = typer.Option(2048, help="Sequence length."),
-    dtype: str = typer.Option("bf16", help="Training precision (mixed-precision Adam)."),
+    dtype: str = typer.Option("bf16", help="Training precision (mixed-precision Adam); fp8: "
+                              "block GEMMs at the FP8 peak, the rest BF16, MFU against BF16."),
     optimizer: str = typer.Option("adam", help="adam or sgd."),
     top: int = typer.Option(10, help="How many layouts to show."),
     layout: str = typer.Option("", help="Evaluate one layout: dp=..,tp=..,pp=..,vp=..,mb=..,"
-                               "zero=..,recompute=..[,sp=on|off] (missing fields are searched; "
-                               "sp defaults to on when tp > 1 in a full layout)."),
+                               "zero=..,recompute=..[,sp=on|off,cp=..,pp_first=..,pp_last=..] "
+                               "(missing fields are searched; sp defaults to on when tp > 1 in "
+                               "a full layout)."),
     intra_bw: float = typer.Option(None, help="Intra-node GB/s per device per direction."),
     inter_bw: float = typer.Option(None, help="Inter-node GB/s per device per direction."),
     intra_latency_us: float = typer.Option(None, help="Intra-node latency, microseconds."),
