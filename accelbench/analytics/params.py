@@ -36,6 +36,12 @@ def block_params(cfg: ModelConfig) -> int:
     return block_matmul_params(cfg) + block_bias_params(cfg) + 2 * cfg.norm_params
 
 
+def tp_whole_block_params(cfg: ModelConfig) -> int:
+    """Parameters of one block that tensor parallelism keeps whole on every rank: the two norms
+    and the biases of the two row-parallel output projections (attention's and the MLP's)."""
+    return 2 * cfg.norm_params + (2 * cfg.d_model if cfg.bias else 0)
+
+
 def block_matmul_params(cfg: ModelConfig) -> int:
     """Weights of one block that enter matrix multiplies (what costs 2 FLOPs per token each)."""
     return attention_matmul_params(cfg) + mlp_matmul_params(cfg)

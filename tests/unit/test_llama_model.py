@@ -13,7 +13,12 @@ from accelbench.analytics.flops import (
     model_flops_per_step,
     model_flops_per_token,
 )
-from accelbench.analytics.params import block_params, matmul_params, total_params
+from accelbench.analytics.params import (
+    block_params,
+    matmul_params,
+    total_params,
+    tp_whole_block_params,
+)
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT, Block
 
@@ -41,6 +46,15 @@ def test_params_match_instantiated_model(variant):
                  if p.dim() == 2 and not n.startswith("wte"))
     assert matmul == matmul_params(cfg) - (cfg.vocab_size * cfg.d_model
                                            if cfg.tie_embeddings else 0)
+
+
+@pytest.mark.parametrize("name", ["llama-tiny", "gpt2-tiny"])
+def test_tp_whole_params_are_the_norms_and_row_parallel_biases(name):
+    block = Block(get_preset(name))
+    whole = [block.ln_1, block.ln_2, block.attn.c_proj.bias, block.mlp.c_proj.bias]
+    count = sum(sum(p.numel() for p in m.parameters()) if isinstance(m, torch.nn.Module)
+                else (m.numel() if m is not None else 0) for m in whole)
+    assert tp_whole_block_params(get_preset(name)) == count
 
 
 def test_llama_modules_have_no_biases_and_rmsnorm():
