@@ -128,6 +128,14 @@ CASES = [
     case("block --repeats 0", "error: repeats: must be a positive number, got 0"),
     case("block --warmup -1", "error: warmup: must be 0 or more, got -1"),
     case("block --csv --output {dir}", "error: output: '{dir}' is a directory"),
+    # calibrate
+    case("calibrate --ops gemm,fft", "error: ops: unknown value 'fft'"),
+    case("calibrate --gemm-passes forward,dw", "error: gemm-passes: unknown value 'dw'"),
+    case("calibrate --tokens 0", "error: tokens: must be positive, got 0"),
+    case("calibrate --memory-sizes 12XB", "error: memory-sizes: cannot read size '12XB'"),
+    case("calibrate --message-sizes 4KiB,4096", "error: message-sizes: a size given twice"),
+    case("calibrate --collectives broadcast", "error: collectives: unknown value 'broadcast'"),
+    case("calibrate --nproc 1", "error: nproc: collectives need 2 processes or more, got 1"),
     # plan
     case("plan --seq 4096", "error: seq: 4096 is longer than gpt3-175b's 2048 positions"),
     case("plan --train-tokens nan", "error: train-tokens: must be a finite number, got nan"),
