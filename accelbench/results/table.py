@@ -110,11 +110,22 @@ def summary_table(records: list[Record]) -> Table:
     return table
 
 
+def _profile_figure(m: dict[str, Any]) -> str:
+    """A machine profile: its points, fastest GEMM and best bus bandwidth."""
+    gemm = max((m.get("gemm_flops_per_s_max_by_dtype") or {}).values(), default=None)
+    bus = max((m.get("collective_bus_bytes_per_s_max_by_op") or {}).values(), default=None)
+    text = f"profile: {len(m['points'])} points"
+    text += f", GEMM {gemm / 1e12:.3g} TFLOPS" if gemm else ""
+    return text + (f", busbw {bus / 1e9:.3g} GB/s" if bus else "")
+
+
 def key_figure(r: Record) -> str:
     """The one number that best sums a record up."""
     m = r.metrics
     if r.kind == "peak" and m.get("peak_flops_per_s_per_device") is not None:
         return f"peak {m['peak_flops_per_s_per_device'] / 1e12:.3g} TFLOPS"
+    if r.kind == "profile" and m.get("points"):
+        return _profile_figure(m)
     for key, mfu_key in (("forward_backward_tokens_per_s_per_device", "forward_backward_mfu"),
                          ("tokens_per_s_global", "mfu")):
         if m.get(key) is not None:

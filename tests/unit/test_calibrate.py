@@ -31,6 +31,7 @@ from accelbench.config.presets import resolve_model
 from accelbench.config.schema import metric_names
 from accelbench.results.profile import load_profile
 from accelbench.results.store import ResultStore
+from accelbench.results.table import key_figure
 from tests.unit.cli_run import run_main
 
 
@@ -154,6 +155,7 @@ def test_a_calibration_round_trips_through_the_store(monkeypatch, capsys, tmp_pa
     [record] = ResultStore(db).query(kind="profile")
     assert record.status == "ok" and set(record.metrics) == set(metric_names("profile"))
     assert record.environment["device_type"] == "cpu"
+    assert key_figure(record).startswith("profile: 32 points, GEMM ")  # results list
     points = record.metrics["points"]
     # 2 token counts x 4 layer GEMMs x 3 passes, 2 sequences x 2 directions, 2 ops x 2 sizes
     assert len(points) == 2 * 4 * 3 + 2 * 2 + 2 * 2
