@@ -148,26 +148,48 @@ def _pick(fixed: dict[str, int | str | bool], key: str, default: list[Any]) -> l
     return [fixed[key]] if key in fixed else default
 
 
+# From this sequence length on the search also tries context parallelism (cp = 2, 4, ... 32
+# where 2 x cp divides the sequence and the devices allow): shorter sequences gain nothing
+# from splitting them, and the search stays fast.
+CP_SEARCH_FROM_SEQ = 32768
+CP_CHOICES = (1, 2, 4, 8, 16, 32)
+
+
+def _cp_choices(setup: TrainSetup, n_devices: int, fixed: dict[str, int | str | bool]
+                ) -> list[int]:
+    """cp values worth trying: the fixed one, else 1, or for long sequences every CP_CHOICES
+    value that divides the devices and whose 2 x cp chunks divide the sequence."""
+    if "cp" in fixed:
+        return [int(fixed["cp"])]
+    if setup.seq_len < CP_SEARCH_FROM_SEQ:
+        return [1]
+    return [c for c in CP_CHOICES if n_devices % c == 0 and setup.seq_len % (2 * c) == 0]
+
+
 def _tp_pp_dp(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
-              fixed: dict[str, int | str | bool]) -> Iterator[tuple[int, int, int]]:
-    """(tp, pp, dp) candidates; tensor parallelism kept inside a node unless tp is fixed."""
+              fixed: dict[str, int | str | bool]) -> Iterator[tuple[int, int, int, int]]:
+    """(tp, pp, dp, cp) candidates; tensor parallelism kept inside a node unless tp is fixed."""
     n = cluster.n_devices
-    for tp in _pick(fixed, "tp", [t for t in divisors(n) if t <= cluster.devices_per_node]):
-        for pp in _pick(fixed, "pp", divisors(n // tp) if n % tp == 0 else [1]):
-            dp = int(fixed.get("dp", max(1, n // (tp * pp * int(fixed.get("cp", 1))))))
-            chosen = not fixed.keys() & {"tp", "pp", "dp"}
-            if chosen and (setup.global_batch % dp or cfg.n_layer % pp):
-                continue
-            yield int(tp), int(pp), dp
+    for cp in _cp_choices(setup, n, fixed):
+        for tp in _pick(fixed, "tp", [t for t in divisors(n // cp)
+                                      if t <= cluster.devices_per_node] if n % cp == 0 else [1]):
+            rest = n // (tp * cp) if n % (tp * cp) == 0 else 0
+            for pp in _pick(fixed, "pp", divisors(rest) if rest else [1]):
+                dp = int(fixed.get("dp", max(1, n // (tp * pp * cp))))
+                chosen = not fixed.keys() & {"tp", "pp", "dp"}
+                if chosen and (setup.global_batch % dp or cfg.n_layer % pp):
+                    continue
+                yield int(tp), int(pp), dp, cp
 
 
 def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                       fixed: dict[str, int | str | bool] | None = None) -> Iterator[Layout]:
     """Every candidate layout: fields in `fixed` are pinned, the others searched (sequence
-    parallel both on and off when tp > 1; the schedule 1F1B, interleaved when vp > 1)."""
+    parallel both on and off when tp > 1; the schedule 1F1B, interleaved when vp > 1; context
+    parallelism from CP_SEARCH_FROM_SEQ on)."""
     fixed = fixed or {}
-    pinned = {key: fixed[key] for key in ("cp", "pp_first", "pp_last") if key in fixed}
-    for tp, pp, dp in _tp_pp_dp(cfg, cluster, setup, fixed):
+    pinned = {key: fixed[key] for key in ("pp_first", "pp_last") if key in fixed}
+    for tp, pp, dp, cp in _tp_pp_dp(cfg, cluster, setup, fixed):
         per_rank = setup.global_batch // dp
         for mb in _pick(fixed, "mb", divisors(per_rank) if per_rank else [1]):
             vps = divisors(cfg.n_layer // pp) if pp > 1 and cfg.n_layer % pp == 0 else [1]
@@ -177,7 +199,7 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                         for sp in _pick(fixed, "sp", [True, False] if tp > 1 else [False]):
                             for schedule in _pick(fixed, "pp_schedule", [default_schedule(vp)]):
                                 yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb,
-                                             recompute, **pinned)
+                                             recompute, cp=cp, **pinned)
 
 
 def _limiter(step: StepBreakdown) -> str:

@@ -243,3 +243,19 @@ def test_llama3_405b_rows_have_their_real_shape_and_layout() -> None:
     lay = run.layout
     assert (lay.tp, lay.cp, lay.pp, lay.dp, lay.pp_first, lay.pp_last) == (8, 16, 16, 8, 7, 7)
     assert lay.world_size == run.n_devices == 16384
+
+
+def test_search_tries_cp_for_long_sequences_only() -> None:
+    from accelbench.analytics.planner import CP_SEARCH_FROM_SEQ, layout_problem, search
+
+    cluster = make_cluster("h100-sxm", 4)
+    long = TrainSetup(global_batch=64, seq_len=131072)
+    found = search(GQA, cluster, long, top=50)
+    assert any(r.layout.cp > 1 for r in found.best)
+    for r in found.best:
+        assert layout_problem(GQA, cluster, long, r.layout) is None and r.memory.fits
+        assert r.layout.world_size == 32 and 131072 % (2 * r.layout.cp) == 0
+    short = search(GQA, cluster, TrainSetup(64, CP_SEARCH_FROM_SEQ // 2), top=50)
+    assert short.best and all(r.layout.cp == 1 for r in short.best)
+    pinned = search(GQA, cluster, long, {"cp": 4}, top=50)
+    assert pinned.best and all(r.layout.cp == 4 for r in pinned.best)
