@@ -259,3 +259,12 @@ def test_search_tries_cp_for_long_sequences_only() -> None:
     assert short.best and all(r.layout.cp == 1 for r in short.best)
     pinned = search(GQA, cluster, long, {"cp": 4}, top=50)
     assert pinned.best and all(r.layout.cp == 4 for r in pinned.best)
+
+
+def test_tp_traffic_is_the_hidden_width_whatever_the_kv_heads() -> None:
+    """Megatron's TP all-reduces carry the block's b x s x h input/output: GQA and SwiGLU
+    change neither their count nor their size; cp gives each rank s/cp of the tokens."""
+    mha = validate_model(ModelConfig("mha", 4, 32, 4096, 1000, 8192, 14336, position="rotary",
+                                     activation="swiglu"))
+    assert comm.tp_bytes_per_layer(GQA, 8192, 1, "bf16", 8) == comm.tp_bytes_per_layer(
+        mha, 8192, 1, "bf16", 8) == 4 * 2 * 7 / 8 * 8192 * 4096 * 2
