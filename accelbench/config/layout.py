@@ -1,7 +1,10 @@
 """The one parallel layout and the one list of rules it is checked against; no torch.
 
 A layout splits a training job into dp x cp x tp x pp ranks (tensor innermost, then context,
-then data, pipeline outermost: Megatron's order), with vp model chunks per pipeline rank, a ZeRO
+then data, pipeline outermost: Megatron's order), with vp model chunks per pipeline rank, ep
+expert-parallel ranks carved out of the data-parallel ones (Megatron-Core's convention: ep
+divides dp, adds no ranks; dense weights replicated over dp, each expert on one rank of its ep
+group and replicated over the dp / ep "expert data parallel" ranks), a ZeRO
 stage, sequence parallelism, a pipeline schedule, a micro-batch, a recompute kind, and optionally
 fewer layers on the first and last pipeline stages (pp_first, pp_last; Llama 3 405B's 126 layers
 on 16 stages). The runtime (`validate_layout`) and the planner
@@ -24,17 +27,18 @@ from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import PP_SCHEDULES, RECOMPUTE_KINDS, ZERO_STAGES
 
 MESH_DIMS = ("pp", "dp", "tp")  # outermost to innermost: tp ranks are neighbours (same node)
-ALL_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "schedule", "mb", "recompute",
+ALL_KEYS = ("dp", "tp", "pp", "vp", "cp", "ep", "zero", "sp", "schedule", "mb", "recompute",
             "pp_first", "pp_last")
 # The runtime's --layout: micro-batch and recompute come from --micro-batch / --recompute.
-RUNTIME_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "schedule", "pp_first", "pp_last")
+RUNTIME_KEYS = ("dp", "tp", "pp", "vp", "cp", "ep", "zero", "sp", "schedule", "pp_first",
+                "pp_last")
 # The planner's --layout: it models 1F1B (interleaved when vp > 1), so the schedule follows vp.
 PLANNER_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "mb", "recompute", "pp_first",
                 "pp_last")
 _ELSEWHERE = {"mb": "set the micro-batch with --micro-batch",
               "recompute": "set it with --recompute",
               "schedule": "the planner models 1f1b, and interleaved_1f1b when vp > 1"}
-_POSITIVE = ("dp", "tp", "pp", "vp", "cp", "mb")
+_POSITIVE = ("dp", "tp", "pp", "vp", "cp", "ep", "mb")
 _COUNTS = ("pp_first", "pp_last")  # layers on the first / last pipeline stage; 0 = even split
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 ARITHMETIC, RUNTIME = "arithmetic", "runtime"
@@ -46,7 +50,8 @@ class Layout:
     """How a job is split: dp x cp x tp x pp ranks, vp model chunks per pipeline rank, ZeRO
     stage 0-3, sequence parallelism on the tensor group (Korthikanti et al.), the pipeline
     schedule, the micro-batch in sequences, the activation recompute kind, and the layers of
-    the first and last pipeline stages when they hold fewer than the others (0: even)."""
+    the first and last pipeline stages when they hold fewer than the others (0: even), and
+    ep, the expert-parallel ranks each MoE layer's experts are split over (inside dp)."""
 
     dp: int = 1
     tp: int = 1
@@ -60,6 +65,7 @@ class Layout:
     cp: int = 1  # context parallel: each sequence split over cp ranks (ring attention)
     pp_first: int = 0
     pp_last: int = 0
+    ep: int = 1  # expert parallel: carved out of dp (ep divides dp), adds no ranks
 
     @property
     def world_size(self) -> int:
@@ -100,6 +106,8 @@ class Layout:
             text += f",vp={self.vp}"
         if self.cp > 1:  # cp=1 is the default everywhere, also for a full label
             text += f",cp={self.cp}"
+        if self.ep > 1:  # so is ep=1
+            text += f",ep={self.ep}"
         text += f",zero={self.zero}"
         if full or self.sp or self.tp > 1:
             text += f",sp={'on' if self.sp else 'off'}"
@@ -175,8 +183,11 @@ def parse_layout_fields(text: str, keys: Collection[str] = ALL_KEYS) -> dict[str
 
 
 def layout_from_fields(fields: Mapping[str, int | bool | str]) -> Layout:
-    """A checked Layout from field values; the others default, the schedule from vp."""
+    """A checked Layout from field values; the others default, the schedule from vp, and dp
+    from ep (ep=2 alone is dp=2,ep=2: expert parallelism is carved out of data parallelism)."""
     values = dict(fields)
+    if "ep" in values:
+        values.setdefault("dp", values["ep"])
     values.setdefault("pp_schedule", default_schedule(int(values.get("vp", 1))))
     unknown = values.keys() - Layout.__dataclass_fields__.keys()
     if unknown:
@@ -186,8 +197,9 @@ def layout_from_fields(fields: Mapping[str, int | bool | str]) -> Layout:
 
 
 def parse_layout(text: str, keys: Collection[str] = ALL_KEYS) -> Layout:
-    """'dp=2,tp=2,pp=1,zero=3[,vp=2,sp=1,schedule=1f1b]' -> Layout (unset fields default;
-    vp > 1 without a schedule picks interleaved_1f1b, the one schedule that uses chunks)."""
+    """'dp=2,tp=2,pp=1,zero=3[,vp=2,sp=1,schedule=1f1b,ep=2]' -> Layout (unset fields default;
+    vp > 1 without a schedule picks interleaved_1f1b, the one schedule that uses chunks; dp
+    defaults to ep)."""
     return layout_from_fields(parse_layout_fields(text, keys))
 
 
@@ -289,6 +301,11 @@ def _tp_divides(what: str, size: Callable[[ModelConfig], int]) -> tuple[_Test, _
             lambda lay, t, m: f"a divisor of {size(t.model)}")
 
 
+def n_experts(model: ModelConfig) -> int:
+    """Routed experts per MoE layer of a model (0: dense), which ep must divide."""
+    return int(getattr(model, "n_experts", 0) or 0)
+
+
 # Arithmetic rules first, in the order reported, then the runtime's limits: the first broken
 # rule of a layout is arithmetic whenever any arithmetic rule is broken.
 RULES: tuple[Rule, ...] = (
@@ -333,6 +350,20 @@ RULES: tuple[Rule, ...] = (
                            f"{t.global_batch}",
          lambda lay, t, m: f"dp*mb dividing {t.global_batch}"),
     Rule("virtual stages", ARITHMETIC, "layout.vp", lambda lay, t, m: lay.vp > 1 and lay.pp == 1,
+    Rule("expert model", ARITHMETIC, "layout.ep",
+         lambda lay, t, m: lay.ep > 1 and n_experts(t.model) == 0,
+         lambda lay, t, m: f"ep={lay.ep}: expert parallelism splits mixture-of-experts layers, "
+                           f"and model {t.model.name} has none",
+         lambda lay, t, m: "ep=1, or a model with experts"),
+    Rule("experts", ARITHMETIC, "layout.ep",
+         lambda lay, t, m: n_experts(t.model) % lay.ep != 0,
+         lambda lay, t, m: f"ep={lay.ep} does not divide the {n_experts(t.model)} experts "
+                           "(each expert-parallel rank holds experts / ep whole experts)",
+         lambda lay, t, m: f"a divisor of {n_experts(t.model)}"),
+    Rule("expert data", ARITHMETIC, "layout.ep", lambda lay, t, m: lay.dp % lay.ep != 0,
+         lambda lay, t, m: f"ep={lay.ep} does not divide dp={lay.dp} (expert-parallel ranks are "
+                           "carved out of the data-parallel ones, Megatron-Core's convention)",
+         lambda lay, t, m: f"a divisor of dp={lay.dp}"),
          lambda lay, t, m: f"virtual stages (vp={lay.vp}) need pp > 1",
          lambda lay, t, m: "vp=1, or pp >= 2"),
     Rule("micro-batches", ARITHMETIC, "gas", lambda lay, t, m: lay.pp > 1 and m < lay.pp,
@@ -377,6 +408,19 @@ def first_broken(layout: Layout, target: Target, m: int,
 
 
 def validate_layout(layout: Layout, model: ModelConfig, world_size: int, micro_batches: int,
+    Rule("ep with zero", RUNTIME, "layout.zero", lambda lay, t, m: lay.ep > 1 and lay.zero > 0,
+         lambda lay, t, m: f"zero={lay.zero} with ep={lay.ep}: accelbench's runtime shards no "
+                           "state of expert-parallel layouts yet (ZeRO over the dense and the "
+                           "expert-data-parallel groups is not built)",
+         lambda lay, t, m: "zero=0 with ep > 1"),
+    Rule("ep with tp", RUNTIME, "layout.tp", lambda lay, t, m: lay.ep > 1 and lay.tp > 1,
+         lambda lay, t, m: f"tp={lay.tp} with ep={lay.ep}: tensor parallelism of the dense part "
+                           "beside expert parallelism is not built by accelbench's runtime",
+         lambda lay, t, m: "tp=1 with ep > 1"),
+    Rule("ep with pp", RUNTIME, "layout.pp", lambda lay, t, m: lay.ep > 1 and lay.pp > 1,
+         lambda lay, t, m: f"pp={lay.pp} with ep={lay.ep}: pipeline stages beside expert "
+                           "parallelism are not built by accelbench's runtime",
+         lambda lay, t, m: "pp=1 with ep > 1"),
                     seq_len: int | None = None) -> Layout:
     """The runtime's check: ConfigError on the first broken rule, arithmetic or runtime.
 
