@@ -164,10 +164,13 @@ class MachineProfile:
         """Bus bandwidth of a collective at this message size."""
         return self.curve(curve_key("collective", op)).at(message_bytes)
 
-    def collective_time_s(self, op: str, message_bytes: float) -> float:
-        """Predicted seconds of one collective on collective_ranks ranks: message over the
-        interpolated algorithm bandwidth, and never less than the measured latency."""
-        ranks = self.collective_ranks or 2
+    def collective_time_s(self, op: str, message_bytes: float, ranks: int | None = None
+                          ) -> float:
+        """Predicted seconds of one collective: message over the algorithm bandwidth, the
+        interpolated bus bandwidth over the bus factor of `ranks` (default: the ranks measured;
+        busbw is what nccl-tests makes comparable across rank counts), and never less than the
+        measured latency."""
+        ranks = ranks or self.collective_ranks or 2
         algbw = self.bus_bytes_per_s(op, message_bytes) / bus_factor(op, ranks)
         return max(self.latency_s.get(op, 0.0), message_bytes / algbw)
 

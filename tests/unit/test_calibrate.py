@@ -140,6 +140,8 @@ def test_profile_lookups_predict_times_from_the_curves():
     # 1 GB on 8 ranks: algbw = busbw / (2*7/8); a 10-byte message: the latency
     assert profile.collective_time_s("all_reduce", 1e9) == pytest.approx(1e9 / (1e11 / 1.75))
     assert profile.collective_time_s("all_reduce", 10) == 5e-5
+    # the same bus bandwidth on 2 ranks: algbw = busbw / 1
+    assert profile.collective_time_s("all_reduce", 1e9, ranks=2) == pytest.approx(1e9 / 1e11)
     with pytest.raises(ConfigError, match="profile: has no curve 'gemm:fp32:forward'"):
         profile.gemm_efficiency("fp32", 1e9)
 
