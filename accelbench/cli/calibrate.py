@@ -33,6 +33,7 @@ def calibrate(
     collectives: str = typer.Option(_DEFAULT.collectives, help="Collectives to time."),
     message_sizes: str = typer.Option("", help="Collective message sizes, e.g. 4KiB,1MiB."),
     nproc: int = typer.Option(0, help="Collective processes (0: every device; 2 on a CPU)."),
+    threads: int = typer.Option(0, help="CPU threads of GEMM, attention, memory (0: torch's)."),
     repeats: int = typer.Option(_DEFAULT.repeats, help="Timed repetitions per point."),
     warmup: int = typer.Option(_DEFAULT.warmup, help="Untimed warm-up calls per point."),
     timeout: float = typer.Option(_DEFAULT.timeout_s, help="Seconds the collectives may take."),
@@ -46,7 +47,8 @@ def calibrate(
         device=device, ops=ops, dtype=dtype, model=model, tokens=tokens, gemm_passes=gemm_passes,
         seq=seq,
         head_dim=head_dim, memory_ops=memory_ops, memory_sizes=memory_sizes,
-        collectives=collectives, message_sizes=message_sizes, nproc=nproc, repeats=repeats,
+        collectives=collectives, message_sizes=message_sizes, nproc=nproc, threads=threads,
+        repeats=repeats,
         warmup=warmup, timeout_s=timeout, quick=quick), target.type)
     check_emit(json_out, False, None)
     recorder = Recorder(ResultStore(db), environment(target))

@@ -151,7 +151,8 @@ def test_a_calibration_round_trips_through_the_store(monkeypatch, capsys, tmp_pa
     code, out, err = run_main(
         monkeypatch, capsys, "calibrate", "--device", "cpu", "--ops", "gemm,attention,memory",
         "--dtype", "fp32", "--model", "gpt2-tiny", "--tokens", "64,256", "--seq", "32,64",
-        "--memory-sizes", "64KiB,256KiB", "--repeats", "3", "--warmup", "1", "--db", str(db))
+        "--memory-sizes", "64KiB,256KiB", "--threads", "1", "--repeats", "3", "--warmup", "1",
+        "--db", str(db))
     assert code == 0, err
     assert "gemm:fp32:weight_grad" in out and "memory:adamw" in out
     [record] = ResultStore(db).query(kind="profile")
@@ -164,6 +165,8 @@ def test_a_calibration_round_trips_through_the_store(monkeypatch, capsys, tmp_pa
     profile = load_profile(ResultStore(db, write=False))
     peak = record.metrics["peak_flops_per_s_by_dtype"]["fp32"]
     assert record.metrics["peak_label_by_dtype"]["fp32"].startswith("measured peak (GEMM")
+    assert "1 thread(s)" in record.metrics["peak_label_by_dtype"]["fp32"]  # as the points ran
+    assert record.metrics["threads"] == 1 and record.spec["threads"] == 1
     gemm = next(p for p in points if p["label"] == "mlp_up weight_grad 512x256x128")
     assert gemm["work"] == gemm_flops(512, 256, 128) == gemm_flops(256, 128, 512)
     assert profile.gemm_efficiency("fp32", gemm["size"], "weight_grad") == pytest.approx(
@@ -200,6 +203,7 @@ def test_no_profile_in_a_store_is_one_line(tmp_path):
     (("--collectives", "broadcast"), "error: collectives: unknown value 'broadcast'"),
     (("--nproc", "1"), "error: nproc: collectives need 2 processes or more, got 1"),
     (("--repeats", "0"), "error: repeats: must be at least 1, got 0"),
+    (("--threads", "-1"), "error: threads: must be 0 or more, got -1"),
     (("--model", "gpt9"), "error: model"),
 ])
 def test_bad_options_are_one_line_and_exit_2(monkeypatch, capsys, tmp_path, args, line):

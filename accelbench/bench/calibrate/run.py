@@ -102,10 +102,16 @@ def run_calibration(spec: CalibrateSpec, device: torch.device,
     """Every asked micro-benchmark on `device` (collectives on spec.nproc launched ranks);
     status 'ok' with the points, or 'error' when nothing could be measured."""
     notes: list[str] = []
-    points = _run_steps(_compute_steps(spec, device, notes), device, notes, progress)
-    if progress:
-        progress(1, 1, "peaks")
-    peaks = dtype_peaks(points, device)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(spec.threads or threads_before)
+    try:
+        points = _run_steps(_compute_steps(spec, device, notes), device, notes, progress)
+        if progress:
+            progress(1, 1, "peaks")
+        peaks = dtype_peaks(points, device)
+        threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads_before)
     collective_reason = ""
     if "collective" in spec.ops:
         if progress:
@@ -115,7 +121,7 @@ def run_calibration(spec: CalibrateSpec, device: torch.device,
         points += more
         if collective_reason:
             notes.append(collective_reason)
-    metrics = profile_metrics(points, peaks, collective_reason, torch.get_num_threads())
+    metrics = profile_metrics(points, peaks, collective_reason, threads)
     record_spec = {**spec.to_dict(), "device": str(device)}
     status = "ok" if points else "error"
     return Outcome(KIND, status, record_spec, metrics_dict(metrics) if points else {},

@@ -45,6 +45,7 @@ class CalibrateOptions:
     collectives: str = ",".join(COLLECTIVE_OPS)
     message_sizes: str = ""
     nproc: int = 0  # 0: every device of the kind (two CPU processes on a CPU)
+    threads: int = 0  # CPU threads of the single-device points; 0: torch's default
     repeats: int = 5
     warmup: int = 2
     timeout_s: float = 300.0
@@ -68,6 +69,7 @@ class CalibrateSpec:
     collectives: tuple[str, ...]
     message_bytes: tuple[int, ...]
     nproc: int
+    threads: int
     repeats: int
     warmup: int
     timeout_s: float
@@ -111,6 +113,9 @@ def _check_counts(options: CalibrateOptions) -> None:
     if options.nproc < 0 or options.nproc == 1:
         raise ConfigError("nproc", f"collectives need 2 processes or more, got {options.nproc}",
                           "0 (every device; 2 on a CPU) or >= 2")
+    if options.threads < 0:
+        raise ConfigError("threads", f"must be 0 or more, got {options.threads}",
+                          "0 (torch's default) or a thread count")
     if not options.timeout_s > 0:
         raise ConfigError("timeout", f"must be positive, got {options.timeout_s}", "> 0 s")
 
@@ -141,5 +146,6 @@ def build_calibrate_spec(options: CalibrateOptions, device_type: str) -> Calibra
         collectives=parse_choice_list("collectives", options.collectives, COLLECTIVE_OPS),
         message_bytes=parse_byte_list("message-sizes",
                                       _default("message_sizes", options, accelerator)),
-        nproc=options.nproc or default_nproc(device_type), repeats=options.repeats,
+        nproc=options.nproc or default_nproc(device_type), threads=options.threads,
+        repeats=options.repeats,
         warmup=options.warmup, timeout_s=options.timeout_s, quick=options.quick)
