@@ -1,4 +1,5 @@
-"""Model configuration: one decoder family (GPT-2, GPT-3, GPT-NeoX, Llama-style) as a dataclass."""
+"""Model configuration: one decoder family (GPT-2, GPT-3, GPT-NeoX, Llama-style, mixture of
+experts) as a dataclass."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ NORM_KINDS = ("layernorm", "rmsnorm")
 # rotary frequency scaling: none, or Llama 3.1's (low frequencies divided by rope_factor, high
 # ones kept, a smooth ramp between: transformers' "llama3" rope_type)
 ROPE_SCALINGS = ("none", "llama3")
+# mixture-of-experts router scores: softmax over the experts (Mixtral, Qwen-MoE, DeepSeek-MoE) or
+# a sigmoid per expert (DeepSeek-V3)
+MOE_GATES = ("softmax", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -43,11 +47,33 @@ class ModelConfig:
     rope_low_freq_factor: float = 1.0  # wavelengths above original/low are scaled fully
     rope_high_freq_factor: float = 4.0  # wavelengths below original/high are kept
     rope_original_positions: int = 8192  # the context the frequencies were trained for
+    # Mixture of experts (models/moe.py, docs/moe.md); n_experts 0 is a dense model.
+    n_experts: int = 0  # routed experts in each MoE layer
+    moe_top_k: int = 2  # experts each token visits
+    moe_gate: str = "softmax"  # router scores: softmax over experts, or sigmoid per expert
+    moe_norm_topk: bool = True  # divide the k gates by their sum (Mixtral yes, DeepSeek-MoE no)
+    n_shared_experts: int = 0  # experts every token visits, fused into one MLP
+    moe_shared_gate: bool = False  # Qwen-MoE: the shared experts' output times sigmoid(x . w)
+    moe_ffn_dim: int = 0  # width of one expert's MLP; 0 means ffn_dim
+    capacity_factor: float = 0.0  # 0: dropless; else each expert takes ceil(cf x T x k / E)
+    aux_loss_coef: float = 0.0  # load-balancing loss (Switch form) weight in the training loss
+    moe_every: int = 1  # layer i is MoE when (i + 1) % moe_every == 0 ...
+    moe_first_dense: int = 0  # ... and i >= moe_first_dense (DeepSeek's first_k_dense_replace)
 
     @property
     def ffn_dim(self) -> int:
         """Hidden size of the MLP."""
         return self.d_ff or 4 * self.d_model
+
+    @property
+    def expert_ffn_dim(self) -> int:
+        """Hidden size of one expert's MLP (routed or shared)."""
+        return self.moe_ffn_dim or self.ffn_dim
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether some layer's MLP is a mixture of experts."""
+        return self.n_experts > 0 and moe_layer_count(self) > 0
 
     @property
     def kv_heads(self) -> int:
@@ -103,6 +129,7 @@ def validate_model(cfg: ModelConfig) -> ModelConfig:
                           f"{cfg.n_head} heads", f"a divisor of {cfg.n_head} (0 for n_head)")
     require_positive("model.rotary_base", cfg.rotary_base)
     _validate_rope_scaling(cfg)
+    _validate_moe(cfg)
     if not 0.0 < cfg.rotary_pct <= 1.0:
         raise ConfigError("model.rotary_pct", f"must be in (0, 1], got {cfg.rotary_pct}")
     if cfg.position == "rotary" and rotary_dims(cfg) % 2:
@@ -129,3 +156,44 @@ def _validate_rope_scaling(cfg: ModelConfig) -> None:
 def rotary_dims(cfg: ModelConfig) -> int:
     """Number of dimensions per head that rotary embedding rotates (GPT-NeoX's rule)."""
     return int(cfg.head_dim * cfg.rotary_pct)
+
+
+def is_moe_layer(cfg: ModelConfig, layer: int) -> bool:
+    """Whether block `layer` (0-based) holds a mixture of experts instead of the dense MLP:
+    every moe_every-th layer (Qwen-MoE's decoder_sparse_step rule) after the first dense ones."""
+    return (cfg.n_experts > 0 and layer >= cfg.moe_first_dense
+            and (layer + 1) % cfg.moe_every == 0)
+
+
+def moe_layer_count(cfg: ModelConfig) -> int:
+    """How many of the blocks are MoE blocks."""
+    return sum(is_moe_layer(cfg, i) for i in range(cfg.n_layer))
+
+
+def _validate_moe(cfg: ModelConfig) -> None:
+    """The MoE fields, each refused in one line naming it; a dense model (n_experts 0) skips."""
+    _require_count("model.n_experts", cfg.n_experts, "0 (dense) or a number of experts")
+    if cfg.n_experts == 0:
+        return
+    if not isinstance(cfg.moe_top_k, int) or not 1 <= cfg.moe_top_k <= cfg.n_experts:
+        raise ConfigError("model.moe_top_k", f"{cfg.moe_top_k} experts per token with "
+                          f"{cfg.n_experts} experts", f"1 to {cfg.n_experts}")
+    require_choice("model.moe_gate", cfg.moe_gate, MOE_GATES)
+    _require_count("model.n_shared_experts", cfg.n_shared_experts, "0 or more")
+    _require_count("model.moe_ffn_dim", cfg.moe_ffn_dim, "a width, or 0 for ffn_dim")
+    for field in ("capacity_factor", "aux_loss_coef"):
+        value = getattr(cfg, field)
+        if not isinstance(value, int | float) or not 0.0 <= value < float("inf"):
+            raise ConfigError(f"model.{field}", f"must be 0 or a positive number, got {value!r}",
+                              "0 (off) or a finite number > 0")
+    if cfg.moe_shared_gate and cfg.n_shared_experts == 0:
+        raise ConfigError("model.moe_shared_gate", "a shared-expert gate without shared "
+                          "experts", "false, or n_shared_experts >= 1")
+    require_positive("model.moe_every", cfg.moe_every)
+    _require_count("model.moe_first_dense", cfg.moe_first_dense, f"0 to {cfg.n_layer}")
+
+
+def _require_count(field: str, value: int, allowed: str) -> None:
+    """An integer that may be 0 but not negative."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(field, f"must be 0 or a positive integer, got {value!r}", allowed)

@@ -4,7 +4,8 @@ GPT-2: learned positions, pre-LayerNorm, GELU MLP, tied embeddings, causal atten
 scaled_dot_product_attention. GPT-NeoX: rotary embedding on part of each head, parallel attention
 and MLP, untied output head. Llama-style (Llama 2/3, Mistral, Qwen2): RMSNorm, SwiGLU MLP,
 grouped-query attention, full rotary with its base (and Llama 3.1's frequency scaling), untied
-head, no biases (Qwen2: q/k/v biases only). One module family, switched by ModelConfig; the
+head, no biases (Qwen2: q/k/v biases only). Mixture of experts (Mixtral, Qwen-MoE, DeepSeek-MoE):
+the configured blocks' MLP is models/moe.py's MoE. One module family, switched by ModelConfig; the
 parameter names are the same for every family:
 
 - attn.c_attn: the fused projection, rows [q | k | v] with q n_head x head_dim wide and k, v
@@ -23,8 +24,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from accelbench.config.model import ModelConfig, rotary_dims
+from accelbench.config.model import ModelConfig, is_moe_layer, rotary_dims
 from accelbench.config.vocab import RECOMPUTE_KINDS
+from accelbench.models.mlp import MLP
+from accelbench.models.moe import MoE, aux_loss_of, recompute_contexts
+
+__all__ = ["GPT", "MLP", "Block", "set_recompute"]
 
 
 def llama3_inv_freq(inv_freq: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
@@ -128,42 +133,25 @@ class Attention(nn.Module):
         return self.c_proj(y.transpose(1, 2).reshape(b, t, q_width))
 
 
-class MLP(nn.Module):
-    """Two linear layers around a GELU, or SwiGLU: c_fc's fused [gate | up] rows, then
-    c_proj(silu(gate) * up)."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.gated = cfg.gated_mlp
-        width = 2 * cfg.ffn_dim if self.gated else cfg.ffn_dim
-        self.c_fc = nn.Linear(cfg.d_model, width, bias=cfg.bias)
-        self.c_proj = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
-        self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, d_model) -> (batch, seq, d_model)."""
-        h = self.c_fc(x)
-        if self.gated:  # the halves of this rank's rows, under tensor parallelism too
-            gate, up = h.chunk(2, dim=-1)
-            return self.c_proj(F.silu(gate) * up)
-        return self.c_proj(F.gelu(h, approximate=self.approximate))
-
-
 class Block(nn.Module):
-    """Pre-norm transformer block; sequential (GPT-2, Llama) or parallel (GPT-NeoX) residual."""
+    """Pre-norm transformer block; sequential (GPT-2, Llama) or parallel (GPT-NeoX) residual.
+    Block `layer` of a mixture-of-experts model (is_moe_layer) holds an MoE as its mlp."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.parallel = cfg.parallel_residual
         self.ln_1 = make_norm(cfg)
         self.attn = Attention(cfg)
         self.ln_2 = make_norm(cfg)
-        self.mlp = MLP(cfg)
+        self.mlp = MoE(cfg) if is_moe_layer(cfg, layer) else MLP(cfg)
         self.recompute = False  # full recompute: keep only the input, rerun the block in backward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model)."""
         if self.recompute and torch.is_grad_enabled():
+            if isinstance(self.mlp, MoE):  # the rerun forward does not count expert load again
+                return checkpoint(self._forward, x, use_reentrant=False,
+                                  context_fn=recompute_contexts)
             return checkpoint(self._forward, x, use_reentrant=False)
         return self._forward(x)
 
@@ -182,7 +170,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.position == "learned" else None
-        self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.h = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.ln_f = make_norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
@@ -219,6 +207,8 @@ class GPT(nn.Module):
         if targets is None:
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        if self.cfg.aux_loss_coef > 0:  # mixture of experts: the load-balancing loss
+            loss = loss + self.cfg.aux_loss_coef * aux_loss_of(self.h)
         return logits, loss
 
     def set_recompute(self, mode: str) -> None:

@@ -1,0 +1,269 @@
+"""The mixture-of-experts MLP of the one decoder (Mixtral, Qwen-MoE, DeepSeek-MoE by config).
+
+One MoE layer, for the tokens x of shape (T, d_model) that reach it:
+
+    route(x)      -> Routing: the kept (token, expert, gate) assignments sorted by expert, the
+                     tokens routed to and dropped by each expert (router: one d_model x E matrix,
+                     softmax or sigmoid scores, top-k, the k gates renormalised or not, capacity)
+    dispatch(x, routing, experts) -> (T, d_model): every token's gated sum over its experts
+    + shared experts (one MLP every token visits; Qwen-MoE: times a sigmoid gate)
+
+The seam for expert parallelism is `MoE.dispatch`, a callable `(x, routing, experts) -> y`.
+`local_dispatch` (the default) gathers each assignment's token in expert order
+(`permute`), runs `experts(x_sorted, counts)` (the experts held here, on contiguous groups of
+rows, one group per expert in order) and adds the gated rows back to their tokens (`combine`).
+An expert-parallel dispatch replaces it (`set_dispatch`): permute, exchange the per-expert
+counts and then the rows over the ep group with all_to_all_single so that each rank holds the
+rows of its own experts, run its `Experts` (built with `n_local` experts starting at
+`first_expert`, or sliced by `Experts.shard`), send the rows back the same way and combine.
+Routing, the gates, capacity drops, the load counters and the auxiliary loss stay in this
+module and are identical under any dispatch.
+
+Capacity: with capacity_factor cf > 0 each expert takes at most ceil(cf x T x k / E) of the
+assignments of the T tokens in one forward, first come (token order) first served; the rest are
+dropped (that expert adds nothing to that token) and counted. cf 0 is dropless.
+
+Auxiliary load-balancing loss (Switch Transformer eq. 4, in Mixtral's form as transformers
+computes it): E x sum_e f_e x P_e, with f_e the tokens that chose expert e among their top k
+(before drops) over T, and P_e the mean router probability of e (sigmoid scores normalised per
+token first). The model adds aux_loss_coef times the mean of its MoE layers' losses.
+
+Load: `tokens_routed` and `tokens_dropped` (per expert, this process's tokens) add up over
+forwards until `reset_load`; the rerun forward of full recompute does not count twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from accelbench.config.model import ModelConfig
+from accelbench.models.mlp import MLP, activate
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where the tokens of one forward go: kept assignments sorted by expert (ascending token
+    within an expert), and the per-expert counts."""
+
+    token_index: torch.Tensor  # (A,) long: the token of each kept assignment
+    expert_index: torch.Tensor  # (A,) long: its expert, ascending
+    gate: torch.Tensor  # (A,) float32: its gate
+    tokens_per_expert: torch.Tensor  # (E,) long: kept assignments per expert
+    dropped_per_expert: torch.Tensor  # (E,) long: assignments over capacity, per expert
+    n_tokens: int
+
+    def counts(self) -> list[int]:
+        """Kept assignments per expert as Python ints (the split sizes of the sorted rows)."""
+        return self.tokens_per_expert.tolist()
+
+
+Dispatch = Callable[[torch.Tensor, Routing, "Experts"], torch.Tensor]
+
+
+def permute(x: torch.Tensor, routing: Routing) -> torch.Tensor:
+    """The token rows of every kept assignment, in expert order: (A, d_model)."""
+    return x.index_select(0, routing.token_index)
+
+
+def combine(y_sorted: torch.Tensor, routing: Routing) -> torch.Tensor:
+    """Each expert row times its gate, added back to its token: (A, d) -> (T, d)."""
+    weighted = y_sorted * routing.gate.to(y_sorted.dtype).unsqueeze(-1)
+    out = y_sorted.new_zeros(routing.n_tokens, y_sorted.shape[-1])
+    return out.index_add(0, routing.token_index, weighted)
+
+
+def local_dispatch(x: torch.Tensor, routing: Routing, experts: Experts) -> torch.Tensor:
+    """Every expert in this process: permute, compute, combine."""
+    return combine(experts(permute(x, routing), routing.counts()), routing)
+
+
+class Experts(nn.Module):
+    """E expert MLPs as stacked weights (E, rows, cols), so that expert parallelism can shard
+    dim 0: w_fc (E, [gate | up] or ffn, d_model), w_proj (E, d_model, ffn), biases if the model
+    has them; `first_expert` is the global index of row 0."""
+
+    def __init__(self, cfg: ModelConfig, n_local: int | None = None, first_expert: int = 0) -> None:
+        super().__init__()
+        n = cfg.n_experts if n_local is None else n_local
+        ffn = cfg.expert_ffn_dim
+        self.gated = cfg.gated_mlp
+        self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
+        self.first_expert = first_expert
+        width = 2 * ffn if self.gated else ffn
+        self.w_fc = nn.Parameter(torch.empty(n, width, cfg.d_model))
+        self.w_proj = nn.Parameter(torch.empty(n, cfg.d_model, ffn))
+        self.b_fc = nn.Parameter(torch.zeros(n, width)) if cfg.bias else None
+        self.b_proj = nn.Parameter(torch.zeros(n, cfg.d_model)) if cfg.bias else None
+        nn.init.normal_(self.w_fc, mean=0.0, std=0.02)  # GPT's init, scaled on the output side
+        nn.init.normal_(self.w_proj, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @property
+    def n_local(self) -> int:
+        """Experts held by this module."""
+        return self.w_fc.shape[0]
+
+    def forward(self, x_sorted: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """Rows grouped by expert (counts[i] rows for local expert i, in order) -> outputs."""
+        if len(counts) != self.n_local:
+            raise ValueError(f"{len(counts)} row counts for {self.n_local} experts")
+        outs = [self.expert(i, rows) for i, rows in enumerate(x_sorted.split(counts))]
+        return torch.cat(outs) if outs else x_sorted
+
+    def expert(self, i: int, rows: torch.Tensor) -> torch.Tensor:
+        """Local expert i's MLP on its rows (n, d_model)."""
+        b_fc = self.b_fc[i] if self.b_fc is not None else None
+        b_proj = self.b_proj[i] if self.b_proj is not None else None
+        h = activate(F.linear(rows, self.w_fc[i], b_fc), self.gated, self.approximate)
+        return F.linear(h, self.w_proj[i], b_proj)
+
+    @torch.no_grad()
+    def shard(self, first_expert: int, n_local: int) -> None:
+        """Keep experts [first_expert, first_expert + n_local) only (expert parallelism)."""
+        keep = slice(first_expert, first_expert + n_local)
+        for name in ("w_fc", "w_proj", "b_fc", "b_proj"):
+            p = getattr(self, name)
+            if p is not None:
+                setattr(self, name, nn.Parameter(p[keep].clone()))
+        self.first_expert = first_expert
+
+
+class MoE(nn.Module):
+    """Router, routed experts, optional shared experts; the MLP of an MoE block."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_experts, self.top_k = cfg.n_experts, cfg.moe_top_k
+        self.gate_kind, self.norm_topk = cfg.moe_gate, cfg.moe_norm_topk
+        self.capacity_factor = cfg.capacity_factor
+        self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
+        self.experts = Experts(cfg)
+        width = cfg.n_shared_experts * cfg.expert_ffn_dim
+        self.shared = MLP(cfg, width) if cfg.n_shared_experts else None
+        self.shared_gate = nn.Linear(cfg.d_model, 1, bias=False) if cfg.moe_shared_gate else None
+        self.dispatch: Dispatch = local_dispatch
+        self.with_aux_loss = cfg.aux_loss_coef > 0
+        self.aux_loss: torch.Tensor | None = None
+        self.tokens_routed = torch.zeros(cfg.n_experts, dtype=torch.long)
+        self.tokens_dropped = torch.zeros(cfg.n_experts, dtype=torch.long)
+
+    def capacity(self, n_tokens: int) -> int | None:
+        """Assignments one expert takes of n_tokens tokens; None when dropless."""
+        if self.capacity_factor <= 0:
+            return None
+        return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """Router scores (T, E) in float32: softmax over experts, or a sigmoid per expert."""
+        logits = self.router(x).float()
+        return logits.softmax(-1) if self.gate_kind == "softmax" else logits.sigmoid()
+
+    def route(self, x: torch.Tensor, scores: torch.Tensor) -> Routing:
+        """Top-k experts and gates per token, sorted by expert, over capacity dropped."""
+        top, idx = scores.topk(self.top_k, dim=-1)
+        if self.norm_topk:
+            top = top / top.sum(-1, keepdim=True)
+        n_tokens = x.shape[0]
+        expert = idx.reshape(-1)
+        order = torch.argsort(expert, stable=True)  # token order kept within each expert
+        expert = expert[order]
+        token = order // self.top_k
+        gate = top.reshape(-1)[order]
+        routed = torch.bincount(expert, minlength=self.n_experts)
+        cap = self.capacity(n_tokens)
+        if cap is None:
+            return Routing(token, expert, gate, routed, torch.zeros_like(routed), n_tokens)
+        start = torch.cumsum(routed, 0) - routed
+        keep = torch.arange(expert.numel(), device=x.device) - start[expert] < cap
+        kept = routed.clamp(max=cap)
+        return Routing(token[keep], expert[keep], gate[keep], kept, routed - kept, n_tokens)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., d_model) -> (..., d_model)."""
+        flat = x.reshape(-1, x.shape[-1])
+        scores = self.scores(flat)
+        routing = self.route(flat, scores)
+        y = self.dispatch(flat, routing, self.experts)
+        if self.shared is not None:
+            shared = self.shared(flat)
+            if self.shared_gate is not None:
+                shared = torch.sigmoid(self.shared_gate(flat)) * shared
+            y = y + shared
+        self._count(routing)
+        if self.with_aux_loss:
+            self.aux_loss = load_balancing_loss(scores, routing, self.top_k)
+        return y.reshape(x.shape)
+
+    @torch.no_grad()
+    def _count(self, routing: Routing) -> None:
+        """Add this forward's per-expert load (not during a recompute's rerun)."""
+        if not _counting_paused:
+            dropped = routing.dropped_per_expert.detach().cpu()
+            self.tokens_routed += routing.tokens_per_expert.detach().cpu() + dropped
+            self.tokens_dropped += dropped
+
+    def reset_load(self) -> None:
+        """Start counting the per-expert load afresh."""
+        self.tokens_routed.zero_()
+        self.tokens_dropped.zero_()
+
+
+def load_balancing_loss(scores: torch.Tensor, routing: Routing, top_k: int) -> torch.Tensor:
+    """E x sum_e f_e P_e: f_e the share of tokens whose top k held e (drops included), P_e the
+    mean (per-token normalised) score of e."""
+    n_experts = scores.shape[-1]
+    chosen = (routing.tokens_per_expert + routing.dropped_per_expert).to(scores.dtype)
+    fraction = chosen / routing.n_tokens
+    probs = scores / scores.sum(-1, keepdim=True)
+    return n_experts * torch.sum(fraction * probs.mean(0))
+
+
+def moe_layers(model: nn.Module) -> list[MoE]:
+    """The MoE modules of a model (or of a pipeline stage), in order."""
+    return [m for m in model.modules() if isinstance(m, MoE)]
+
+
+def aux_loss_of(blocks: Iterable[nn.Module]) -> torch.Tensor:
+    """The mean load-balancing loss of the MoE layers among `blocks` (this forward's)."""
+    losses = [m.aux_loss for b in blocks for m in moe_layers(b) if m.aux_loss is not None]
+    if not losses:
+        raise ValueError("aux_loss_coef is set but no MoE layer computed a loss")
+    return torch.stack(losses).mean()
+
+
+def expert_load(model: nn.Module) -> tuple[list[list[int]], list[list[int]]]:
+    """(tokens routed, tokens dropped) per MoE layer and expert, since the last reset."""
+    layers = moe_layers(model)
+    return ([m.tokens_routed.tolist() for m in layers],
+            [m.tokens_dropped.tolist() for m in layers])
+
+
+def set_dispatch(model: nn.Module, dispatch: Dispatch) -> None:
+    """Use `dispatch` in every MoE layer of `model` (the expert-parallel seam)."""
+    for m in moe_layers(model):
+        m.dispatch = dispatch
+
+
+_counting_paused = False
+
+
+@contextmanager
+def _paused_counting() -> Iterator[None]:
+    """The per-expert load is not counted inside (a recompute's rerun of the forward)."""
+    global _counting_paused
+    before, _counting_paused = _counting_paused, True
+    try:
+        yield
+    finally:
+        _counting_paused = before
+
+
+def recompute_contexts() -> tuple[nullcontext, object]:
+    """checkpoint's context_fn: the first forward as usual, the rerun without counting load."""
+    return nullcontext(), _paused_counting()
