@@ -136,6 +136,7 @@ CASES = [
     case("calibrate --message-sizes 4KiB,4096", "error: message-sizes: a size given twice"),
     case("calibrate --collectives broadcast", "error: collectives: unknown value 'broadcast'"),
     case("calibrate --nproc 1", "error: nproc: collectives need 2 processes or more, got 1"),
+    case("calibrate --threads -1", "error: threads: must be 0 or more, got -1"),
     # plan
     case("plan --seq 4096", "error: seq: 4096 is longer than gpt3-175b's 2048 positions"),
     case("plan --train-tokens nan", "error: train-tokens: must be a finite number, got nan"),
