@@ -61,7 +61,7 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
         raise ValueError("pp > 1: build a PipelineRunner, prepare_model places pp=1 layouts")
     blocks = list(model.h)
     if layout.tp > 1:
-        apply_tensor_parallel(blocks, mesh["tp"], layout.sp)
+        apply_tensor_parallel(blocks, mesh, layout.sp)
         if layout.sp:
             apply_sequence_parallel_edges(model, mesh["tp"])
     set_recompute(blocks, recompute)

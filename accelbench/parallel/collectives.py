@@ -23,6 +23,7 @@ from accelbench.analytics.memory import BYTES_PER_VALUE
 from accelbench.analytics.params import block_params
 from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import ModelConfig
+from accelbench.parallel.tp import kv_share
 
 # Profiler event names of collectives: the c10d op (any backend), and backend-level records.
 _CPU_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
@@ -170,13 +171,16 @@ def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> flo
     and column biases over tp, norms and row-parallel biases whole; embeddings (first stage),
     final norm and head (last stage) whole on every tensor rank; under pp a tied head is a copy."""
     h = cfg.d_model
-    whole = 6 * h  # two norms and the two row-parallel output biases: whole on every tp rank
+    # two norms and the two row-parallel output biases (if any): whole on every tp rank; the
+    # fused QKV rows (shared key/value heads too, each rank a part) split evenly over tp
+    whole = 2 * cfg.norm_params + (2 * h if cfg.bias else 0)
     block = (block_params(cfg) - whole) / layout.tp + whole
     count = rank_layers(cfg, layout, pp_rank) * block
     if pp_rank == 0:
         count += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
     if pp_rank == layout.pp - 1:
-        count += 2 * h + (cfg.vocab_size * h if layout.pp > 1 or not cfg.tie_embeddings else 0)
+        count += cfg.norm_params + (cfg.vocab_size * h if layout.pp > 1 or not cfg.tie_embeddings
+                                    else 0)
     return count
 
 
@@ -185,20 +189,37 @@ def _tp_calls(cfg: ModelConfig, layout: Layout, act_bytes_fp32: float, compute_b
     """Per layer and micro-batch: 2 forward collectives in the compute dtype (row-parallel
     outputs) and 2 backward in fp32 (input gradients of the column-parallel layers, whose
     input, a norm output, is fp32); full recompute reruns the forward ones. SP splits each
-    all-reduce into all-gather + reduce-scatter and gathers at the model's edges in fp32."""
+    all-reduce into all-gather + reduce-scatter and gathers at the model's edges in fp32.
+    Key/value heads shared by r ranks add a gather of the head in forward and a reduce-scatter
+    of its gradient in backward, per layer, within the r ranks (_kv_calls)."""
     if layout.tp == 1:
         return []
     t, layers = layout.tp, rank_layers(cfg, layout, pp_rank) * n_micro
     act_compute = act_bytes_fp32 / FP32_BYTES * compute_bytes
     fwd = 4 if recompute == "full" else 2
+    kv = _kv_calls(cfg, t, act_compute, layers, recompute)
     if not layout.sp:
         return [CommCall("tp", "all_reduce", act_compute, fwd * layers, t),
-                CommCall("tp", "all_reduce", act_bytes_fp32, 2 * layers, t)]
+                CommCall("tp", "all_reduce", act_bytes_fp32, 2 * layers, t)] + kv
     edges = (pp_rank == 0) + (pp_rank == layout.pp - 1)  # embedding grads, head input
     return [CommCall("tp", "all_gather", act_bytes_fp32, fwd * layers + edges * n_micro, t),
             CommCall("tp", "reduce_scatter", act_compute, fwd * layers, t),
             CommCall("tp", "all_gather", act_compute, 2 * layers, t),
-            CommCall("tp", "reduce_scatter", act_bytes_fp32, 2 * layers, t)]
+            CommCall("tp", "reduce_scatter", act_bytes_fp32, 2 * layers, t)] + kv
+
+
+def _kv_calls(cfg: ModelConfig, tp: int, act_compute: float, layers: int,
+              recompute: str) -> list[CommCall]:
+    """A shared key/value head's [k | v] (2 x head_dim of the d_model columns of the
+    activation, in the compute dtype, whole sequence) gathered in forward (again under full
+    recompute) and its gradient reduce-scattered in backward, within the r sharing ranks."""
+    share = kv_share(cfg.kv_heads, tp)
+    if share == 1:
+        return []
+    kv_bytes = act_compute * 2 * cfg.head_dim / cfg.d_model
+    gathers = 2 * layers if recompute == "full" else layers
+    return [CommCall("tp", "all_gather", kv_bytes, gathers, share),
+            CommCall("tp", "reduce_scatter", kv_bytes, layers, share)]
 
 
 def _pp_calls(layout: Layout, act_bytes_fp32: float, n_micro: int,

@@ -125,7 +125,7 @@ class PipelineRunner:
         blocks: list[Block] = list(module.h)
         if self.layout.tp > 1:
             tp_mesh = self.parallel_mesh["tp"]
-            apply_tensor_parallel(blocks, tp_mesh, sp=self.layout.sp)
+            apply_tensor_parallel(blocks, self.parallel_mesh, sp=self.layout.sp)
             if self.layout.sp:
                 apply_sequence_parallel_stage_edges(module, tp_mesh, module.wte is not None,
                                                     module.lm_head is not None)

@@ -1,18 +1,27 @@
-"""Megatron tensor parallelism of our GPT through DTensor's parallelize_module.
+"""Megatron tensor parallelism of our decoder (GPT-2, GPT-NeoX, Llama) through DTensor's
+parallelize_module.
 
-Attention: c_attn (fused QKV) column-parallel, c_proj row-parallel; MLP: c_fc column-parallel,
-c_proj row-parallel: one all-reduce after each row-parallel layer in forward, one in backward.
-The fused QKV weight is laid out [q | k | v]; a plain column split would give rank 0 all of q and
-half of k. Its rows are therefore reordered to [q_0 k_0 v_0 | q_1 k_1 v_1 | ...] so that each
-rank's column shard holds whole heads of q, k and v, and each attention module runs with its
-local head count. Sequence parallelism (Korthikanti et al.) shards the norms and the residual
-stream along the sequence: all-gather before the column-parallel layers, reduce-scatter after the
-row-parallel ones. Embeddings and the output head stay replicated.
+Attention: c_attn (fused QKV) column-parallel, c_proj row-parallel; MLP: c_fc column-parallel
+(SwiGLU's fused [gate | up] too), c_proj row-parallel: one all-reduce after each row-parallel
+layer in forward, one in backward. A fused weight's rows are reordered so that a plain column
+split gives each rank what it needs: c_attn's [q | k | v] becomes [q_0 kv_0 | q_1 kv_1 | ...]
+(each rank's query heads and their key/value rows), SwiGLU's [gate | up] becomes
+[gate_0 up_0 | gate_1 up_1 | ...], and each attention module runs with its local head count.
+Grouped-query attention (kv_heads key/value heads) follows Megatron's rule: when tp divides
+kv_heads each rank holds kv_heads / tp whole key/value heads; when tp is a multiple of kv_heads,
+the r = tp / kv_heads ranks whose query heads share one key/value head each store 1/r of its
+[k | v] rows and all-gather the head's keys and values in forward (the backward sums each part's
+gradient over those ranks), so every rank computes with the whole head it needs, no weight is
+stored twice and the gradients need no extra reduction. Sequence parallelism (Korthikanti et
+al.) shards the norms (LayerNorm or RMSNorm) and the residual stream along the sequence:
+all-gather before the column-parallel layers, reduce-scatter after the row-parallel ones.
+Embeddings and the output head stay replicated.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Replicate, Shard
@@ -25,23 +34,104 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from accelbench.models.gpt import Attention, Block
+from accelbench.models.gpt import MLP, Attention, Block
 
 
-def qkv_rank_order(d_model: int, tp: int) -> torch.Tensor:
-    """Row permutation of a fused [q | k | v] weight that puts each rank's q, k, v together."""
-    return torch.arange(3 * d_model).view(3, tp, d_model // tp).transpose(0, 1).reshape(-1)
+def kv_share(kv_heads: int, tp: int) -> int:
+    """Tensor ranks that share one key/value head: 1 when tp divides kv_heads, else tp /
+    kv_heads (the layout's "kv heads" rule makes one of the two divide)."""
+    return 1 if kv_heads % tp == 0 else tp // kv_heads
+
+
+def qkv_rank_order(n_head: int, kv_heads: int, head_dim: int, tp: int) -> torch.Tensor:
+    """Row permutation of a fused [q | k | v] weight (q n_head heads, k and v kv_heads heads of
+    head_dim rows) after which a split in tp equal parts gives rank t its query heads followed
+    by its key/value rows: kv_heads / tp whole k heads then the same v heads, or, when r ranks
+    share a head, part t mod r of the r equal parts of head t // r's [k | v] rows."""
+    q_rows, kv_rows = n_head * head_dim, kv_heads * head_dim
+    q = torch.arange(q_rows).view(tp, -1)
+    k = q_rows + torch.arange(kv_rows)
+    v = k + kv_rows
+    if kv_share(kv_heads, tp) == 1:
+        kv = torch.cat((k.view(tp, -1), v.view(tp, -1)), dim=1)
+    else:  # (kv_heads, 2 head_dim) rows [k_j | v_j], cut into tp parts of equal size
+        kv = torch.cat((k.view(kv_heads, -1), v.view(kv_heads, -1)), dim=1).reshape(tp, -1)
+    return torch.cat((q, kv), dim=1).reshape(-1)
+
+
+def gate_up_rank_order(ffn_dim: int, tp: int) -> torch.Tensor:
+    """Row permutation of SwiGLU's fused [gate | up] weight that puts each rank's gate and up
+    rows together, so the MLP's halves of a rank's output are its gate and its up."""
+    return torch.arange(2 * ffn_dim).view(2, tp, ffn_dim // tp).transpose(0, 1).reshape(-1)
+
+
+def _permute_rows(linear: nn.Linear, order: torch.Tensor) -> None:
+    """Reorder a Linear's output rows (weight and bias) in place."""
+    with torch.no_grad():
+        linear.weight.copy_(linear.weight[order])
+        if linear.bias is not None:
+            linear.bias.copy_(linear.bias[order])
+
+
+class _GatherLastDim(torch.autograd.Function):
+    """All-gather along the last dimension over a group; backward: each rank's part of the
+    gradient summed over the group (a reduce-scatter; gloo has none, so all-reduce and slice)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        ctx.group = group
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, x.contiguous(), group=group)
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        size, rank = dist.get_world_size(ctx.group), dist.get_rank(ctx.group)
+        parts = [part.contiguous() for part in grad.chunk(size, dim=-1)]
+        if dist.get_backend(ctx.group) == "gloo":
+            total = grad.contiguous().clone()
+            dist.all_reduce(total, group=ctx.group)
+            return total.chunk(size, dim=-1)[rank].contiguous(), None
+        out = torch.empty_like(parts[rank])
+        dist.reduce_scatter(out, parts, group=ctx.group)
+        return out, None
+
+
+def _gather_kv_hook(q_width: int, group: dist.ProcessGroup):
+    """c_attn forward hook: this rank's query columns, then its shared key/value head's whole
+    [k | v] gathered from the parts its r ranks hold."""
+    def hook(_module: nn.Module, _args, out: torch.Tensor) -> torch.Tensor:
+        q, kv = out.split((q_width, out.shape[-1] - q_width), dim=-1)
+        return torch.cat((q, _GatherLastDim.apply(kv, group)), dim=-1)
+    return hook
+
+
+def kv_share_group(mesh: DeviceMesh, share: int) -> dist.ProcessGroup:
+    """This rank's group of the `share` consecutive tensor ranks that hold parts of one
+    key/value head; every rank creates all of them, in the same order."""
+    tp = mesh["tp"].size()
+    rows = mesh.mesh.reshape(-1, tp).tolist()  # every tensor group of the world
+    groups = [row[i:i + share] for row in rows for i in range(0, tp, share)]
+    mine, _ = dist.new_subgroups_by_enumeration(groups)
+    return mine
+
+
+def _kv_heads(attn: Attention) -> int:
+    """Key/value heads of an attention module, from its fused projection's width."""
+    return (attn.c_attn.out_features - attn.n_head * attn.head_dim) // (2 * attn.head_dim)
 
 
 def _make_tp_attention(attn: Attention, tp: int) -> None:
-    """Reorder the fused QKV rows so each rank holds whole heads, and count local heads."""
-    d_model = attn.c_proj.out_features
-    order = qkv_rank_order(d_model, tp)
-    with torch.no_grad():
-        attn.c_attn.weight.copy_(attn.c_attn.weight[order])
-        if attn.c_attn.bias is not None:
-            attn.c_attn.bias.copy_(attn.c_attn.bias[order])
+    """Reorder the fused QKV rows for the split and count this rank's query heads."""
+    order = qkv_rank_order(attn.n_head, _kv_heads(attn), attn.head_dim, tp)
+    _permute_rows(attn.c_attn, order)
     attn.n_head = attn.n_head // tp  # Attention.forward then runs this rank's heads
+
+
+def _make_tp_mlp(mlp: MLP, tp: int) -> None:
+    """SwiGLU: reorder the fused [gate | up] rows so each rank's half-and-half split is its own."""
+    if mlp.gated:
+        _permute_rows(mlp.c_fc, gate_up_rank_order(mlp.c_proj.in_features, tp))
 
 
 def block_plan(sp: bool) -> dict[str, object]:
@@ -60,12 +150,22 @@ def block_plan(sp: bool) -> dict[str, object]:
     }
 
 
-def apply_tensor_parallel(blocks: list[Block], tp_mesh: DeviceMesh, sp: bool) -> None:
-    """Split every block's attention and MLP over the tp mesh (in place)."""
+def apply_tensor_parallel(blocks: list[Block], mesh: DeviceMesh, sp: bool) -> None:
+    """Split every block's attention and MLP over the mesh's tp dimension (in place); mesh is
+    the whole (pp, dp, tp) mesh, from which the groups sharing a key/value head are made."""
+    tp_mesh = mesh["tp"]
     tp = tp_mesh.size()
+    if not blocks:
+        return
+    share = kv_share(_kv_heads(blocks[0].attn), tp)
+    kv_group = kv_share_group(mesh, share) if share > 1 else None
     for block in blocks:
         _make_tp_attention(block.attn, tp)
+        _make_tp_mlp(block.mlp, tp)
         parallelize_module(block, tp_mesh, block_plan(sp))  # type: ignore[arg-type]
+        if kv_group is not None:  # after the plan's hooks, which hand on local tensors
+            q_width = block.attn.n_head * block.attn.head_dim
+            block.attn.c_attn.register_forward_hook(_gather_kv_hook(q_width, kv_group))
 
 
 def apply_sequence_parallel_edges(model: nn.Module, tp_mesh: DeviceMesh) -> None:

@@ -28,6 +28,9 @@ from accelbench.parallel.dist import init_distributed, teardown
 from accelbench.parallel.gather import gather_rank_results
 
 CFG = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
+# A case named 'mqa...' trains a Llama-style model with one key/value head, which the two
+# tensor ranks share (gathered in forward, its gradient reduced in backward)
+MQA_CFG = get_preset("llama-tiny").with_changes(n_positions=64, vocab_size=1024, n_kv_head=1)
 SEQ, MICRO_BATCH, GAS, GROUP = 32, 2, 2, 2
 # Left out of the accounting: all-reduces of scalars (loss, norm) and SP's of norm and bias
 # gradients (h values each), and DDP's integer bookkeeping broadcasts.
@@ -55,24 +58,24 @@ def profiled_buffers(trace: dict) -> dict[str, float]:
     return dict(out)
 
 
-def accounted_buffers(layout, dtype: str, pp_rank: int) -> dict[str, float]:
+def accounted_buffers(cfg, layout, dtype: str, pp_rank: int) -> dict[str, float]:
     """comm_calls_per_step by collective; gloo runs a reduce-scatter as an all-reduce."""
     out: dict[str, float] = defaultdict(float)
-    for call in comm_calls_per_step(CFG, layout, SEQ, MICRO_BATCH, GAS, dtype, "none", pp_rank):
+    for call in comm_calls_per_step(cfg, layout, SEQ, MICRO_BATCH, GAS, dtype, "none", pp_rank):
         op = "all_reduce" if call.op == "reduce_scatter" else call.op
         out[op] += call.buffer_bytes * call.calls
     return dict(out)
 
 
-def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
+def run_case(cfg, dtype: str, layout_text: str, device: torch.device) -> dict:
     """Two steps (the second profiled) as the runner runs them; both accounts of this rank."""
     world = torch.distributed.get_world_size()
-    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), CFG, world, GAS)
-    spec = TrainSpec(CFG, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
+    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, world, GAS)
+    spec = TrainSpec(cfg, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
                      dtypes=(dtype,), device="cpu")
     cell = TrainCell(SEQ, MICRO_BATCH, GAS, dtype, "none")
     trainer = build_trainer(spec, cell, layout, device)
-    x = torch.randint(0, CFG.vocab_size, (MICRO_BATCH * GAS, SEQ + 1))
+    x = torch.randint(0, cfg.vocab_size, (MICRO_BATCH * GAS, SEQ + 1))
     _forward_backward(trainer, cell, layout, x[:, :-1], x[:, 1:], device)  # first-step set-up
     _optimizer_step(trainer, layout, 1.0)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
@@ -85,7 +88,7 @@ def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
     coords = trainer.coords
     return {"rank": torch.distributed.get_rank(), **coords,
             "profiled": profiled_buffers(trace),
-            "accounted": accounted_buffers(layout, dtype, coords["pp"])}
+            "accounted": accounted_buffers(cfg, layout, dtype, coords["pp"])}
 
 
 def main() -> None:
@@ -95,7 +98,8 @@ def main() -> None:
     results = {}
     for case in cases:
         name, dtype, layout_text = case.split(":")
-        results[name] = gather_rank_results(run_case(dtype, layout_text, device))
+        cfg = MQA_CFG if name.startswith("mqa") else CFG
+        results[name] = gather_rank_results(run_case(cfg, dtype, layout_text, device))
     if torch.distributed.get_rank() == 0:
         Path(out_path).write_text(json.dumps(results))
     teardown(together=True)

@@ -19,6 +19,7 @@ CASES_2 = {
     "ddp": "fp32:dp=2", "zero1": "fp32:dp=2,zero=1", "zero2": "fp32:dp=2,zero=2",
     "zero3": "fp32:dp=2,zero=3", "pp_tied": "fp32:pp=2", "pp_tied_bf16": "bf16:pp=2",
     "tp_bf16": "bf16:tp=2", "tp_sp_bf16": "bf16:tp=2,sp=1",
+    "mqa_tp_bf16": "bf16:tp=2", "mqa_tp_sp_fp32": "fp32:tp=2,sp=1",
 }
 CASES_4 = {"dp_pp_zero1": "fp32:dp=2,pp=2,zero=1", "dp_pp_zero2": "fp32:dp=2,pp=2,zero=2",
            "dp_pp_zero3": "fp32:dp=2,pp=2,zero=3"}

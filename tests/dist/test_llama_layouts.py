@@ -1,5 +1,12 @@
-"""Uneven pipeline stages (pp_first / pp_last, Megatron's split) reproduce single-process
-training (gloo, 2 and 3 CPU processes), as every even layout does in test_parallel.py."""
+"""Every layout of the runtime trains a Llama-style model (RMSNorm, SwiGLU, rotary, untied head,
+no biases) with grouped-query attention as one process does, and uneven pipeline stages
+(pp_first / pp_last, Megatron's split) do too, for GPT-2 and Llama (gloo, 2, 3 and 4 CPU
+processes; the models and the 5 steps are tests/dist/worker.py's).
+
+Key/value heads: 'llama' has 4 query heads on 2 key/value heads (tp=2 splits them, one per
+rank; tp=4 has two ranks share each), 'mqa' one key/value head (shared by every tensor rank),
+'gqa8' 8 query heads on 4 key/value heads (more than tp=2: two per rank).
+"""
 
 from __future__ import annotations
 
@@ -16,10 +23,24 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 LOSS_RTOL = 1e-5  # as test_parallel.py: fp32 reduction order only
 NORM_RTOL = 1e-4
-# GPT-2 tiny with 4 layers (tests/dist/worker.py): stages (1, 3), (3, 1) and (1, 2, 1)
-CASES_2 = {"uneven_first": "pp=2,pp_first=1",
-           "uneven_last_gpipe": "pp=2,pp_last=1,schedule=gpipe"}
-CASES_3 = {"uneven_pp3": "pp=3,pp_first=1,pp_last=1"}
+CASES_2 = {
+    # GPT-2, 4 layers: stages of 1 + 3 (1F1B) and 3 + 1 (GPipe)
+    "uneven_first": "pp=2,pp_first=1", "uneven_last_gpipe": "pp=2,pp_last=1,schedule=gpipe",
+    "llama_ddp": "dp=2", "llama_zero1": "dp=2,zero=1", "llama_zero2": "dp=2,zero=2",
+    "llama_zero3": "dp=2,zero=3", "llama_tp": "tp=2", "mqa_tp_sp": "tp=2,sp=1",
+    "gqa8_tp": "tp=2", "llama_pp_uneven": "pp=2,pp_first=1",
+}
+# 3 stages get 3 micro-batches (worker.gas_for): 1 + 2 + 1 layers
+CASES_3 = {"uneven_pp3": "pp=3,pp_first=1,pp_last=1",
+           "llama_pp3_uneven": "pp=3,pp_first=1,pp_last=1"}
+# the combinations: shared key/value heads with FSDP, and with SP and uneven pipeline stages
+CASES_4 = {
+    "llama_tp4_sp": "tp=4,sp=1", "llama_dp_tp_sp_zero3": "dp=2,tp=2,sp=1,zero=3",
+    "mqa_dp_tp_zero2": "dp=2,tp=2,zero=2", "mqa_tp_sp_pp_uneven": "tp=2,sp=1,pp=2,pp_last=1",
+    "gqa8_dp_pp_zero1_uneven": "dp=2,pp=2,zero=1,pp_first=1",
+    "llama_dp_pp_zero3_uneven": "dp=2,pp=2,zero=3,pp_last=1",
+}
+LAUNCHES = ((2, CASES_2), (3, CASES_3), (4, CASES_4))
 
 
 def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
@@ -32,16 +53,19 @@ def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """The launches, once per module: 2 processes, then 3."""
+    """The launches, once per module: 2, 3 and 4 processes."""
     tmp = tmp_path_factory.mktemp("llama")
-    return {**_run(2, CASES_2, tmp), **_run(3, CASES_3, tmp)}
+    out: dict = {}
+    for nproc, cases in LAUNCHES:
+        out.update(_run(nproc, cases, tmp))
+    return out
 
 
 def _rel(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
-@pytest.mark.parametrize("case", [*CASES_2, *CASES_3])
+@pytest.mark.parametrize("case", [case for _, cases in LAUNCHES for case in cases])
 def test_losses_equal_single_process(results, case):
     """5 AdamW steps with clipping: every rank's loss and grad norm match one process."""
     ref = results[case]["reference"]

@@ -2,9 +2,10 @@
 process (the reference), recorded per rank and written as JSON by rank 0.
 
 Usage: torchrun --nproc-per-node N tests/dist/worker.py OUT.json case1 case2 ...
-A case is 'name:layout' with the layout string of accelbench.config.layout.parse_layout; a
-name starting with 'neox' trains the GPT-NeoX form (GenSLM's: rotary on a quarter of each head,
-parallel attention and MLP, untied head) instead of GPT-2's.
+A case is 'name:layout' with the layout string of accelbench.config.layout.parse_layout; the
+name's first word picks the model (config_for): 'neox' GenSLM's GPT-NeoX form (rotary on a
+quarter of each head, parallel attention and MLP, untied head), 'llama', 'mqa' and 'gqa8'
+Llama-style forms with grouped-query attention, anything else GPT-2.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ SEQ = 32
 MICRO_BATCH = 2
 GAS = 2  # micro-batches per step; a pipeline of pp > 2 stages gets pp (gas_for)
 LR = 1e-2
+# The Llama forms at 1e-2 are chaotic over 5 steps: even one process splitting its batch into
+# micro-batches moves the 5th grad norm by 2e-4; at 1e-3 that stays at 1e-7, as GPT-2's at 1e-2.
+LLAMA_LR = 1e-3
 WEIGHT_DECAY = 0.1
 MAX_NORM = 0.5  # below the tiny model's gradient norms, so clipping acts on every step
 SEED = 1234
@@ -38,11 +42,25 @@ CFG = get_preset("gpt2-tiny").with_changes(name="tiny-test", n_layer=4, n_positi
                                            vocab_size=1024)
 NEOX_CFG = CFG.with_changes(name="tiny-neox-test", position="rotary", rotary_pct=0.25,
                             parallel_residual=True, tie_embeddings=False)
+# Llama-style (RMSNorm, SwiGLU, rotary, untied, no biases): 4 query heads on 2 key/value heads
+# (tp=2 splits them, tp=4 shares each over 2 ranks), one key/value head (shared by every tensor
+# rank), and 8 query heads on 4 key/value heads (more key/value heads than tp=2)
+LLAMA_CFG = get_preset("llama-tiny").with_changes(name="tiny-llama-test", n_layer=4,
+                                                  n_positions=64, vocab_size=1024)
+MODELS = {"neox": NEOX_CFG, "llama": LLAMA_CFG,
+          "mqa": LLAMA_CFG.with_changes(name="tiny-mqa-test", n_kv_head=1),
+          "gqa8": LLAMA_CFG.with_changes(name="tiny-gqa8-test", n_head=8, n_kv_head=4)}
 
 
 def config_for(case_name: str):
-    """The model a case trains: GPT-NeoX form for names starting with 'neox', else GPT-2."""
-    return NEOX_CFG if case_name.startswith("neox") else CFG
+    """The model a case trains: by the name's first word ('neox_...', 'llama_...', 'mqa_...',
+    'gqa8_...'), else GPT-2."""
+    return MODELS.get(case_name.split("_")[0], CFG)
+
+
+def lr_for(cfg) -> float:
+    """The learning rate a model's cases train at (LLAMA_LR for the SwiGLU forms)."""
+    return LLAMA_LR if cfg.activation == "swiglu" else LR
 
 
 def gas_for(layout_text: str) -> int:
@@ -60,7 +78,7 @@ def reference(data: torch.Tensor, cfg=CFG) -> dict[str, list[float]]:
     """One process, the whole global batch at once: the losses every layout must reproduce."""
     torch.manual_seed(SEED)
     model = GPT(cfg)
-    opt = torch.optim.AdamW(_groups(model), lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW(_groups(model), lr=lr_for(cfg), betas=(0.9, 0.95), eps=1e-8)
     losses, norms = [], []
     for step in range(STEPS):
         _, loss = model(data[step, :, :-1], data[step, :, 1:])
@@ -93,7 +111,7 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     else:
         module = prepare_model(model, layout, mesh)
     del model
-    opt, _ = make_optimizer(module, layout, LR, WEIGHT_DECAY)
+    opt, _ = make_optimizer(module, layout, lr_for(cfg), WEIGHT_DECAY)
     out = {"loss": [], "grad_norm": [], "step_time_s": 0.0}
     for step in range(STEPS):
         x, y = data[step, rows, :-1], data[step, rows, 1:]

@@ -15,7 +15,7 @@ from accelbench.parallel.collectives import (
 )
 from accelbench.parallel.dist import first_slurm_host, read_env
 from accelbench.parallel.launch import failed_rank_from_output, sbatch_script
-from accelbench.parallel.tp import qkv_rank_order
+from accelbench.parallel.tp import gate_up_rank_order, kv_share, qkv_rank_order
 
 TINY = get_preset("gpt2-tiny")  # 2 layers, 4 heads, hidden 128
 
@@ -54,11 +54,26 @@ def test_sbatch_script_uses_srun_and_rendezvous():
 
 
 def test_qkv_order_gives_each_rank_whole_heads():
-    """hidden 8, tp 2: rank 0 gets q[0:4], k[0:4], v[0:4] (rows 0-3, 8-11, 16-19)."""
-    order = qkv_rank_order(8, 2).tolist()
+    """hidden 8 (2 heads of 4), tp 2: rank 0 gets q[0:4], k[0:4], v[0:4] (rows 0-3, 8-11,
+    16-19)."""
+    order = qkv_rank_order(2, 2, 4, 2).tolist()
     assert order[:12] == [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19]
     assert sorted(order) == list(range(24))
-    assert torch.equal(qkv_rank_order(8, 1), torch.arange(24))
+    assert torch.equal(qkv_rank_order(2, 2, 4, 1), torch.arange(24))
+
+
+def test_qkv_order_of_grouped_query_heads():
+    """4 query heads of 2 rows (q rows 0-7), 2 key/value heads (k rows 8-11, v rows 12-15).
+    tp 2 divides the kv heads: rank 0 gets q heads 0-1, k head 0, v head 0. tp 4: ranks 0 and
+    1 share kv head 0, each holding half of its [k | v] rows (k 8-9 | v 12-13)."""
+    split = qkv_rank_order(4, 2, 2, 2).tolist()
+    assert split[:8] == [0, 1, 2, 3, 8, 9, 12, 13]
+    assert split[8:] == [4, 5, 6, 7, 10, 11, 14, 15]
+    shared = qkv_rank_order(4, 2, 2, 4).tolist()
+    assert [shared[i:i + 4] for i in range(0, 16, 4)] == [
+        [0, 1, 8, 9], [2, 3, 12, 13], [4, 5, 10, 11], [6, 7, 14, 15]]
+    assert kv_share(2, 4) == 2 and kv_share(2, 2) == 1 and kv_share(8, 2) == 1
+    assert gate_up_rank_order(4, 2).tolist() == [0, 1, 4, 5, 2, 3, 6, 7]
 
 
 def test_bubble_theory_and_measure():
