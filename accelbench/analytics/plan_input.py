@@ -114,6 +114,16 @@ def not_modelled(layout: str) -> str:
     return layout
 
 
+def check_dense(model: ModelConfig) -> ModelConfig:
+    """The model, unless it has mixture-of-experts layers, which the planner does not model:
+    then one ConfigError line saying so."""
+    if model.n_experts:
+        raise ConfigError("model", f"{model.name} has mixture-of-experts layers "
+                          f"({model.n_experts} experts): the planner does not model MoE layers "
+                          "or expert parallelism", "a dense model")
+    return model
+
+
 def _us(value: float | None) -> float | None:
     """Microseconds to seconds, None kept."""
     return None if value is None else value * 1e-6
@@ -146,7 +156,7 @@ def resolve_plan_input(given: PlanInput) -> PlanRequest:
                         ("train-tokens", given.train_tokens)):
         require_positive(name, value)
     _check_links(given)
-    model = resolve_shape(given.model)
+    model = check_dense(resolve_shape(given.model))
     if model.position == "learned" and given.seq > model.n_positions:
         raise ConfigError("seq", f"{given.seq} is longer than {model.name}'s "
                           f"{model.n_positions} positions", f"<= {model.n_positions}")
