@@ -34,7 +34,8 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from accelbench.models.gpt import MLP, Attention, Block
+from accelbench.models.gpt import Attention, Block
+from accelbench.models.mlp import MLP
 
 
 def kv_share(kv_heads: int, tp: int) -> int:
@@ -128,9 +129,9 @@ def _make_tp_attention(attn: Attention, tp: int) -> None:
     attn.n_head = attn.n_head // tp  # Attention.forward then runs this rank's heads
 
 
-def _make_tp_mlp(mlp: MLP, tp: int) -> None:
+def _make_tp_mlp(mlp: nn.Module, tp: int) -> None:
     """SwiGLU: reorder the fused [gate | up] rows so each rank's half-and-half split is its own."""
-    if mlp.gated:
+    if isinstance(mlp, MLP) and mlp.gated:
         _permute_rows(mlp.c_fc, gate_up_rank_order(mlp.c_proj.in_features, tp))
 
 
