@@ -344,12 +344,6 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"cp={lay.cp} splits each sequence into 2 x cp = {2 * lay.cp} "
                            f"load-balanced chunks, which do not divide sequence {t.seq_len}",
          lambda lay, t, m: f"cp with 2 x cp dividing {t.seq_len}"),
-    Rule("batch", ARITHMETIC, "layout.mb",
-         lambda lay, t, m: t.global_batch is not None and t.global_batch % (lay.dp * lay.mb) != 0,
-         lambda lay, t, m: f"dp*mb = {lay.dp * lay.mb} does not divide global batch "
-                           f"{t.global_batch}",
-         lambda lay, t, m: f"dp*mb dividing {t.global_batch}"),
-    Rule("virtual stages", ARITHMETIC, "layout.vp", lambda lay, t, m: lay.vp > 1 and lay.pp == 1,
     Rule("expert model", ARITHMETIC, "layout.ep",
          lambda lay, t, m: lay.ep > 1 and n_experts(t.model) == 0,
          lambda lay, t, m: f"ep={lay.ep}: expert parallelism splits mixture-of-experts layers, "
@@ -364,6 +358,12 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"ep={lay.ep} does not divide dp={lay.dp} (expert-parallel ranks are "
                            "carved out of the data-parallel ones, Megatron-Core's convention)",
          lambda lay, t, m: f"a divisor of dp={lay.dp}"),
+    Rule("batch", ARITHMETIC, "layout.mb",
+         lambda lay, t, m: t.global_batch is not None and t.global_batch % (lay.dp * lay.mb) != 0,
+         lambda lay, t, m: f"dp*mb = {lay.dp * lay.mb} does not divide global batch "
+                           f"{t.global_batch}",
+         lambda lay, t, m: f"dp*mb dividing {t.global_batch}"),
+    Rule("virtual stages", ARITHMETIC, "layout.vp", lambda lay, t, m: lay.vp > 1 and lay.pp == 1,
          lambda lay, t, m: f"virtual stages (vp={lay.vp}) need pp > 1",
          lambda lay, t, m: "vp=1, or pp >= 2"),
     Rule("micro-batches", ARITHMETIC, "gas", lambda lay, t, m: lay.pp > 1 and m < lay.pp,
@@ -394,6 +394,19 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
                            "tensor-parallel DTensor parameters)",
          lambda lay, t, m: "zero=0, 2 or 3 with tp > 1"),
+    Rule("ep with zero", RUNTIME, "layout.zero", lambda lay, t, m: lay.ep > 1 and lay.zero > 0,
+         lambda lay, t, m: f"zero={lay.zero} with ep={lay.ep}: accelbench's runtime shards no "
+                           "state of expert-parallel layouts yet (ZeRO over the dense and the "
+                           "expert-data-parallel groups is not built)",
+         lambda lay, t, m: "zero=0 with ep > 1"),
+    Rule("ep with tp", RUNTIME, "layout.tp", lambda lay, t, m: lay.ep > 1 and lay.tp > 1,
+         lambda lay, t, m: f"tp={lay.tp} with ep={lay.ep}: tensor parallelism of the dense part "
+                           "beside expert parallelism is not built by accelbench's runtime",
+         lambda lay, t, m: "tp=1 with ep > 1"),
+    Rule("ep with pp", RUNTIME, "layout.pp", lambda lay, t, m: lay.ep > 1 and lay.pp > 1,
+         lambda lay, t, m: f"pp={lay.pp} with ep={lay.ep}: pipeline stages beside expert "
+                           "parallelism are not built by accelbench's runtime",
+         lambda lay, t, m: "pp=1 with ep > 1"),
 )
 RULES_BY_KEY = {rule.key: rule for rule in RULES}
 
@@ -408,19 +421,6 @@ def first_broken(layout: Layout, target: Target, m: int,
 
 
 def validate_layout(layout: Layout, model: ModelConfig, world_size: int, micro_batches: int,
-    Rule("ep with zero", RUNTIME, "layout.zero", lambda lay, t, m: lay.ep > 1 and lay.zero > 0,
-         lambda lay, t, m: f"zero={lay.zero} with ep={lay.ep}: accelbench's runtime shards no "
-                           "state of expert-parallel layouts yet (ZeRO over the dense and the "
-                           "expert-data-parallel groups is not built)",
-         lambda lay, t, m: "zero=0 with ep > 1"),
-    Rule("ep with tp", RUNTIME, "layout.tp", lambda lay, t, m: lay.ep > 1 and lay.tp > 1,
-         lambda lay, t, m: f"tp={lay.tp} with ep={lay.ep}: tensor parallelism of the dense part "
-                           "beside expert parallelism is not built by accelbench's runtime",
-         lambda lay, t, m: "tp=1 with ep > 1"),
-    Rule("ep with pp", RUNTIME, "layout.pp", lambda lay, t, m: lay.ep > 1 and lay.pp > 1,
-         lambda lay, t, m: f"pp={lay.pp} with ep={lay.ep}: pipeline stages beside expert "
-                           "parallelism are not built by accelbench's runtime",
-         lambda lay, t, m: "pp=1 with ep > 1"),
                     seq_len: int | None = None) -> Layout:
     """The runtime's check: ConfigError on the first broken rule, arithmetic or runtime.
 
