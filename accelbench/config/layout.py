@@ -312,6 +312,12 @@ RULES: tuple[Rule, ...] = (
     Rule("devices", ARITHMETIC, "layout", lambda lay, t, m: lay.world_size != t.world_size,
          _devices_reason, lambda lay, t, m: f"dp*tp*pp = {t.world_size}"),
     Rule("heads", ARITHMETIC, "layout.tp", *_tp_divides("{n} heads", lambda c: c.n_head)),
+    Rule("kv heads", ARITHMETIC, "layout.tp",
+         lambda lay, t, m: t.model.kv_heads % lay.tp != 0 and lay.tp % t.model.kv_heads != 0,
+         lambda lay, t, m: f"tp={lay.tp} neither divides the {t.model.kv_heads} key/value heads "
+                           "nor is a multiple of them (each rank holds whole key/value heads, or "
+                           "a share of the one its query heads use)",
+         lambda lay, t, m: f"a divisor or a multiple of {t.model.kv_heads}"),
     Rule("hidden", ARITHMETIC, "layout.tp",
          *_tp_divides("the hidden size {n}", lambda c: c.d_model)),
     Rule("mlp width", ARITHMETIC, "layout.tp",
@@ -390,6 +396,14 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"cp={lay.cp}: context parallelism is modelled by the planner; "
                            "accelbench's runtime does not build it",
          lambda lay, t, m: "cp=1"),
+    Rule("kv share", RUNTIME, "layout.tp",
+         lambda lay, t, m: lay.tp > t.model.kv_heads and 2 * t.model.head_dim
+         % (lay.tp // t.model.kv_heads) != 0,
+         lambda lay, t, m: f"tp={lay.tp}: {lay.tp // t.model.kv_heads} ranks would share each "
+                           f"key/value head, and they split its 2 x {t.model.head_dim} [k | v] "
+                           "rows equally, which do not divide",
+         lambda lay, t, m: f"tp dividing {t.model.kv_heads}, or tp / {t.model.kv_heads} "
+                           f"dividing {2 * t.model.head_dim}"),
     Rule("zero-1 with tp", RUNTIME, "layout.zero", lambda lay, t, m: lay.zero == 1 and lay.tp > 1,
          lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
                            "tensor-parallel DTensor parameters)",

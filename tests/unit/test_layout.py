@@ -214,8 +214,8 @@ def test_planner_and_runtime_agree_on_a_grid() -> None:
         (result,) = found.best
         assert result.layout == lay
         assert result.built_by_runtime == (not broken[RUNTIME]), (lay, broken)
-    assert seen == {rule.key for rule in RULES} - {"batch", "devices"}
-
+    # "kv share" needs grouped-query heads: test_grouped_query_rules_reach_both
+    assert seen == {rule.key for rule in RULES} - {"batch", "devices", "kv share"}
 
 
 EP_RULES = ("expert model", "experts", "expert data", "ep with zero", "ep with tp",
@@ -242,6 +242,7 @@ def test_expert_parallel_rules() -> None:
         validate_layout(Layout(dp=2, ep=2), CFG, 2, 1)
     assert err.value.field == "layout.ep"
     assert first_broken(Layout(dp=2, ep=2), Target(CFG, 2), 1).key == "expert model"
+
 
 def test_devices_and_batch_rules_reach_both() -> None:
     with pytest.raises(ConfigError, match="the world has 4"):
@@ -286,3 +287,25 @@ def test_layout_module_never_imports_torch() -> None:
     code = ("import sys; import accelbench.config.layout; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_grouped_query_rules_reach_both() -> None:
+    """tp divides the key/value heads (split) or is a multiple of them (shared): 12 query heads
+    on 4 key/value heads of 64 dimensions run at tp 2 and 4, never at tp 6 (4 and 6 divide
+    neither way); at tp 12 three ranks would share each head's 128 [k | v] rows, which the
+    runtime splits equally: refused there, marked by the planner. 8 on 2 run at tp 8 (shared)."""
+    model = ModelConfig("gqa", n_layer=2, n_head=12, d_model=768, vocab_size=64,
+                        n_positions=64, n_kv_head=4)
+    for tp in (2, 4):
+        assert validate_layout(Layout(tp=tp), model, tp, 1).tp == tp
+    assert validate_layout(Layout(tp=8), model.with_changes(n_head=8, n_kv_head=2), 8, 1).tp == 8
+    with pytest.raises(ConfigError, match="key/value heads") as err:
+        validate_layout(Layout(tp=6), model, 6, 1)
+    assert err.value.field == "layout.tp"
+    with pytest.raises(ConfigError, match="3 ranks would share each key/value head"):
+        validate_layout(Layout(tp=12), model, 12, 1)
+    for tp, key in ((6, "kv heads"), (12, "kv share")):
+        assert first_broken(Layout(tp=tp), Target(model, tp), 1).key == key
+    cluster = make_cluster("a100-80gb", 1, devices_per_node=12)
+    result = plan_fixed(model, cluster, TrainSetup(2, SEQ), {**Layout(tp=12).to_dict()})
+    assert not result.built_by_runtime and "[k | v]" in result.runtime_note
