@@ -26,6 +26,8 @@ from accelbench.analytics.kernels import (
 )
 from accelbench.analytics.params import block_matmul_params
 from accelbench.analytics.profile import Curve, MachineProfile, Point, make_curve
+from accelbench.bench.calibrate import spec as spec_module
+from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import metric_names
@@ -184,6 +186,18 @@ def _median_at(points: list[dict], curve: str, size: float) -> float:
     mlp_down have the same FLOPs)."""
     return statistics.median(p["rate_per_s"] for p in points
                              if p["curve"] == curve and p["size"] == size)
+
+
+def test_ranks_beyond_the_accelerators_are_refused(monkeypatch):
+    monkeypatch.setattr(spec_module.devices, "device_count", lambda kind: 2)
+    with pytest.raises(ConfigError, match="nproc: 4 ranks need 4 cuda devices, this machine has 2"):
+        build_calibrate_spec(CalibrateOptions(nproc=4), "cuda")
+    on_gpu = build_calibrate_spec(CalibrateOptions(), "cuda")
+    assert on_gpu.nproc == 2 and on_gpu.tokens == (128, 512, 2048, 8192)  # every device, larger
+    assert on_gpu.message_bytes[-1] == 256 * 2**20
+    quick = build_calibrate_spec(CalibrateOptions(quick=True), "cuda")
+    assert quick.tokens == (128, 512) and quick.seqs == (128, 256)
+    assert build_calibrate_spec(CalibrateOptions(nproc=4), "cpu").nproc == 4  # cores shared
 
 
 def test_no_profile_in_a_store_is_one_line(tmp_path):

@@ -127,9 +127,18 @@ def default_nproc(device_type: str) -> int:
     return devices.device_count(device_type)
 
 
+def _check_nproc(nproc: int, device_type: str) -> None:
+    """An accelerator's ranks take one device each; CPU ranks may share the cores."""
+    have = devices.device_count(device_type)
+    if device_type != "cpu" and nproc > have:
+        raise ConfigError("nproc", f"{nproc} ranks need {nproc} {device_type} devices, this "
+                          f"machine has {have}", f"2 to {have}" if have >= 2 else "a CPU run")
+
+
 def build_calibrate_spec(options: CalibrateOptions, device_type: str) -> CalibrateSpec:
     """Every option checked, naming the field, before anything is measured."""
     _check_counts(options)
+    _check_nproc(options.nproc, device_type)
     accelerator = device_type != "cpu"
     model = resolve_model(options.model)
     head_dims = (parse_int_list("head-dim", options.head_dim) if options.head_dim
