@@ -4,14 +4,24 @@ Counting convention (the same as torch.utils.flop_counter.FlopCounterMode): a mu
 FLOPs; matrix multiplies only (norms, biases, softmax and activations are not counted); attention
 scores are counted over the full T x T matrix, not halved for causality; backward costs twice the
 forward (gradient of the input plus gradient of the weight).
+
+Mixture of experts: model FLOPs count what each token is specified to use, the router (and
+Qwen-MoE's shared gate), the shared experts and k routed experts (N is then the active matmul
+weights, analytics/params.py matmul_params); tokens dropped over capacity are still counted
+(MFU's convention), and what the experts did not run for them is `dropped_flops`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.analytics.params import block_matmul_params, matmul_params
-from accelbench.config.model import ModelConfig
+from accelbench.analytics.params import (
+    block_matmul_params,
+    expert_matmul_params,
+    layer_matmul_params,
+    matmul_params,
+)
+from accelbench.config.model import ModelConfig, is_moe_layer
 from accelbench.config.vocab import RECOMPUTE_KINDS
 
 FORMULA = "PaLM App. B: 6N + 12*L*H*Q*T per token (N = matmul weights; full T x T attention)"
@@ -80,11 +90,31 @@ def recompute_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
     if recompute == "none":
         return 0.0
     if recompute == "full":
+        if cfg.n_experts:
+            return sum(_rerun_layer(cfg, seq_len, i, early_stop) for i in range(cfg.n_layer))
         skipped = 2.0 * cfg.ffn_dim * cfg.d_model if early_stop else 0.0
         return cfg.n_layer * (block_forward_per_token(cfg, seq_len) - skipped)
     if recompute == "selective":
         return cfg.n_layer * attention_core_forward_per_token(cfg, seq_len)
     raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {recompute!r}")
+
+
+def _rerun_layer(cfg: ModelConfig, seq_len: int, layer: int, early_stop: bool) -> float:
+    """Forward FLOPs full recompute reruns for block `layer` of a mixture of experts: all of
+    it (an expert's output is saved for its gate's gradient, so early stop skips nothing in an
+    MoE block), or a dense block less its MLP output projection under early stop."""
+    forward = (2.0 * layer_matmul_params(cfg, layer)
+               + attention_core_forward_per_token(cfg, seq_len))
+    if early_stop and not is_moe_layer(cfg, layer):
+        forward -= 2.0 * cfg.ffn_dim * cfg.d_model
+    return forward
+
+
+def dropped_flops(cfg: ModelConfig, dropped_assignments: int) -> FlopCount:
+    """Training FLOPs the routed experts did not run for `dropped_assignments` (token, expert)
+    pairs over capacity: model FLOPs less these is what the experts executed."""
+    forward = 2.0 * expert_matmul_params(cfg) * dropped_assignments
+    return FlopCount(forward, 2.0 * forward)
 
 
 def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from accelbench.config import genslm as _genslm  # noqa: F401  (registers the GenSLM presets)
 from accelbench.config import presets_gpt3 as _gpt3  # noqa: F401  (registers the GPT-3 presets)
 from accelbench.config import presets_llama as _llama  # noqa: F401  (registers the Llama family)
+from accelbench.config import presets_moe as _moe  # noqa: F401  (registers the MoE presets)
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.config.preset_registry import GPT2_VOCAB, get_preset, preset_names, register
