@@ -88,3 +88,35 @@ def test_tensor_parallel_dtypes_and_sequence_parallel_edges():
     assert full["tp_bytes_per_step"] == tp + 4 * M * ACT / 2  # the forward again, in bf16
     pp_sp = comm_bytes_per_step(TINY, Layout(tp=2, pp=2, sp=True), 32, 2, M, "bf16")
     assert pp_sp["pp_bytes_per_step"] == M * ACT / 2  # each tp rank sends its sequence half
+
+
+# Llama-style, one key/value head (shared by the tp ranks): hidden 128 in 4 heads of 32,
+# SwiGLU 384 wide, RMSNorm (weight only), no biases
+MQA = get_preset("llama-tiny").with_changes(n_positions=64, vocab_size=1024, n_kv_head=1)
+D, FF = 32, 384
+MQA_BLOCK = H * (H + 2 * D) + H * H + 3 * H * FF + 2 * H  # qkv, out, gate/up/down, 2 norms
+
+
+def test_llama_local_parameters_split_everything_but_the_norms():
+    """tp = 2: every matrix of a block halves (the shared head's [k | v] rows too, each rank
+    a half), the two RMSNorm weights are whole; embedding, final norm and untied head whole."""
+    assert local_param_count(MQA, Layout()) == 2 * MQA_BLOCK + 2 * V * H + H
+    per_rank = (MQA_BLOCK - 2 * H) / 2 + 2 * H
+    assert local_param_count(MQA, Layout(tp=2)) == 2 * per_rank + 2 * V * H + H
+
+
+def test_shared_kv_head_gather_by_hand():
+    """tp = 2 sharing one key/value head, bf16, micro-batch 2 x sequence 32: per layer and
+    micro-batch one gather of the head's 2 x 32 [k | v] columns (8 KiB whole) in forward (twice
+    under full recompute) and one reduce-scatter of its gradient; none when tp divides the
+    key/value heads."""
+    def kv_calls(cfg, layout, recompute="none"):
+        calls = comm_calls_per_step(cfg, layout, 32, 2, M, "bf16", recompute)
+        return [(c.op, c.buffer_bytes, c.calls, c.group_size) for c in calls
+                if c.buffer_bytes == 2 * 32 * 2 * D * 2]
+    assert kv_calls(MQA, Layout(tp=2)) == [("all_gather", 8192, 4, 2),
+                                           ("reduce_scatter", 8192, 4, 2)]
+    assert kv_calls(MQA, Layout(tp=2), "full")[0] == ("all_gather", 8192, 8, 2)
+    assert kv_calls(MQA.with_changes(n_kv_head=2), Layout(tp=2)) == []
+    four = MQA.with_changes(n_kv_head=2)  # tp = 4: each of 2 heads shared by 2 ranks
+    assert [c[3] for c in kv_calls(four, Layout(tp=4))] == [2, 2]
