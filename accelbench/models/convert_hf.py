@@ -2,7 +2,8 @@
 (shape and weights) and `--model hf-config:FILE` (the shape alone, random weights).
 
 gpt2 -> convert_hf_gpt2; gpt_neox -> config/genslm.py and convert_neox; llama, mistral, qwen2 ->
-convert_hf_llama. Anything else is one ConfigError naming the supported types.
+convert_hf_llama; mixtral, qwen2_moe -> convert_hf_moe. Anything else is one ConfigError naming
+the supported types.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ from accelbench.models.convert_hf_llama import (
     llama_to_our_state_dict,
     model_config_from_hf_llama,
 )
+from accelbench.models.convert_hf_moe import (
+    MOE_TYPES,
+    model_config_from_hf_moe,
+    moe_to_our_state_dict,
+)
 from accelbench.models.convert_neox import load_neox_state_dict
 from accelbench.models.gpt import GPT
 
-SUPPORTED_MODEL_TYPES = ("gpt2", "gpt_neox", *LLAMA_TYPES)
+SUPPORTED_MODEL_TYPES = ("gpt2", "gpt_neox", *LLAMA_TYPES, *MOE_TYPES)
 
 
 def model_type_of(raw: Mapping[str, Any], where: str) -> str:
@@ -55,12 +61,16 @@ def model_config_from_hf(path: str | Path, name: str | None = None) -> ModelConf
     label = name or raw.get("_name_or_path") or (file if file.is_dir() else file.parent).name
     if model_type == "gpt_neox":
         return model_from_neox_config(raw, label)
+    if model_type in MOE_TYPES:
+        return model_config_from_hf_moe(raw, label, where)
     return model_config_from_hf_llama(raw, label, where)
 
 
-def load_llama_state_dict(model: GPT, state_dict: Mapping[str, torch.Tensor]) -> None:
-    """Copy Llama, Mistral or Qwen2 weights into `model` (every tensor of both sides must match)."""
-    ours = llama_to_our_state_dict(state_dict)
+def load_llama_state_dict(model: GPT, state_dict: Mapping[str, torch.Tensor],
+                          moe: bool = False) -> None:
+    """Copy Llama, Mistral or Qwen2 (moe: Mixtral or Qwen-MoE) weights into `model` (every
+    tensor of both sides must match)."""
+    ours = moe_to_our_state_dict(state_dict) if moe else llama_to_our_state_dict(state_dict)
     if model.cfg.tie_embeddings:
         head = ours.get("lm_head.weight")
         if head is not None and not torch.equal(head, ours.get("wte.weight", head)):
@@ -82,7 +92,7 @@ def load_pretrained_weights(model: GPT, folder: str | Path) -> None:
     elif model_type == "gpt_neox":
         load_neox_state_dict(model, state_dict)
     else:
-        load_llama_state_dict(model, state_dict)
+        load_llama_state_dict(model, state_dict, moe=model_type in MOE_TYPES)
 
 
 def gpt_from_hf_dir(folder: str | Path, name: str | None = None) -> GPT:
