@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from accelbench.config.vocab import GIB
+from accelbench.results.precision import FP8_CAPTION, has_fp8, precision_text
 from accelbench.results.record import Record
 
 
@@ -173,7 +174,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
         add_plain_row(
             table,
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
-            s.get("dtype", ""), s.get("recompute", ""), *level,
+            precision_text(s, m), s.get("recompute", ""), *level,
             "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
             _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
             _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
@@ -183,7 +184,8 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
     if peaks:
         table.caption = Text(f"MFU/HFU against: {peaks}; {rate} global over the median step; "
                          "mem = measured peak above the cell's start (the rank that added the "
-                         "most), est. = analytics estimate of one rank")
+                         "most), est. = analytics estimate of one rank"
+                         + (f"; {FP8_CAPTION}" if has_fp8(records) else ""))
     table.caption = with_energy(table.caption, records)
     return table
 

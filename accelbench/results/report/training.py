@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from accelbench.results.precision import FP8_CAPTION, precision_text
 from accelbench.results.record import Record
 from accelbench.results.report.cells import (
     DOES_NOT_FIT,
@@ -58,7 +59,8 @@ def training_cells(machines: list[Machine], benchmark: str) -> list[tuple[Machin
 def cell_columns(machine: Machine, r: Record) -> tuple[str, ...]:
     """The columns CELL_HEADER names."""
     s = r.spec
-    return (machine.label, str(s.get("model_name")), str(s.get("dtype")), str(s.get("seq_len")),
+    return (machine.label, str(s.get("model_name")), precision_text(s, r.metrics),
+            str(s.get("seq_len")),
             str(s.get("micro_batch")), str(s.get("gas")), str(s.get("recompute")),
             layout_text(r), status_text(r))
 
@@ -81,7 +83,8 @@ def measure_header(unit: str) -> tuple[str, ...]:
 TABLE_CAPTION = ("Throughput at the median step, (slowest-fastest step) after it; MFU against "
                  "the machine's own dense peak for the precision that ran; mem: measured peak "
                  "above the cell's start, worst rank; est.: the analytics estimate; planner: "
-                 "the planner's prediction for the same model, layout and batch, and its error.")
+                 "the planner's prediction for the same model, layout and batch, and its error. "
+                 f"{FP8_CAPTION[0].upper()}{FP8_CAPTION[1:]}.")
 
 
 def best_by(cells: list[tuple[Machine, Record]], x: Callable[[Record], float]
