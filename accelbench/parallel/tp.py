@@ -81,18 +81,19 @@ class _GatherLastDim(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
         ctx.group = group
+        x = x.contiguous()  # a column slice of c_attn's output; collectives want dense tensors
         parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
-        dist.all_gather(parts, x.contiguous(), group=group)
+        dist.all_gather(parts, x, group=group)
         return torch.cat(parts, dim=-1)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         size, rank = dist.get_world_size(ctx.group), dist.get_rank(ctx.group)
-        parts = [part.contiguous() for part in grad.chunk(size, dim=-1)]
-        if dist.get_backend(ctx.group) == "gloo":
+        if "gloo" in str(dist.get_backend(ctx.group)):
             total = grad.contiguous().clone()
             dist.all_reduce(total, group=ctx.group)
             return total.chunk(size, dim=-1)[rank].contiguous(), None
+        parts = [part.contiguous() for part in grad.chunk(size, dim=-1)]
         out = torch.empty_like(parts[rank])
         dist.reduce_scatter(out, parts, group=ctx.group)
         return out, None
