@@ -11,6 +11,9 @@ Data parallelism by ZeRO stage (Rajbhandari et al.):
 - zero=3: FSDP2 fully_shard with reshard_after_forward=True (parameters gathered per block again
   in the backward).
 FSDP2 shards each block as its own unit, then the root (embeddings, final norm, tied head).
+Expert parallelism (ep > 1, zero 0): each rank keeps its E / ep experts of every MoE layer
+(parallel/expert.py), and DataParallelGradSync takes DDP's place, averaging dense gradients over
+dp and expert gradients over the expert-data-parallel group.
 """
 
 from __future__ import annotations
@@ -24,19 +27,25 @@ from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.config.layout import Layout
 from accelbench.models.gpt import GPT, Block, set_recompute
+from accelbench.parallel.dist import ExpertGroups
+from accelbench.parallel.expert import place_experts
 from accelbench.parallel.grad_sync import DataParallelGradSync
 from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
 
 
 def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
-                       mesh: DeviceMesh) -> nn.Module:
-    """DDP (zero 0/1; zero 0 with tp: DataParallelGradSync) or FSDP2 per block then root
+                       mesh: DeviceMesh, experts: ExpertGroups | None = None) -> nn.Module:
+    """DDP (zero 0/1; zero 0 with tp or ep: DataParallelGradSync) or FSDP2 per block then root
     (zero 2/3) over the dp mesh dimension."""
     if layout.zero >= 2:
         reshard = layout.zero == 3
         for block in blocks:
             fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard)
         fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)
+        return module
+    if experts is not None:  # DDP would average different ranks' experts together
+        module.grad_sync = DataParallelGradSync(module, mesh.get_group("dp"), layout.dp,
+                                                experts.edp_group)
         return module
     if layout.dp == 1 and layout.zero == 0:
         return module
@@ -64,6 +73,7 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
         apply_tensor_parallel(blocks, mesh, layout.sp)
         if layout.sp:
             apply_sequence_parallel_edges(model, mesh["tp"])
+    experts = place_experts(model, layout, mesh)  # ep > 1: this rank's experts, all-to-all
     set_recompute(blocks, recompute)
     if compile:
         for block in blocks:
@@ -73,7 +83,7 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
             raise ValueError(f"layout {layout.label()} needs a process group (a mesh)")
         wrapped = model
     else:
-        wrapped = wrap_data_parallel(model, blocks, layout, mesh)
+        wrapped = wrap_data_parallel(model, blocks, layout, mesh, experts)
     wrapped.parallel_mesh = mesh
     wrapped.parallel_layout = layout
     return wrapped

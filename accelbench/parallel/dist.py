@@ -138,6 +138,39 @@ def make_mesh(layout: Layout, device: torch.device) -> DeviceMesh:
     return mesh
 
 
+@dataclass(frozen=True)
+class ExpertGroups:
+    """This rank's expert-parallel groups: the ep group its MoE layers exchange tokens in (ep
+    consecutive data-parallel ranks) and the expert-data-parallel group (dp / ep ranks that hold
+    the same experts, strided by ep) its expert gradients are reduced over."""
+
+    ep_group: dist.ProcessGroup
+    edp_group: dist.ProcessGroup
+    ep_rank: int  # this rank's place in its ep group: it holds experts [ep_rank * E/ep, ...)
+    edp_size: int
+
+
+def expert_groups(layout: Layout, mesh: DeviceMesh) -> ExpertGroups:
+    """The ep and expert-data-parallel groups (Megatron-Core's convention: ep carved out of
+    dp, ep innermost), made on every rank in the same order as torch.distributed requires."""
+    timeout = datetime.timedelta(seconds=_timeout_s[0])
+    ranks = mesh.mesh.reshape(layout.pp, layout.dp, layout.tp)
+    me = dist.get_rank()
+    mine: dict[str, dist.ProcessGroup] = {}
+    for p in range(layout.pp):
+        for t in range(layout.tp):
+            dp_ranks = ranks[p, :, t].tolist()
+            lists = {"ep": [dp_ranks[i:i + layout.ep] for i in range(0, layout.dp, layout.ep)],
+                     "edp": [dp_ranks[j::layout.ep] for j in range(layout.ep)]}
+            for kind, groups in lists.items():
+                for members in groups:
+                    group = dist.new_group(members, timeout=timeout)
+                    if me in members:
+                        mine[kind] = group
+    d = mesh.get_local_rank("dp")
+    return ExpertGroups(mine["ep"], mine["edp"], d % layout.ep, layout.dp // layout.ep)
+
+
 def mesh_coords(mesh: DeviceMesh) -> dict[str, int]:
     """This rank's coordinate on each mesh dimension: {'pp': i, 'dp': j, 'tp': k}."""
     return {name: mesh.get_local_rank(name) for name in MESH_DIMS}

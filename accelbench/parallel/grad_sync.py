@@ -5,6 +5,11 @@ has produced every gradient, one flat all-reduce over the dp group averages the 
 (a DTensor gradient's local shard is what this tp rank holds, and the tp ranks of one dp
 replica hold disjoint or partial pieces, so averaging each over dp is the data-parallel mean).
 Not overlapped with the backward: correct first, one collective per step as the analytics count.
+
+Expert parallelism (parallel/expert.py) uses it too, with DDP's place: the dense gradients are
+averaged over dp as above; each expert-parallel rank's expert gradients already sum the tokens
+of its ep group (the all-to-all's backward brought them), so they are summed over the
+expert-data-parallel group (the dp / ep ranks holding the same experts) and divided by dp.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from accelbench.parallel.expert import is_expert_param
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -35,11 +42,16 @@ def average_grads(params: list[nn.Parameter], group: dist.ProcessGroup, size: in
 
 
 class DataParallelGradSync:
-    """All-reduce the gradients over dp once per step, after the last micro-batch's backward."""
+    """All-reduce the gradients over dp once per step, after the last micro-batch's backward;
+    expert-parallel experts' over `expert_group` (expert data parallel), also divided by dp."""
 
-    def __init__(self, module: nn.Module, group: dist.ProcessGroup, size: int) -> None:
+    def __init__(self, module: nn.Module, group: dist.ProcessGroup, size: int,
+                 expert_group: dist.ProcessGroup | None = None) -> None:
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.group, self.size = group, size
+        expert = [expert_group is not None and is_expert_param(p) for p in self.params]
+        self.buckets = [([p for p, e in zip(self.params, expert, strict=True) if not e], group),
+                        ([p for p, e in zip(self.params, expert, strict=True) if e], expert_group)]
         self.sync, self._ready = True, 0
         for p in self.params:
             p.register_post_accumulate_grad_hook(self._on_grad)
@@ -51,7 +63,9 @@ class DataParallelGradSync:
         self._ready += 1
         if self._ready == len(self.params):
             self._ready = 0
-            average_grads(self.params, self.group, self.size)
+            for params, group in self.buckets:
+                if params:
+                    average_grads(params, group, self.size)
 
     @contextmanager
     def no_sync(self) -> Iterator[None]:

@@ -13,6 +13,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.distributed.tensor import DTensor, Replicate
 
 from accelbench.config.layout import Layout
+from accelbench.parallel.expert import EXPERT_SHARDS_ATTR
 
 TIED_COPY_ATTR = "accelbench_tied_copy"  # a pipeline's second copy of a tied weight
 BETAS = (0.9, 0.95)
@@ -89,7 +90,8 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     Every rank of a pipeline stage (dp x tp of them) holds each of the stage's parameters,
     whole or as one of k shards; a piece is thus held by dp*tp/k ranks, and the squared norms
     summed over the world with that weight count every element once. A pipeline's second copy
-    of a tied weight is skipped.
+    of a tied weight is skipped. An expert-parallel expert weight is held by only 1 / ep of
+    them (one rank of each ep group).
     """
     params = [p for p in params if p.grad is not None and not getattr(p, TIED_COPY_ATTR, False)]
     device = params[0].device if params else torch.device("cpu")
@@ -97,10 +99,12 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     holders = layout.dp * layout.tp
     # Norms in the gradients' own precision (no float64 copy of every gradient), summed in
     # float64; plain tensors in one foreach kernel (as torch's own clipping), DTensors each.
-    plain = [p.grad.detach() for p in params if not isinstance(p.grad, DTensor)]
+    plain = [p for p in params if not isinstance(p.grad, DTensor)]
     if plain:
-        norms = torch.stack(torch._foreach_norm(plain)).to(torch.float64)
-        total += norms.pow(2).sum() / holders
+        norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in plain]))
+        weights = torch.tensor([getattr(p, EXPERT_SHARDS_ATTR, 1) / holders for p in plain],
+                               dtype=torch.float64, device=device)
+        total += (norms.to(torch.float64).pow(2) * weights).sum()
     for p in params:
         if isinstance(p.grad, DTensor):
             local, shards = _local_grad(p.grad)

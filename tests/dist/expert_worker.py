@@ -1,0 +1,166 @@
+"""Run under torchrun: expert-parallel dispatch against every expert in one process, and MoE
+training under ep layouts against one process; rank 0 writes what it found as JSON.
+
+Usage: torchrun --nproc-per-node N tests/dist/expert_worker.py OUT.json [case ...]
+On 2 ranks the dispatch checks first; a case is 'name:layout' (parse_layout's string),
+trained STEPS steps on moe-tiny and compared with one process that runs the same micro-batches.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
+from accelbench.config.presets import get_preset
+from accelbench.models.gpt import GPT
+from accelbench.models.moe import Experts, Routing, expert_load, local_dispatch
+from accelbench.parallel.apply import micro_batch_context, prepare_model
+from accelbench.parallel.collectives import profile_collectives
+from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
+from accelbench.parallel.expert import ExpertParallelDispatch, is_expert_param
+from accelbench.parallel.gather import gather_rank_results
+from accelbench.parallel.optim import clip_grad_norm_, make_optimizer
+
+D_MODEL, N_EXPERTS = 16, 4
+STEPS, SEQ, MICRO_BATCH, GAS = 4, 32, 2, 2
+LR, WEIGHT_DECAY, MAX_NORM, SEED = 1e-3, 0.1, 0.5, 1234
+MOE_CFG = get_preset("moe-tiny").with_changes(name="moe-tiny-test", n_positions=64,
+                                              vocab_size=1024)
+# (tokens of this rank, the expert of each assignment): rank 1 sends every row to rank 0's
+# experts and none to its own; expert 3 gets no row from anyone; rank 0 has 5 tokens, rank 1 3
+ASSIGNMENTS = {0: (5, [(0, 0), (1, 1), (1, 2), (2, 0), (3, 2), (4, 1), (4, 0)]),
+               1: (3, [(0, 1), (1, 0), (2, 1), (2, 0)])}
+# one rank routes nothing at all: rank 1's three tokens all dropped
+EMPTY = {0: (4, [(0, 3), (1, 2), (2, 3), (3, 0)]), 1: (3, [])}
+
+
+def routing_of(n_tokens: int, pairs: list[tuple[int, int]], seed: int) -> Routing:
+    """A Routing from explicit (token, expert) assignments, sorted by expert, random gates."""
+    pairs = sorted(pairs, key=lambda te: (te[1], te[0]))
+    token = torch.tensor([t for t, _ in pairs], dtype=torch.long)
+    expert = torch.tensor([e for _, e in pairs], dtype=torch.long)
+    gate = torch.rand(len(pairs), generator=torch.Generator().manual_seed(seed))
+    counts = torch.bincount(expert, minlength=N_EXPERTS)
+    return Routing(token, expert, gate, counts, torch.zeros_like(counts), n_tokens)
+
+
+def dispatch_check(assignments: dict, group: dist.ProcessGroup) -> dict:
+    """The ep=2 dispatch's output, input gradient and expert gradients against all experts run
+    here (each expert's gradient summed over the ranks whose tokens it saw)."""
+    rank = dist.get_rank()
+    cfg = get_preset("llama-tiny").with_changes(d_model=D_MODEL, n_experts=N_EXPERTS, d_ff=24)
+    torch.manual_seed(7)
+    full = Experts(cfg)
+    n_tokens, pairs = assignments[rank]
+    routing = routing_of(n_tokens, pairs, seed=rank)
+    x = torch.randn(n_tokens, D_MODEL, generator=torch.Generator().manual_seed(10 + rank))
+    x_ref, x_ep = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weight = torch.randn(n_tokens, D_MODEL, generator=torch.Generator().manual_seed(20 + rank))
+    (local_dispatch(x_ref, routing, full) * weight).sum().backward()
+    sharded = Experts(cfg)
+    sharded.load_state_dict(full.state_dict())
+    n_local = N_EXPERTS // 2
+    sharded.shard(rank * n_local, n_local)
+    y_ep = ExpertParallelDispatch(group, 2)(x_ep, routing, sharded)
+    (y_ep * weight).sum().backward()
+    ref_grad = full.w_fc.grad.clone()
+    dist.all_reduce(ref_grad, group=group)
+    mine = slice(rank * n_local, (rank + 1) * n_local)
+    return {"out_err": float((y_ep - local_dispatch(x, routing, full)).abs().max()),
+            "x_grad_err": float((x_ep.grad - x_ref.grad).abs().max()),
+            "w_grad_err": float((sharded.w_fc.grad - ref_grad[mine]).abs().max()),
+            "w_grad_norm": float(ref_grad[mine].norm()),
+            "rows_received": int(sum(sum(1 for _, e in pairs if e // n_local == rank)
+                                     for _, pairs in assignments.values()))}
+
+
+def cfg_for(case: str):
+    """moe-tiny, shortened; a case named 'capacity...' routes with capacity factor 1 (drops)."""
+    cfg = MOE_CFG
+    return cfg.with_changes(capacity_factor=1.0) if case.startswith("capacity") else cfg
+
+
+def data(global_batch: int) -> torch.Tensor:
+    """(STEPS, global_batch, SEQ + 1) token ids, the same on every rank."""
+    gen = torch.Generator().manual_seed(SEED + 1)
+    return torch.randint(0, MOE_CFG.vocab_size, (STEPS, global_batch, SEQ + 1), generator=gen)
+
+
+def reference(cfg, dp: int) -> dict:
+    """One process, the dp x GAS micro-batches the ranks see, accumulated: the losses, grad
+    norms and per-expert load every ep layout must reproduce (routing, capacity and the
+    auxiliary loss are per micro-batch, so the same micro-batches give the same step)."""
+    torch.manual_seed(SEED)
+    model = GPT(cfg)
+    opt, _ = make_optimizer(prepare_model(model, Layout(), None), Layout(), LR, WEIGHT_DECAY)
+    batch = data(dp * GAS * MICRO_BATCH)
+    out: dict = {"loss": [], "grad_norm": []}
+    for step in range(STEPS):
+        total = 0.0
+        for xs in batch[step].chunk(dp * GAS):
+            _, loss = model(xs[:, :-1], xs[:, 1:])
+            (loss / (dp * GAS)).backward()
+            total += float(loss.detach()) / (dp * GAS)
+        out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                                     MAX_NORM)))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        out["loss"].append(total)
+    routed, dropped = expert_load(model)
+    return {**out, "routed": routed, "dropped": dropped}
+
+
+def train_case(text: str, device: torch.device, cfg) -> dict:
+    """STEPS AdamW steps under an ep layout: this rank's view (losses, grad norms, load, the
+    all-to-all time of the last step) gathered, beside one process's reference."""
+    layout = validate_layout(parse_layout(text, RUNTIME_KEYS), cfg, dist.get_world_size(), GAS)
+    mesh = make_mesh(layout, device)
+    torch.manual_seed(SEED)
+    module = prepare_model(GPT(cfg), layout, mesh)
+    opt, _ = make_optimizer(module, layout, LR, WEIGHT_DECAY)
+    d = mesh.get_local_rank("dp")
+    batch = data(layout.dp * GAS * MICRO_BATCH)[:, d * GAS * MICRO_BATCH:][:, :GAS * MICRO_BATCH]
+    out: dict = {"loss": [], "grad_norm": []}
+    for step in range(STEPS):
+        total = torch.zeros(())
+        with profile_collectives(device) as comm:
+            for i, xs in enumerate(batch[step].chunk(GAS)):
+                with micro_batch_context(module, is_last=i == GAS - 1):
+                    _, loss = module(xs[:, :-1], xs[:, 1:])
+                    (loss / GAS).backward()
+                total += loss.detach() / GAS
+        out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        out["loss"].append(mean_over_replicas(total, layout, device))
+    routed, dropped = expert_load(module)
+    out.update(routed=routed, dropped=dropped, dp=d, comm_by_name=comm.by_name_s,
+               expert_params=sum(p.numel() for p in module.parameters()
+                                 if is_expert_param(p)))
+    return {"ranks": gather_rank_results(out), "reference": reference(cfg, layout.dp)}
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    _, device = init_distributed("cpu", timeout_s=120)
+    results: dict = {}
+    if dist.get_world_size() == 2:
+        group = dist.new_group([0, 1])
+        for name, assignments in (("uneven", ASSIGNMENTS), ("empty", EMPTY)):
+            results[name] = gather_rank_results(dispatch_check(assignments, group))
+    for case in cases:
+        name, _, text = case.partition(":")
+        results[name] = train_case(text, device, cfg_for(name))
+    if dist.get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(results, f)
+    teardown(together=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Expert parallelism (gloo, 2 and 4 CPU processes): the all-to-all dispatch alone against every
+expert in one process (uneven token counts, an expert nobody routes to, a rank that routes
+nothing), and MoE training under ep=2 (dp=2,ep=2) and dp=4,ep=2 (Megatron-Core's convention: ep
+carved out of dp) against one process running the same micro-batches; capacity drops counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accelbench.parallel.launch import launch_torchrun
+
+pytestmark = pytest.mark.dist
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+# fp32 on CPU: the layouts sum the same products in another order (all-reduce of gradients,
+# experts' rows gathered from two ranks), so losses agree to rounding (~1e-7 relative here);
+# 1e-5, as tests/dist/test_parallel.py, still catches a wrong reduction or a lost token.
+LOSS_RTOL = 1e-5
+NORM_RTOL = 1e-4
+DISPATCH_ATOL = 1e-6  # the same expert products; only the all-to-all moved them
+CASES_2 = {"ep2": "ep=2", "capacity_ep2": "ep=2"}
+CASES_4 = {"dp4_ep2": "dp=4,ep=2"}
+
+
+def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
+    out = tmp_path / f"experts_{nproc}.json"
+    argv = [str(HERE / "expert_worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
+    result = launch_torchrun(nproc, argv, timeout_s=170, cwd=str(ROOT))
+    assert result.ok, result.error or result.output
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    """Two launches per module: 2 processes (dispatch checks and ep=2), then 4."""
+    tmp = tmp_path_factory.mktemp("experts")
+    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+
+
+@pytest.mark.parametrize("case", ["uneven", "empty"])
+def test_dispatch_equals_every_expert_in_one_process(results, case):
+    """Outputs, input gradients and expert weight gradients of the ep=2 all-to-all dispatch
+    equal running all experts here; rows received are the assignments to this rank's experts
+    (rank 1 of 'uneven' receives only 2, rank 1 of 'empty' sends none)."""
+    ranks = results[case]
+    for rank in ranks:
+        assert rank["out_err"] < DISPATCH_ATOL and rank["x_grad_err"] < DISPATCH_ATOL
+        assert rank["w_grad_err"] < DISPATCH_ATOL and rank["w_grad_norm"] > 0
+    assert [r["rows_received"] for r in ranks] == {"uneven": [9, 2], "empty": [1, 3]}[case]
+
+
+def _rel(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+def test_ep_losses_equal_one_process(results, case):
+    """4 AdamW steps with clipping on moe-tiny: every rank's global loss and gradient norm
+    match one process; each rank holds half the experts."""
+    ref, ranks = results[case]["reference"], results[case]["ranks"]
+    assert min(ref["grad_norm"]) > 0.5 and len({round(x, 6) for x in ref["loss"]}) == 4
+    for rank in ranks:
+        assert _rel(rank["loss"], ref["loss"]) < LOSS_RTOL, (case, rank["loss"], ref["loss"])
+        assert _rel(rank["grad_norm"], ref["grad_norm"]) < NORM_RTOL
+    assert len({r["expert_params"] for r in ranks}) == 1 and ranks[0]["expert_params"] > 0
+
+
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+def test_load_per_expert_sums_to_one_process(results, case):
+    """Tokens routed and dropped per layer and expert, summed over the ranks (each counts its
+    own tokens), equal one process's; capacity factor 1 drops some, dropless none."""
+    ref, ranks = results[case]["reference"], results[case]["ranks"]
+    for key in ("routed", "dropped"):
+        summed = [[sum(r[key][layer][e] for r in ranks) for e in range(len(ref[key][layer]))]
+                  for layer in range(len(ref[key]))]
+        assert summed == ref[key], (case, key)
+    dropped = sum(map(sum, ref["dropped"]))
+    assert (dropped > 0) == case.startswith("capacity")
+    assert sum(map(sum, ref["routed"])) > dropped
+
+
+def test_all_to_all_seen_by_the_profiler(results):
+    """The dispatch's all-to-alls are collectives the profiler names (what the runner times)."""
+    for rank in results["ep2"]["ranks"]:
+        assert any("all_to_all" in n or "alltoall" in n for n in rank["comm_by_name"])
