@@ -210,11 +210,12 @@ class MemoryBreakdown:
     activations: float
     buffers: float
     usable_bytes: float
+    masks: float = 0.0  # weight sparsity's boolean masks (one byte per masked weight held)
 
     @property
     def total(self) -> float:
-        """Model states, activations and buffers."""
-        return self.states.total + self.activations + self.buffers
+        """Model states, activations, buffers and sparsity masks."""
+        return self.states.total + self.activations + self.buffers + self.masks
 
     @property
     def fits(self) -> bool:
@@ -225,7 +226,8 @@ class MemoryBreakdown:
         """Plain dict (bytes) for JSON output and result records."""
         return {"params_bytes": self.states.params, "grads_bytes": self.states.grads,
                 "optimizer_bytes": self.states.optimizer, "activations_bytes": self.activations,
-                "buffers_bytes": self.buffers, "total_bytes": self.total,
+                "buffers_bytes": self.buffers, "masks_bytes": self.masks,
+                "total_bytes": self.total,
                 "usable_bytes": self.usable_bytes, "fits": self.fits}
 
 
@@ -267,11 +269,21 @@ def stages_to_check(layout: Layout, n_layer: int) -> list[tuple[int, str, float]
     return [(rank, kind, float(counts[rank])) for rank, kind in ranks]
 
 
+def sparsity_mask_bytes(cfg: ModelConfig, layout: Layout, layers: float,
+                        sparsity: float) -> float:
+    """The masks one rank holds: a bool per masked weight of its layers' block matrices, split
+    like the weights (tp; under ZeRO-3 also dp x cp), as accelbench's runtime keeps them."""
+    if not sparsity:
+        return 0.0
+    shards = layout.tp * (layout.dp * layout.cp if layout.zero == 3 else 1)
+    return layers * block_matmul_params(cfg) / shards
+
+
 def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
                       dtype: str = "bf16", optimizer: str = "adam",
                       memory_bytes: float = float("inf"),
                       fused_attention: bool = False,
-                      vocab_parallel: bool = True) -> MemoryBreakdown:
+                      vocab_parallel: bool = True, sparsity: float = 0.0) -> MemoryBreakdown:
     """Peak bytes per device for a layout: the worst of the first, the last and (uneven
     stages) the fullest middle pipeline stage.
 
@@ -282,7 +294,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     vocab_parallel=False: embedding, head and logits are whole on every tensor rank (accelbench's
     own tensor parallel); the planner assumes Megatron's vocabulary-parallel split.
     Context parallelism splits every sequence over cp ranks and, as Megatron does, shards ZeRO
-    state over dp x cp (both reduce the gradients).
+    state over dp x cp (both reduce the gradients). sparsity > 0 adds the masks of the stage
+    with the most layers (sparsity_mask_bytes).
     """
     widths = training_widths(dtype)
     tp, pp, cp = layout.tp, layout.pp, layout.cp
@@ -302,7 +315,9 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     assert worst is not None
     buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
                            fused_attention, layout.sp, cp)
-    return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION)
+    layers = max(held for _, _, held in stages_to_check(layout, cfg.n_layer))
+    return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION,
+                           sparsity_mask_bytes(cfg, layout, layers, sparsity))
 
 
 def fits(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int, memory_bytes: float,

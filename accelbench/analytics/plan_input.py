@@ -20,6 +20,7 @@ from accelbench.config.errors import (
 )
 from accelbench.config.layout import PLANNER_KEYS, parse_layout_fields
 from accelbench.config.model import ModelConfig
+from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.vocab import PEAK_PRECISIONS
 
 OPTIMIZERS = ("adam", "sgd")
@@ -48,6 +49,8 @@ class PlanInput:
     efficiency: float | None = None
     train_tokens: float = 300e9
     fused_attention: bool = True
+    sparsity: float = 0.0
+    sparsity_pattern: str = "unstructured"
 
 
 @dataclass(frozen=True)
@@ -165,8 +168,9 @@ def resolve_plan_input(given: PlanInput) -> PlanRequest:
                            _us(given.inter_latency_us))
     compute_rates(cluster.device, given.dtype)  # the peaks the precision needs, before a search
     fixed = parse_layout_fields(not_modelled(given.layout), PLANNER_KEYS) if given.layout else {}
+    validate_sparsity([given.sparsity], given.sparsity_pattern, "magnitude", model.d_model)
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
-                       given.fused_attention)
+                       given.fused_attention, given.sparsity, given.sparsity_pattern)
     return PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
                        given.train_tokens)
 

@@ -217,7 +217,8 @@ def _memory(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     """The layout's memory per device under the set-up's attention kind."""
     return memory_per_device(cfg, setup.seq_len, layout, _n_micro(setup, layout), setup.dtype,
                              setup.optimizer, cluster.memory_bytes_per_device,
-                             fused_attention=setup.fused_attention)
+                             fused_attention=setup.fused_attention,
+                             sparsity=setup.sparsity)
 
 
 def evaluate(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,

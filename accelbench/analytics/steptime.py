@@ -56,6 +56,8 @@ class TrainSetup:
     dtype: str = "bf16"
     optimizer: str = "adam"
     fused_attention: bool = True
+    sparsity: float = 0.0  # weight sparsity of the block matrices (docs/sparsity.md)
+    sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
 
     @property
     def tokens_per_step(self) -> int:
@@ -160,6 +162,27 @@ def compute_rates(device: DeviceSpec, dtype: str, efficiency: float | None = Non
     return peak_flops(device, widths.gemm_peak) * FP8_GEMM_EFFICIENCY, other
 
 
+def sparse_gemm_passes(setup: TrainSetup, device: DeviceSpec) -> tuple[float, float]:
+    """The block GEMMs' time in forward-GEMM units for (forward + backward, one recompute):
+    (3, 1) dense and masked dense (unstructured, or a device with no sparse peak); with 2:4
+    on a device whose vendor quotes a sparse peak, the forward and input-gradient GEMMs at
+    that peak and the weight gradient dense, as accelbench's 2:4 kernel path runs them. An
+    ideal: measured 2:4 training speedups are often lower (docs/sparsity.md)."""
+    factor = device.sparse_factor
+    if setup.sparsity_pattern != "2:4" or not setup.sparsity or not factor:
+        return 3.0, 1.0
+    return 2.0 / factor + 1.0, 1.0 / factor
+
+
+def sparse_compute_note(setup: TrainSetup, device: DeviceSpec) -> str:
+    """How a sparse plan's GEMMs are timed, for the plan's notes."""
+    if sparse_gemm_passes(setup, device)[0] == 3.0:
+        return "masked dense: the same GEMM time as dense"
+    return (f"forward and input-gradient GEMMs of the block matrices at the {device.key}'s 2:4 "
+            f"peak ({device.sparse_factor:g}x dense), weight gradients dense: an ideal, "
+            "measured 2:4 training speedups are often lower")
+
+
 def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
                    efficiency: float | None) -> LayerSeconds:
     """One micro-batch of one layer (and of the head) on one rank: its s*b/cp tokens split
@@ -168,9 +191,10 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
     gemm, core, head = _per_token(cfg, setup.seq_len)
     tokens = setup.seq_len * layout.mb / layout.cp / layout.tp
     core_s = core * tokens / other_rate
-    model = 3 * (gemm * tokens / gemm_rate + core_s)
+    passes, rerun_passes = sparse_gemm_passes(setup, cluster.device)
+    model = passes * gemm * tokens / gemm_rate + 3 * core_s
     rerun = {"none": 0.0, "selective": core_s,
-             "full": gemm * tokens / gemm_rate + core_s}[layout.recompute]
+             "full": rerun_passes * gemm * tokens / gemm_rate + core_s}[layout.recompute]
     spans = layout.spans()
     bw, lat = cluster.link(spans["tp"])
     # under context parallelism a rank's activations are its s/cp tokens

@@ -23,6 +23,7 @@ from accelbench.analytics.plan_input import (
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
 from accelbench.analytics.published import Validation, ValidationRow, validate_all
+from accelbench.analytics.steptime import sparse_compute_note
 from accelbench.cli.common import console
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
@@ -99,6 +100,17 @@ def _precision_notes(results: list[PlanResult], dtype: str) -> list[str]:
                        if r.memory.fits and r.step.fp8_peak_utilisation is not None)
     return [f"fp8: MFU and HFU against the dense {results[0].step.mfu_peak} peak (as NeMo and "
             f"torchtitan publish it); utilisation of the dense FP8 peak: {shares or '-'}"]
+
+
+def _sparsity_notes(results: list[PlanResult], request: PlanRequest) -> list[str]:
+    """What a sparse plan assumed: the masks' memory and where the GEMMs run."""
+    setup = request.setup
+    if not setup.sparsity:
+        return []
+    return [f"sparsity {setup.sparsity:g} ({setup.sparsity_pattern}): masks "
+            f"{results[0].memory.masks / GB:.2f} GB per device in #1; "
+            f"{sparse_compute_note(setup, request.cluster.device)}; MFU counts the "
+            "dense-equivalent FLOPs"]
 
 
 def _runtime_notes(results: list[PlanResult]) -> list[str]:
@@ -222,6 +234,10 @@ def plan(
     fused_attention: bool = typer.Option(True, "--fused-attention/--no-fused-attention",
                                          help="Flash/SDPA attention that never stores the "
                                          "scores (default); off: scores kept (5as/h term)."),
+    sparsity: float = typer.Option(0.0, help="Weight sparsity of the block matrices, in [0, 1) "
+                                   "(docs/sparsity.md): masks in memory; 2:4 also its kernels."),
+    sparsity_pattern: str = typer.Option("unstructured", help="unstructured, or 2:4 (level "
+                                         "0.5 only)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     db: Path = typer.Option(None, help="Results store whose training runs --validate uses."),
     validate: bool = typer.Option(False, "--validate", help="Compare predictions with "
@@ -233,7 +249,7 @@ def plan(
         global_batch=global_batch, seq=seq, dtype=dtype, optimizer=optimizer, top=top,
         layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
         inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
-        fused_attention=fused_attention)
+        fused_attention=fused_attention, sparsity=sparsity, sparsity_pattern=sparsity_pattern)
     if validate:
         check_validate(given)
         _validate(json_out, efficiency, db)
@@ -276,7 +292,8 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
         _show(_plan_table(results, title, request.train_tokens))
         if ":" in cluster.device.key:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
-        for line in _runtime_notes(results) + _precision_notes(results, setup.dtype):
+        for line in (_runtime_notes(results) + _precision_notes(results, setup.dtype)
+                     + _sparsity_notes(results, request)):
             _show(line)
     if outcome.search is None and not results[0].memory.fits:
         mem = results[0].memory

@@ -155,6 +155,9 @@ CASES = [
     case("plan --model llama3-8b --device h100-sxm --seq 8200 --global-batch 8 --layout "
          "dp=1,tp=1,pp=1,vp=1,cp=8,mb=1,zero=0,recompute=none",
          "error: layout.cp: cp=8 splits each sequence into 2 x cp = 16 load-balanced chunks"),
+    case("plan --sparsity 1", "error: sparsity: must be in [0, 1), got 1.0"),
+    case("plan --sparsity 0.6 --sparsity-pattern 2:4", "error: sparsity: 2:4 keeps exactly "
+         "half the weights, got 0.6"),
     case("plan --validate --seq 4096", "error: validate: --validate does not use --seq"),
     case("plan --db {dir}/results.db", "error: db: a plan reads no results; --db is for "
          "--validate"),

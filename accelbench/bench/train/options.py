@@ -11,9 +11,9 @@ from typing import Any
 from accelbench.bench.train.spec import TrainSpec, resolve_model_source
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
+from accelbench.config.sparsity import parse_sparsity_list
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
-from accelbench.models.sparsity import parse_sparsity_list
 
 
 def _opt(default: Any, help: str, flag: str | None = None) -> Any:

@@ -23,12 +23,12 @@ from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validat
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
+from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
 from accelbench.models.convert_hf import model_config_from_hf
 from accelbench.models.float8 import torchao_float8
-from accelbench.models.sparsity import validate_sparsity
 
 BENCHMARKS = ("train", "genslm")  # what the cells are reported as; genslm counts codons
 
