@@ -30,13 +30,31 @@ for _cfg in (
     register(_cfg)
 
 
-_INT_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "n_positions", "d_ff")
+_INT_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "n_positions", "d_ff",
+               "n_experts", "moe_top_k", "n_shared_experts", "moe_ffn_dim", "moe_every",
+               "moe_first_dense")
+_FLOAT_FIELDS = ("capacity_factor", "aux_loss_coef")
+_TEXT_FIELDS = ("moe_gate",)
 _ALIASES = {"layers": "n_layer", "heads": "n_head", "hidden": "d_model", "vocab": "vocab_size",
-            "positions": "n_positions", "ffn": "d_ff"}
+            "positions": "n_positions", "ffn": "d_ff", "experts": "n_experts",
+            "top_k": "moe_top_k"}
+_FIELDS = _INT_FIELDS + _FLOAT_FIELDS + _TEXT_FIELDS
+
+
+def _override_value(key: str, value: str) -> object:
+    """An override's value as its field's type, or a ConfigError naming the field."""
+    if key in _TEXT_FIELDS:
+        return value.strip()
+    kind, word = (int, "an integer") if key in _INT_FIELDS else (float, "a number")
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigError(f"model.{key}", f"must be {word}, got {value!r}") from None
 
 
 def resolve_model(spec: str) -> ModelConfig:
-    """Turn 'gpt2-xl', 'gpt2-xl:n_layer=1' or 'custom:layers=4,heads=4,hidden=256' into a config."""
+    """Turn 'gpt2-xl', 'gpt2-xl:n_layer=1', 'moe-tiny:experts=4,capacity_factor=1.25' or
+    'custom:layers=4,heads=4,hidden=256' into a config."""
     name, _, overrides = spec.partition(":")
     if name == "custom":
         base = ModelConfig("custom", 1, 1, 1, GPT2_VOCAB, 1024)
@@ -46,13 +64,10 @@ def resolve_model(spec: str) -> ModelConfig:
     for item in filter(None, overrides.split(",")):
         key, eq, value = item.partition("=")
         key = _ALIASES.get(key.strip(), key.strip())
-        if not eq or key not in _INT_FIELDS:
-            allowed = ", ".join(list(_INT_FIELDS) + list(_ALIASES))
+        if not eq or key not in _FIELDS:
+            allowed = ", ".join(list(_FIELDS) + list(_ALIASES))
             raise ConfigError("model", f"bad override {item!r} in {spec!r}", allowed)
-        try:
-            changes[key] = int(value)
-        except ValueError:
-            raise ConfigError(f"model.{key}", f"must be an integer, got {value!r}") from None
+        changes[key] = _override_value(key, value)
     if name == "custom" and not {"n_layer", "n_head", "d_model"} <= changes.keys():
         raise ConfigError("model", "custom needs layers, heads and hidden",
                           "custom:layers=L,heads=H,hidden=D")

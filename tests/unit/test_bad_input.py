@@ -89,8 +89,13 @@ CASES = [
     case("train --mem-limit 0.5B", "error: mem-limit: must be at least one byte"),
     case("train --device tpu", "error: device: unknown device 'tpu'"),
     case("train --model gpt2:heads=7", "error: model.n_head: 7 heads do not divide"),
+    case("train --model moe-tiny:top_k=9", "error: model.moe_top_k: 9 experts per token with 8 "
+         "experts"),
+    case("train --model moe-tiny:moe_gate=relu", "error: model.moe_gate: unknown value 'relu'"),
+    case("train --model moe-tiny:capacity_factor=-1", "error: model.capacity_factor: must be 0 "
+         "or a positive number, got -1.0"),
     case("train --model hf:{dir}/bert", "error: {dir}/bert: model_type: 'bert' is not supported "
-         "(allowed: gpt2, gpt_neox, llama, mistral, qwen2)"),
+         "(allowed: gpt2, gpt_neox, llama, mistral, qwen2, mixtral, qwen2_moe)"),
     case("train --model hf-config:{dir}/missing.json", "error: model: no config file at "
          "'{dir}/missing.json'"),
     case("train --data {dir}/missing", "error: data: no such folder: {dir}/missing"),

@@ -116,7 +116,7 @@ def test_unsupported_model_type_is_one_line_exit_2(monkeypatch, capsys, tmp_path
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [
         f"error: {tmp_path}: model_type: 'bert' is not supported (allowed: gpt2, gpt_neox, "
-        "llama, mistral, qwen2)"]
+        "llama, mistral, qwen2, mixtral, qwen2_moe)"]
     assert not (tmp_path / "r.db").exists()
 
 
