@@ -127,6 +127,14 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
     fp8_peak_flops_per_s_per_device: float | None = None  # the datasheet's dense FP8 peak
     fp8_peak_utilisation: float | None = None  # model FLOPs over it; None when emulated
     fp8_peak_note: str | None = None  # why fp8_peak_utilisation is empty, when it is
+    # Mixture of experts (models/moe.py, parallel/expert.py, docs/moe.md): the load of the timed
+    # steps per MoE layer and expert, all replicas' tokens; expert parallelism's all-to-all
+    moe_tokens_routed_per_expert: list[list[int]] | None = None  # assignments, drops included
+    moe_tokens_dropped_per_expert: list[list[int]] | None = None  # over the capacity
+    moe_drop_fraction: float | None = None  # dropped / routed, all layers and experts
+    moe_load_imbalance: float | None = None  # busiest expert's routed / the mean, worst layer
+    all_to_all_time_s_per_rank: list[float | None] | None = None  # in collective_time's step
+    all_to_all_fraction: float | None = None  # busiest rank: all-to-all / that step's time
 
 
 @dataclass(frozen=True)

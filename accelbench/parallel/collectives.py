@@ -92,6 +92,19 @@ def profile_collectives(device: torch.device) -> Iterator[CollectiveTime]:
     result.time_s = sum(by_name.values())
 
 
+# all-to-all under c10d and gloo; NCCL runs all_to_all_single as grouped send/recv kernels
+# (SendRecv), which only expert parallelism issues in an ep layout (pipelines are not built
+# beside ep)
+_ALL_TO_ALL_MARKERS = ("all_to_all", "alltoall", "sendrecv")
+
+
+def all_to_all_time_s(comm: CollectiveTime) -> float:
+    """Seconds of a profiled step's collectives that were all-to-alls (expert parallelism's
+    token dispatch), measured as collective_time is."""
+    return sum(s for name, s in comm.by_name_s.items()
+               if any(m in name.lower() for m in _ALL_TO_ALL_MARKERS))
+
+
 def bubble_fraction_theory(pp: int, n_micro: int, vp: int = 1) -> float:
     """Idle over busy time of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m) interleaved
     (Narayanan et al. 2021, sec. 2.2)."""

@@ -25,7 +25,15 @@ import torch.distributed as dist
 from torch import nn
 
 from accelbench.config.layout import Layout
-from accelbench.models.moe import Experts, Routing, combine, moe_layers, permute, set_dispatch
+from accelbench.models.moe import (
+    Experts,
+    MoE,
+    Routing,
+    combine,
+    moe_layers,
+    permute,
+    set_dispatch,
+)
 from accelbench.parallel.dist import ExpertGroups, expert_groups
 
 EXPERT_SHARDS_ATTR = "accelbench_expert_shards"  # a parameter split over this many ep ranks
@@ -114,6 +122,30 @@ def place_experts(model: nn.Module, layout: Layout, mesh) -> ExpertGroups | None
     groups = expert_groups(layout, mesh)
     apply_expert_parallel(model, layout, groups)
     return groups
+
+
+def placed_moe_layers(placed: object) -> list[MoE]:
+    """This rank's MoE layers in layer order, of a placed model: a module (plain, DDP, FSDP2)
+    or a PipelineRunner (its stage modules)."""
+    stages = getattr(placed, "modules", None)
+    modules = stages if isinstance(stages, list) else [placed]
+    return [m for module in modules for m in moe_layers(module)]
+
+
+def reset_expert_load(placed: object) -> None:
+    """Count the per-expert load afresh (at the end of the warm-up steps)."""
+    for moe in placed_moe_layers(placed):
+        moe.reset_load()
+
+
+def rank_expert_load(placed: object) -> dict[str, list[list[int]]] | None:
+    """Tokens routed and dropped per MoE layer and expert of this rank's tokens since the last
+    reset (None for a dense model)."""
+    layers = placed_moe_layers(placed)
+    if not layers:
+        return None
+    return {"routed": [m.tokens_routed.tolist() for m in layers],
+            "dropped": [m.tokens_dropped.tolist() for m in layers]}
 
 
 def is_expert_param(p: torch.Tensor) -> bool:

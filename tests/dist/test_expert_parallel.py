@@ -6,10 +6,15 @@ carved out of dp) against one process running the same micro-batches; capacity d
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from accelbench.bench.train.spec import TrainSpec
+from accelbench.bench.train.sweep import run_train_sweep
+from accelbench.config.presets import get_preset
 from accelbench.parallel.launch import launch_torchrun
 
 pytestmark = pytest.mark.dist
@@ -87,3 +92,39 @@ def test_all_to_all_seen_by_the_profiler(results):
     """The dispatch's all-to-alls are collectives the profiler names (what the runner times)."""
     for rank in results["ep2"]["ranks"]:
         assert any("all_to_all" in n or "alltoall" in n for n in rank["comm_by_name"])
+
+
+def test_the_runner_records_the_load_and_the_all_to_all():
+    """`accelbench train`'s one runner under ep=2 with capacity factor 1: the record holds
+    every assignment of the timed steps per layer and expert (2 layers x top-2 x the tokens),
+    the dropped ones among them, and the all-to-all time measured in the profiled step."""
+    cfg = get_preset("moe-tiny").with_changes(n_positions=64, vocab_size=1024,
+                                              capacity_factor=1.0)
+    spec = TrainSpec(model=cfg, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp32",),
+                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600,
+                     layout="ep=2")
+    outcome = run_train_sweep(spec, lambda o: None)[0]
+    assert outcome.status == "ok", outcome.reason
+    m = outcome.metrics
+    routed, dropped = m["moe_tokens_routed_per_expert"], m["moe_tokens_dropped_per_expert"]
+    assert len(routed) == 2 and all(len(layer) == 8 for layer in routed)
+    timed_tokens = m["timed_steps"] * m["tokens_per_step_global"]
+    assert [sum(layer) for layer in routed] == [2 * timed_tokens] * 2  # top-2
+    assert 0 < sum(map(sum, dropped)) < sum(map(sum, routed))
+    assert m["moe_drop_fraction"] == pytest.approx(sum(map(sum, dropped)) / (4 * timed_tokens))
+    assert m["moe_load_imbalance"] >= 1.0
+    assert all(a > 0 for a in m["all_to_all_time_s_per_rank"])
+    assert 0 < m["all_to_all_fraction"] < 1
+    assert m["mfu"] > 0 and m["hfu"] >= m["mfu"] and len(m["mem_peak_bytes_per_rank"]) == 2
+
+
+def test_ep_not_dividing_the_experts_is_one_line_and_exit_2():
+    """moe-tiny's 8 experts over ep=3: refused before anything runs."""
+    cli = str(Path(sys.executable).parent / "accelbench")
+    result = subprocess.run([cli, "train", "--model", "moe-tiny", "--layout", "dp=3,ep=3",
+                             "--nproc", "3", "--device", "cpu"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "error: layout.ep: ep=3 does not divide the 8 experts (each expert-parallel rank holds "
+        "experts / ep whole experts) (allowed: a divisor of 8)"]

@@ -174,7 +174,44 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         collective_time_source=ranks[0]["collective_source"],
         mem_estimate_bytes_per_rank=estimate_bytes,
         **_energy(counts, ranks, times["timed_steps"]),
-        **_sparsity(spec, cell, counts, ranks, t))
+        **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps))
+
+
+def _summed_load(ranks: list[dict], key: str) -> list[list[int]]:
+    """Per layer and expert, every replica's tokens: summed over the data-parallel ranks of
+    each pipeline stage (tensor-parallel ranks see the same tokens: tp 0 alone counts), the
+    stages' layers in order."""
+    out: list[list[int]] = []
+    for pp in sorted({r.get("pp", 0) for r in ranks}):
+        loads = [r["moe_load"][key] for r in ranks
+                 if r.get("pp", 0) == pp and r.get("tp", 0) == 0]
+        out += [[sum(col) for col in zip(*layer, strict=True)]
+                for layer in zip(*loads, strict=True)]
+    return out
+
+
+def _all_to_all(ranks: list[dict], warmup_steps: int) -> dict:
+    """Time in all-to-all of the profiled step (the last warm-up step) on each rank, and the
+    busiest rank's share of that step's time."""
+    times = [r.get("all_to_all_s") for r in ranks]
+    shares = [a / r["step_times_s"][warmup_steps - 1] for a, r in zip(times, ranks, strict=True)
+              if a is not None and 0 < warmup_steps <= len(r["step_times_s"])]
+    return {"all_to_all_time_s_per_rank": times,
+            "all_to_all_fraction": max(shares) if shares else None}
+
+
+def _moe(ranks: list[dict], warmup_steps: int) -> dict:
+    """A mixture-of-experts cell's load per expert (routed, dropped), drop fraction, load
+    imbalance and all-to-all time; nothing for a dense model."""
+    if not all(r.get("moe_load") for r in ranks):
+        return {}
+    routed, dropped = _summed_load(ranks, "routed"), _summed_load(ranks, "dropped")
+    total = sum(map(sum, routed))
+    imbalance = [max(layer) * len(layer) / sum(layer) for layer in routed if sum(layer)]
+    return {"moe_tokens_routed_per_expert": routed, "moe_tokens_dropped_per_expert": dropped,
+            "moe_drop_fraction": sum(map(sum, dropped)) / total if total else None,
+            "moe_load_imbalance": max(imbalance) if imbalance else None,
+            **_all_to_all(ranks, warmup_steps)}
 
 
 def _energy(counts: CellCounts, ranks: list[dict], timed_steps: int) -> dict:

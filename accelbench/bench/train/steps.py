@@ -31,8 +31,9 @@ from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
 from accelbench.models.sparsity import keep_sparse, measured_sparsity
 from accelbench.parallel.apply import micro_batch_context
-from accelbench.parallel.collectives import profile_collectives
+from accelbench.parallel.collectives import all_to_all_time_s, profile_collectives
 from accelbench.parallel.dist import mean_over_replicas
+from accelbench.parallel.expert import rank_expert_load, reset_expert_load
 from accelbench.parallel.optim import clip_grad_norm_
 
 Heartbeat = Callable[[int, str], None]  # (step, 1-based; phase) -> None
@@ -120,7 +121,8 @@ def _maybe_profile(enabled: bool, device: torch.device, out: dict) -> Iterator[N
         return
     with profile_collectives(device) as comm:
         yield
-    out.update(time_s=comm.time_s, source=f"{comm.source}, last warm-up step")
+    out.update(time_s=comm.time_s, source=f"{comm.source}, last warm-up step",
+               all_to_all_s=all_to_all_time_s(comm))
 
 
 def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
@@ -181,8 +183,9 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         started = time.perf_counter()
         for step in range(spec.steps):
             _beat(step + 1, "data")
-            if step == spec.warmup_steps:  # energy: the timed steps only
+            if step == spec.warmup_steps:  # energy and expert load: the timed steps only
                 _edge(meter.start, device)
+                reset_expert_load(trainer.module)
             run_step(spec, cell, layout, device, trainer, batches, step, log, collectives)
             if progress and _rank() == 0:
                 progress(step_report(counts, step + 1, spec.steps, log.step_time_s[-1],
@@ -200,13 +203,16 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         kernel = {"sparse_kernel": trainer.sparse_kernel,
                   "sparse_kernel_reason": trainer.sparse_kernel_reason}
         float8 = trainer.float8  # an fp8 cell's conversion, for the record
+        moe_load = rank_expert_load(trainer.module)  # this rank's tokens, the timed steps
         del trainer
     timed = log.step_time_s[spec.warmup_steps:]
     return {"rank": _rank(), **coords, "optimizer": optimizer_label, "timed_steps": len(timed),
             "step_time_s": summarize(timed).median_s if timed else None,
             "step_times_s": log.step_time_s, "loss": log.loss, "lr": log.lr,
             "data_wait_s": log.data_wait_s, "collective_s": collectives["time_s"],
-            "collective_source": collectives["source"], "mem_peak_bytes": peak_mem.peak_bytes,
+            "collective_source": collectives["source"],
+            "all_to_all_s": collectives.get("all_to_all_s"), "moe_load": moe_load,
+            "mem_peak_bytes": peak_mem.peak_bytes,
             "mem_base_bytes": peak_mem.base_bytes, "mem_method": peak_mem.method,
             "energy": meter.result(),
             "sparsity_measured": sparsity, "device_type": device.type, **kernel,
