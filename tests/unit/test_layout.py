@@ -242,6 +242,19 @@ def test_expert_parallel_rules() -> None:
         validate_layout(Layout(dp=2, ep=2), CFG, 2, 1)
     assert err.value.field == "layout.ep"
     assert first_broken(Layout(dp=2, ep=2), Target(CFG, 2), 1).key == "expert model"
+    moe = get_preset("moe-tiny")  # 8 experts
+    assert validate_layout(Layout(dp=4, ep=2), moe, 4, 1).ep == 2
+    assert validate_layout(Layout(dp=8, ep=8), moe, 8, 1).ep == 8
+    for lay, key, field, words in (
+            (Layout(dp=3, ep=3), "experts", "ep", "does not divide the 8 experts"),
+            (Layout(dp=2, ep=4), "expert data", "ep", "does not divide dp=2"),
+            (Layout(dp=2, ep=2, zero=1), "ep with zero", "zero", "zero=1 with ep=2"),
+            (Layout(dp=2, tp=2, ep=2), "ep with tp", "tp", "tp=2 with ep=2"),
+            (Layout(dp=2, pp=2, ep=2), "ep with pp", "pp", "pp=2 with ep=2")):
+        with pytest.raises(ConfigError, match=words) as err:
+            validate_layout(lay, moe, lay.world_size, 2)
+        assert first_broken(lay, Target(moe, lay.world_size), 2).key == key
+        assert err.value.field == f"layout.{field}"
 
 
 def test_devices_and_batch_rules_reach_both() -> None:
