@@ -62,11 +62,13 @@ class Float8Conversion:
     fsdp_float8_all_gather: bool  # FSDP2 all-gathers the converted weights in float8
 
 
-def float8_config(recipe: str, emulate: bool, fsdp_float8_all_gather: bool):
+def float8_config(recipe: str, emulate: bool, fsdp_float8_all_gather: bool,
+                  pad_inner_dim: bool = False):
     """torchao's Float8LinearConfig for a recipe name, emulated or not, with or without the
-    float8 all-gather of FSDP2 (torchao offers it for tensorwise scaling only)."""
+    float8 all-gather of FSDP2 (torchao offers it for tensorwise scaling only) and the zero
+    padding float8 GEMMs need where an inner dimension is not a multiple of 16."""
     config = torchao_float8().Float8LinearConfig.from_recipe_name(recipe)
-    return dataclasses.replace(config, emulate=emulate,
+    return dataclasses.replace(config, emulate=emulate, pad_inner_dim=pad_inner_dim,
                                enable_fsdp_float8_all_gather=fsdp_float8_all_gather)
 
 
@@ -80,10 +82,11 @@ def _cast_to_autocast(module: nn.Module, args: tuple) -> tuple | None:
     return None
 
 
-def convert_blocks(model: nn.Module, recipe: str, emulate: bool,
-                   fsdp_float8_all_gather: bool) -> Float8Conversion:
+def convert_blocks(model: nn.Module, recipe: str, emulate: bool, fsdp_float8_all_gather: bool,
+                   tokens_per_micro_batch: int = FP8_DIM_MULTIPLE) -> Float8Conversion:
     """Swap the blocks' nn.Linear layers for torchao's Float8Linear, in place, before the model
-    is placed (compile and FSDP2 then wrap the converted layers)."""
+    is placed (compile and FSDP2 then wrap the converted layers). The tokens of a micro-batch
+    are the inner dimension of the weight-gradient GEMM: padded when not a multiple of 16."""
     float8 = torchao_float8()
     chosen: list[str] = []
 
@@ -100,7 +103,8 @@ def convert_blocks(model: nn.Module, recipe: str, emulate: bool,
               if n.startswith(BLOCKS_PREFIX) and isinstance(m, nn.Linear)]
     float8.convert_to_float8_training(
         model, module_filter_fn=in_blocks,
-        config=float8_config(recipe, emulate, fsdp_float8_all_gather))
+        config=float8_config(recipe, emulate, fsdp_float8_all_gather,
+                             pad_inner_dim=tokens_per_micro_batch % FP8_DIM_MULTIPLE != 0))
     for name in chosen:
         model.get_submodule(name).register_forward_pre_hook(_cast_to_autocast)
     return Float8Conversion(len(chosen), len(blocks) - len(chosen), fsdp_float8_all_gather)

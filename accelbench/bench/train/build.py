@@ -55,7 +55,8 @@ def _to_float8(spec: TrainSpec, cell: TrainCell, layout: Layout, model: GPT,
     recipe = spec.fp8_recipe or FP8_RECIPES[0]
     # ZeRO-2/3 are FSDP2, whose float8 all-gather torchao offers for tensorwise scaling only
     all_gather = layout.zero >= 2 and recipe == "tensorwise"
-    done = convert_blocks(model, recipe, mode == "emulated", all_gather)
+    done = convert_blocks(model, recipe, mode == "emulated", all_gather,
+                          tokens_per_micro_batch=cell.micro_batch * cell.seq_len)
     return {"fp8_mode": mode, "fp8_mode_reason": reason,
             "fp8_linears_converted": done.converted, "fp8_linears_kept": done.kept,
             "fp8_fsdp_float8_all_gather": done.fsdp_float8_all_gather,
