@@ -24,7 +24,7 @@ import torch
 from accelbench.analytics.flops import block_flops, hardware_flops_per_token
 from accelbench.analytics.memory import block_train_bytes
 from accelbench.bench.block import BlockOptions, build_block_spec, run_block_sweep
-from accelbench.bench.dtypes import dtype_support, parse_dtype
+from accelbench.bench.dtypes import compute_dtype, dtype_support, parse_dtype
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak, fastest_layout, gemm_flops_per_s, resolve_peak
@@ -240,7 +240,7 @@ class Planner:
     def time_s(self, flops: float, dtype: str, tf32: bool, steps: int,
                local: bool = True) -> float:
         """A cell's rough time (ROUGH_TIME); the first cell of a precision pays its peak."""
-        peak = self.peak(dtype, tf32)
+        peak = self.peak(compute_dtype(dtype), tf32)  # fp8: the bf16 peak, as its MFU
         if peak and not local and self.device.type == "cpu":
             peak /= torch.get_num_threads()  # a launched CPU rank runs one thread
         seconds = CELL_OVERHEAD_S + steps * STEP_OVERHEAD_S
