@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from accelbench.bench.calibrate.run import run_calibration
+from accelbench.bench.calibrate.run import CalibrationInterrupted, run_calibration
 from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.hardware.detect import resolve_device
@@ -55,8 +55,15 @@ def calibrate(
     console.print(Text(f"calibrate {','.join(spec.ops)} on {target} "
                        f"({recorder.environment['device_name']}); results -> "
                        f"{recorder.store.path}"))
-    with progress_bar("calibrate") as progress:
-        record = recorder(run_calibration(spec, target, progress))
+    try:
+        with progress_bar("calibrate") as progress:
+            record = recorder(run_calibration(spec, target, progress))
+    except CalibrationInterrupted as stop:
+        kept = recorder(stop.outcome)
+        console.print(Text(f"{stop.outcome.reason}; the points measured before are kept as "
+                           f"record {kept.id} (status interrupted)"))
+        recorder.close()
+        raise typer.Exit(stop.exit_code) from None
     if record.reason:
         console.print(Text(f"note: {record.reason}"))
     table_console(json_out).print(profile_table(record))

@@ -1,12 +1,21 @@
 """accelbench calibrate's collectives under torchrun (launched by the command: 2 gloo ranks on
 the CPU): every collective at every message size, sizes and bus bandwidth by the nccl-tests
-convention, the slowest rank's times, stored and read back as the profile's curves."""
+convention, the slowest rank's times, stored and read back as the profile's curves; SIGTERM
+while the ranks run stops them and keeps the points measured before."""
 
 from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from accelbench.analytics.kernels import COLLECTIVE_OPS, bus_factor
+from accelbench.parallel.procs import descendants
 from accelbench.results.profile import load_profile
 from accelbench.results.store import ResultStore
 from tests.unit.cli_run import run_main
@@ -46,3 +55,40 @@ def test_collectives_on_two_gloo_ranks(monkeypatch, capsys, tmp_path):
         assert profile.collective_time_s(op, 16) == latency  # below the sizes: the latency
         assert profile.bus_bytes_per_s(op, 262144) == pytest.approx(big["rate_per_s"])
     assert "collective:all_reduce" in out
+
+
+def _term_when_launched(folder: Path, started: float) -> None:
+    """SIGTERM to this process 2 s after a calibration's rank job appears (the ranks are then
+    starting under the launcher's signal handlers)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        jobs = [p for p in folder.glob("accelbench-calibrate-*/job.json")
+                if p.stat().st_mtime >= started]
+        if jobs:
+            time.sleep(2.0)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        time.sleep(0.05)
+
+
+def test_sigterm_during_the_collectives_keeps_the_points_before(monkeypatch, capsys, tmp_path):
+    db = tmp_path / "p.db"
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tempfile.tempdir = None  # re-read TMPDIR: the rank job goes under tmp_path
+    try:
+        watcher = threading.Thread(target=_term_when_launched, args=(tmp_path, time.time() - 1),
+                                   daemon=True)
+        watcher.start()
+        code, _, err = run_main(
+            monkeypatch, capsys, "calibrate", "--device", "cpu", "--ops", "memory,collective",
+            "--memory-ops", "copy", "--memory-sizes", "64KiB", "--message-sizes", "64MiB",
+            "--repeats", "100", "--timeout", "240", "--db", str(db))
+    finally:
+        tempfile.tempdir = None
+    assert code == 128 + signal.SIGTERM, err
+    assert "interrupted by SIGTERM during the collectives" in err
+    [record] = ResultStore(db).query(kind="profile")
+    assert record.status == "interrupted"
+    assert [p["curve"] for p in record.metrics["points"]] == ["memory:copy"]
+    assert record.metrics["collective_reason"] == "interrupted by SIGTERM during the collectives"
+    assert descendants(os.getpid()) == {}  # the launcher killed the agent and every rank

@@ -18,8 +18,18 @@ from accelbench.bench.peak import resolve_peak
 from accelbench.config.schema import ProfileMetrics, metrics_dict
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import detect_spec
+from accelbench.parallel.procs import Interrupted, signal_name
 
 Step = tuple[str, Callable[[], list[Point]]]
+
+
+class CalibrationInterrupted(Interrupted):  # noqa: N818 - an Interrupted, as CellInterrupted is
+    """SIGINT or SIGTERM stopped the collectives' ranks; `outcome` keeps the points measured
+    before them (status 'interrupted'), for the caller to record."""
+
+    def __init__(self, signum: int, outcome: Outcome) -> None:
+        super().__init__(signum)
+        self.outcome = outcome
 
 
 def _compute_steps(spec: CalibrateSpec, device: torch.device, notes: list[str]) -> list[Step]:
@@ -117,12 +127,23 @@ def run_calibration(spec: CalibrateSpec, device: torch.device,
         if progress:
             progress(1, 1, f"collectives on {spec.nproc} processes")
         devices.empty_cache(device)  # the launched ranks may share this process's device
-        more, collective_reason = measure_collectives(spec, device.type)
+        try:
+            more, collective_reason = measure_collectives(spec, device.type)
+        except Interrupted as stop:
+            why = f"interrupted by {signal_name(stop.signum)} during the collectives"
+            raise CalibrationInterrupted(stop.signum, _outcome(
+                spec, device, "interrupted", profile_metrics(points, peaks, why, threads),
+                [*notes, why])) from None
         points += more
         if collective_reason:
             notes.append(collective_reason)
     metrics = profile_metrics(points, peaks, collective_reason, threads)
+    return _outcome(spec, device, "ok" if points else "error", metrics, notes)
+
+
+def _outcome(spec: CalibrateSpec, device: torch.device, status: str, metrics: ProfileMetrics,
+             notes: list[str]) -> Outcome:
+    """The profile outcome; no metrics when no point was measured."""
     record_spec = {**spec.to_dict(), "device": str(device)}
-    status = "ok" if points else "error"
-    return Outcome(KIND, status, record_spec, metrics_dict(metrics) if points else {},
+    return Outcome(KIND, status, record_spec, metrics_dict(metrics) if metrics.points else {},
                    reason="; ".join(notes))
