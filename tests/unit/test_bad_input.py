@@ -54,6 +54,7 @@ INPUTS = {
     "english.txt": "one line of English",
     "afile": "a plain file where a folder is expected",
     "bert/": "a folder whose config.json has model_type 'bert'",
+    "gqa3.json": "a Llama config.json: 6 query heads on 3 key/value heads",
     "bad-ids/": "a shard folder whose index and sha256 are right but whose token ids (60000) "
                 "exceed GPT-2's 50257",
 }
@@ -108,6 +109,9 @@ CASES = [
          "divide the 2 devices"),
     case("train --nproc 2 --device cpu --layout dp=2,zero=9", "error: layout.zero: unknown "
          "ZeRO stage 9"),
+    case("train --model hf-config:{dir}/gqa3.json --nproc 2 --device cpu --layout tp=2",
+         "error: layout.tp: tp=2 neither divides the 3 key/value heads nor is a multiple of "
+         "them"),
     case("train --nproc 2 --device cpu --max-micro-batch", "error: max-micro-batch: the "
          "largest-micro-batch search runs on one process only"),
     case("train --json --output {dir}/missing/out.json", "error: output: '{dir}/missing/"
@@ -213,6 +217,10 @@ def make_inputs(folder: Path) -> None:
     (folder / "afile").write_text("a file, not a folder\n")
     (folder / "bert").mkdir()
     (folder / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}) + "\n")
+    (folder / "gqa3.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 192, "num_attention_heads": 6,
+        "num_key_value_heads": 3, "num_hidden_layers": 2, "intermediate_size": 512,
+        "vocab_size": 1024, "max_position_embeddings": 128}) + "\n")
     shards = folder / "bad-ids"
     prepare(IterableCorpus(["some text"]), get_tokenizer("gpt2"), shards, progress=False)
     index = json.loads((shards / "index.json").read_text())
