@@ -131,7 +131,7 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
     whole b*s*h activations between stages, or 1/tp of them under sequence parallelism (each
     tp rank sends its sequence shard).
     """
-    layers_per_rank = cfg.n_layer // layout.pp
+    layers_per_rank = max(rank_layers(cfg, layout, r) for r in range(layout.pp))  # uneven too
     tp_bytes = (tp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, recompute)
                 * layers_per_rank * n_micro if layout.tp > 1 else 0.0)
     message_split = layout.tp if layout.sp else 1
