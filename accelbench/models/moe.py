@@ -110,18 +110,24 @@ class Experts(nn.Module):
         return self.w_fc.shape[0]
 
     def forward(self, x_sorted: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """Rows grouped by expert (counts[i] rows for local expert i, in order) -> outputs."""
+        """Rows grouped by expert (counts[i] rows for local expert i, in order) -> outputs.
+
+        The stacked weights are unbound once: the gradient is one stacked tensor, not one
+        zero-filled (E, ...) tensor per expert as indexing each expert would make it."""
         if len(counts) != self.n_local:
             raise ValueError(f"{len(counts)} row counts for {self.n_local} experts")
-        outs = [self.expert(i, rows) for i, rows in enumerate(x_sorted.split(counts))]
+        w_fc, w_proj = self.w_fc.unbind(0), self.w_proj.unbind(0)
+        b_fc = self.b_fc.unbind(0) if self.b_fc is not None else [None] * self.n_local
+        b_proj = self.b_proj.unbind(0) if self.b_proj is not None else [None] * self.n_local
+        outs = [self._mlp(rows, w_fc[i], b_fc[i], w_proj[i], b_proj[i])
+                for i, rows in enumerate(x_sorted.split(counts))]
         return torch.cat(outs) if outs else x_sorted
 
-    def expert(self, i: int, rows: torch.Tensor) -> torch.Tensor:
-        """Local expert i's MLP on its rows (n, d_model)."""
-        b_fc = self.b_fc[i] if self.b_fc is not None else None
-        b_proj = self.b_proj[i] if self.b_proj is not None else None
-        h = activate(F.linear(rows, self.w_fc[i], b_fc), self.gated, self.approximate)
-        return F.linear(h, self.w_proj[i], b_proj)
+    def _mlp(self, rows: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | None,
+             w_proj: torch.Tensor, b_proj: torch.Tensor | None) -> torch.Tensor:
+        """One expert's MLP on its rows (n, d_model)."""
+        h = activate(F.linear(rows, w_fc, b_fc), self.gated, self.approximate)
+        return F.linear(h, w_proj, b_proj)
 
     @torch.no_grad()
     def shard(self, first_expert: int, n_local: int) -> None:
