@@ -417,10 +417,13 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"tp={lay.tp} with ep={lay.ep}: tensor parallelism of the dense part "
                            "beside expert parallelism is not built by accelbench's runtime",
          lambda lay, t, m: "tp=1 with ep > 1"),
-    Rule("ep with pp", RUNTIME, "layout.pp", lambda lay, t, m: lay.ep > 1 and lay.pp > 1,
-         lambda lay, t, m: f"pp={lay.pp} with ep={lay.ep}: pipeline stages beside expert "
-                           "parallelism are not built by accelbench's runtime",
-         lambda lay, t, m: "pp=1 with ep > 1"),
+    Rule("pp with aux loss", RUNTIME, "layout.pp",
+         lambda lay, t, m: lay.pp > 1 and n_experts(t.model) > 0
+         and getattr(t.model, "aux_loss_coef", 0) > 0,
+         lambda lay, t, m: f"pp={lay.pp} with the load-balancing loss (aux_loss_coef="
+                           f"{t.model.aux_loss_coef}): accelbench's pipeline stages do not add "
+                           "it to the loss",
+         lambda lay, t, m: "pp=1, or the model with aux_loss_coef=0"),
 )
 RULES_BY_KEY = {rule.key: rule for rule in RULES}
 

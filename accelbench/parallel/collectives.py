@@ -93,14 +93,16 @@ def profile_collectives(device: torch.device) -> Iterator[CollectiveTime]:
 
 
 # all-to-all under c10d and gloo; NCCL runs all_to_all_single as grouped send/recv kernels
-# (SendRecv), which only expert parallelism issues in an ep layout (pipelines are not built
-# beside ep)
+# (SendRecv), as it runs a pipeline's stage sends
 _ALL_TO_ALL_MARKERS = ("all_to_all", "alltoall", "sendrecv")
 
 
-def all_to_all_time_s(comm: CollectiveTime) -> float:
+def all_to_all_time_s(comm: CollectiveTime, pipeline: bool) -> float | None:
     """Seconds of a profiled step's collectives that were all-to-alls (expert parallelism's
-    token dispatch), measured as collective_time is."""
+    token dispatch), measured as collective_time is; None where a pipeline's sends cannot be
+    told apart from them (device kernels under pp > 1)."""
+    if pipeline and comm.source == "device kernels":
+        return None
     return sum(s for name, s in comm.by_name_s.items()
                if any(m in name.lower() for m in _ALL_TO_ALL_MARKERS))
 

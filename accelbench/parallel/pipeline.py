@@ -31,6 +31,8 @@ from torch.distributed.pipelining import (
 from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.models.gpt import GPT, Block, set_recompute
 from accelbench.parallel.apply import wrap_data_parallel
+from accelbench.parallel.dist import expert_groups
+from accelbench.parallel.expert import apply_expert_parallel, is_expert_param
 from accelbench.parallel.grad_sync import average_grads
 from accelbench.parallel.optim import TIED_COPY_ATTR
 from accelbench.parallel.tp import apply_sequence_parallel_stage_edges, apply_tensor_parallel
@@ -109,6 +111,8 @@ class PipelineRunner:
         self.is_last = n_stages - 1 in self.stage_ids
         self.tied = model.cfg.tie_embeddings
         self.modules: list[nn.Module] = []
+        # ep > 1: the groups made once on every rank; each stage keeps its E / ep experts
+        self.experts = expert_groups(layout, mesh) if layout.ep > 1 else None
         stages = []
         for s in self.stage_ids:
             module = GPTStage(model, stage_layers(layout, model.cfg.n_layer, s),
@@ -123,6 +127,8 @@ class PipelineRunner:
     def _place(self, module: GPTStage, recompute: str, compile: bool) -> nn.Module:
         """TP -> recompute -> compile -> DP on one stage module."""
         blocks: list[Block] = list(module.h)
+        if self.experts is not None:
+            apply_expert_parallel(module, self.layout, self.experts)
         if self.layout.tp > 1:
             tp_mesh = self.parallel_mesh["tp"]
             apply_tensor_parallel(blocks, self.parallel_mesh, sp=self.layout.sp)
@@ -165,11 +171,16 @@ class PipelineRunner:
         return torch.stack([loss.detach() for loss in losses]).sum()
 
     def _average_dp_grads(self) -> None:
-        """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average."""
+        """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average;
+        under ep the experts' over the expert-data-parallel group (grad_sync.py's rule)."""
         if self.layout.dp == 1 or self.layout.zero >= 2:
             return
-        average_grads(list(self.parameters()), self.parallel_mesh.get_group("dp"),
-                      self.layout.dp)
+        params = list(self.parameters())
+        dense = [p for p in params if self.experts is None or not is_expert_param(p)]
+        average_grads(dense, self.parallel_mesh.get_group("dp"), self.layout.dp)
+        if self.experts is not None:
+            average_grads([p for p in params if is_expert_param(p)], self.experts.edp_group,
+                          self.layout.dp)
 
     def _sync_tied_grads(self) -> None:
         """Sum the embedding's and the head copy's gradients between the first and last stage."""

@@ -21,9 +21,15 @@ from accelbench.models.moe import Experts, Routing, expert_load, local_dispatch
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
-from accelbench.parallel.expert import ExpertParallelDispatch, is_expert_param
+from accelbench.parallel.expert import (
+    ExpertParallelDispatch,
+    is_expert_param,
+    rank_expert_load,
+    reset_expert_load,
+)
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.optim import clip_grad_norm_, make_optimizer
+from accelbench.parallel.pipeline import PipelineRunner
 
 D_MODEL, N_EXPERTS = 16, 4
 STEPS, SEQ, MICRO_BATCH, GAS = 4, 32, 2, 2
@@ -79,9 +85,12 @@ def dispatch_check(assignments: dict, group: dist.ProcessGroup) -> dict:
 
 
 def cfg_for(case: str):
-    """moe-tiny, shortened; a case named 'capacity...' routes with capacity factor 1 (drops)."""
-    cfg = MOE_CFG
-    return cfg.with_changes(capacity_factor=1.0) if case.startswith("capacity") else cfg
+    """moe-tiny, shortened; a case named 'capacity...' routes with capacity factor 1 (drops),
+    one with 'pp' in its name trains without the auxiliary loss."""
+    if case.startswith("capacity"):
+        return MOE_CFG.with_changes(capacity_factor=1.0)
+    # pipeline stages do not add the load-balancing loss (the 'pp with aux loss' rule)
+    return MOE_CFG.with_changes(aux_loss_coef=0.0) if "pp" in case else MOE_CFG
 
 
 def data(global_batch: int) -> torch.Tensor:
@@ -100,6 +109,8 @@ def reference(cfg, dp: int) -> dict:
     batch = data(dp * GAS * MICRO_BATCH)
     out: dict = {"loss": [], "grad_norm": []}
     for step in range(STEPS):
+        if step == 1:  # as the load after the first step (see train_case)
+            reset_expert_load(model)
         total = 0.0
         for xs in batch[step].chunk(dp * GAS):
             _, loss = model(xs[:, :-1], xs[:, 1:])
@@ -114,31 +125,45 @@ def reference(cfg, dp: int) -> dict:
     return {**out, "routed": routed, "dropped": dropped}
 
 
+def _step(module, layout, batch: torch.Tensor) -> torch.Tensor | None:
+    """Forward and backward of this rank's GAS micro-batches: a pipeline's schedule, or the
+    micro-batch loop; the step's loss (None on a pipeline stage that holds none)."""
+    if layout.pp > 1:
+        return module.step(batch[:, :-1], batch[:, 1:])
+    total = torch.zeros(())
+    for i, xs in enumerate(batch.chunk(GAS)):
+        with micro_batch_context(module, is_last=i == GAS - 1):
+            _, loss = module(xs[:, :-1], xs[:, 1:])
+            (loss / GAS).backward()
+        total += loss.detach() / GAS
+    return total
+
+
 def train_case(text: str, device: torch.device, cfg) -> dict:
     """STEPS AdamW steps under an ep layout: this rank's view (losses, grad norms, load, the
     all-to-all time of the last step) gathered, beside one process's reference."""
     layout = validate_layout(parse_layout(text, RUNTIME_KEYS), cfg, dist.get_world_size(), GAS)
     mesh = make_mesh(layout, device)
     torch.manual_seed(SEED)
-    module = prepare_model(GPT(cfg), layout, mesh)
+    if layout.pp > 1:
+        module = PipelineRunner(GPT(cfg), layout, mesh, GAS, device)
+    else:
+        module = prepare_model(GPT(cfg), layout, mesh)
     opt, _ = make_optimizer(module, layout, LR, WEIGHT_DECAY)
     d = mesh.get_local_rank("dp")
     batch = data(layout.dp * GAS * MICRO_BATCH)[:, d * GAS * MICRO_BATCH:][:, :GAS * MICRO_BATCH]
     out: dict = {"loss": [], "grad_norm": []}
     for step in range(STEPS):
-        total = torch.zeros(())
+        if step == 1:  # a pipeline's first step also runs its shape inference's forward
+            reset_expert_load(module)
         with profile_collectives(device) as comm:
-            for i, xs in enumerate(batch[step].chunk(GAS)):
-                with micro_batch_context(module, is_last=i == GAS - 1):
-                    _, loss = module(xs[:, :-1], xs[:, 1:])
-                    (loss / GAS).backward()
-                total += loss.detach() / GAS
+            total = _step(module, layout, batch[step])
         out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
         opt.step()
         opt.zero_grad(set_to_none=True)
         out["loss"].append(mean_over_replicas(total, layout, device))
-    routed, dropped = expert_load(module)
-    out.update(routed=routed, dropped=dropped, dp=d, comm_by_name=comm.by_name_s,
+    out.update(moe_load=rank_expert_load(module), comm_by_name=comm.by_name_s,
+               **{name: mesh.get_local_rank(name) for name in ("pp", "dp", "tp")},
                expert_params=sum(p.numel() for p in module.parameters()
                                  if is_expert_param(p)))
     return {"ranks": gather_rank_results(out), "reference": reference(cfg, layout.dp)}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.bench.train.metrics import summed_expert_load
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
@@ -28,7 +29,7 @@ LOSS_RTOL = 1e-5
 NORM_RTOL = 1e-4
 DISPATCH_ATOL = 1e-6  # the same expert products; only the all-to-all moved them
 CASES_2 = {"ep2": "ep=2", "capacity_ep2": "ep=2"}
-CASES_4 = {"dp4_ep2": "dp=4,ep=2"}
+CASES_4 = {"dp4_ep2": "dp=4,ep=2", "dp2_pp2_ep2": "dp=2,pp=2,ep=2"}
 
 
 def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
@@ -65,13 +66,15 @@ def _rel(a: list[float], b: list[float]) -> float:
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
 def test_ep_losses_equal_one_process(results, case):
     """4 AdamW steps with clipping on moe-tiny: every rank's global loss and gradient norm
-    match one process; each rank holds half the experts."""
+    match one process; each rank holds half the experts (of its stage's layers)."""
     ref, ranks = results[case]["reference"], results[case]["ranks"]
     assert min(ref["grad_norm"]) > 0.5 and len({round(x, 6) for x in ref["loss"]}) == 4
     for rank in ranks:
         assert _rel(rank["loss"], ref["loss"]) < LOSS_RTOL, (case, rank["loss"], ref["loss"])
         assert _rel(rank["grad_norm"], ref["grad_norm"]) < NORM_RTOL
     assert len({r["expert_params"] for r in ranks}) == 1 and ranks[0]["expert_params"] > 0
+    assert ranks[0]["expert_params"] == results["ep2"]["ranks"][0]["expert_params"] // (
+        2 if "pp2" in case else 1)
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
@@ -79,10 +82,8 @@ def test_load_per_expert_sums_to_one_process(results, case):
     """Tokens routed and dropped per layer and expert, summed over the ranks (each counts its
     own tokens), equal one process's; capacity factor 1 drops some, dropless none."""
     ref, ranks = results[case]["reference"], results[case]["ranks"]
-    for key in ("routed", "dropped"):
-        summed = [[sum(r[key][layer][e] for r in ranks) for e in range(len(ref[key][layer]))]
-                  for layer in range(len(ref[key]))]
-        assert summed == ref[key], (case, key)
+    for key in ("routed", "dropped"):  # the record's sum: over dp, the stages' layers in order
+        assert summed_expert_load(ranks, key) == ref[key], (case, key)
     dropped = sum(map(sum, ref["dropped"]))
     assert (dropped > 0) == case.startswith("capacity")
     assert sum(map(sum, ref["routed"])) > dropped

@@ -177,7 +177,7 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps))
 
 
-def _summed_load(ranks: list[dict], key: str) -> list[list[int]]:
+def summed_expert_load(ranks: list[dict], key: str) -> list[list[int]]:
     """Per layer and expert, every replica's tokens: summed over the data-parallel ranks of
     each pipeline stage (tensor-parallel ranks see the same tokens: tp 0 alone counts), the
     stages' layers in order."""
@@ -205,7 +205,7 @@ def _moe(ranks: list[dict], warmup_steps: int) -> dict:
     imbalance and all-to-all time; nothing for a dense model."""
     if not all(r.get("moe_load") for r in ranks):
         return {}
-    routed, dropped = _summed_load(ranks, "routed"), _summed_load(ranks, "dropped")
+    routed, dropped = summed_expert_load(ranks, "routed"), summed_expert_load(ranks, "dropped")
     total = sum(map(sum, routed))
     imbalance = [max(layer) * len(layer) / sum(layer) for layer in routed if sum(layer)]
     return {"moe_tokens_routed_per_expert": routed, "moe_tokens_dropped_per_expert": dropped,

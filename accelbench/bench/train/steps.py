@@ -114,15 +114,17 @@ def _step_batch(batches, cell: TrainCell) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @contextmanager
-def _maybe_profile(enabled: bool, device: torch.device, out: dict) -> Iterator[None]:
-    """Time in collectives of one step (torch.profiler), written into `out`, when enabled."""
+def _maybe_profile(enabled: bool, device: torch.device, out: dict,
+                   pipeline: bool = False) -> Iterator[None]:
+    """Time in collectives (and in all-to-all) of one step (torch.profiler), written into
+    `out`, when enabled."""
     if not enabled:
         yield
         return
     with profile_collectives(device) as comm:
         yield
     out.update(time_s=comm.time_s, source=f"{comm.source}, last warm-up step",
-               all_to_all_s=all_to_all_time_s(comm))
+               all_to_all_s=all_to_all_time_s(comm, pipeline))
 
 
 def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
@@ -135,7 +137,7 @@ def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     # The profiler's overhead stays out of the timed steps: it watches the last warm-up step,
     # and only where there are collectives to watch.
     profiled = dist.is_initialized() and step == spec.warmup_steps - 1
-    with timer.phase("step"), _maybe_profile(profiled, device, collectives):
+    with timer.phase("step"), _maybe_profile(profiled, device, collectives, layout.pp > 1):
         t0 = time.perf_counter()
         x, y = _step_batch(batches, cell)
         log.data_wait_s.append(time.perf_counter() - t0)
