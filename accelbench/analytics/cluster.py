@@ -9,8 +9,9 @@ everything can be overridden on the command line.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
+from accelbench.analytics.profile import MachineProfile
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec, get_spec
@@ -67,6 +68,9 @@ class ClusterSpec:
     inter_gb_per_s: float
     inter_latency_s: float
     link_efficiency: float = DEFAULT_LINK_EFFICIENCY
+    # a measured machine profile (accelbench calibrate): its curves time compute and, inside a
+    # node, collectives (analytics/steptime.py); None: the built-in curves and the links above
+    profile: MachineProfile | None = field(default=None, compare=False)
 
     @property
     def n_devices(self) -> int:
@@ -86,8 +90,9 @@ class ClusterSpec:
 
     def to_dict(self) -> dict[str, object]:
         """Plain dict for JSON output."""
-        out = asdict(self)
+        out = asdict(replace(self, profile=None))
         out["device"] = self.device.key
+        out["profile"] = self.profile.source if self.profile is not None else None
         out["device_source"] = self.device.source
         return out
 
@@ -149,12 +154,12 @@ def make_cluster(device: str | DeviceSpec, nodes: int, devices_per_node: int | N
         intra_lat if intra_latency_s is None else intra_latency_s,
         inter if inter_gb_per_s is None else inter_gb_per_s,
         inter_lat if inter_latency_s is None else inter_latency_s)
-    for field in ("devices_per_node", "nodes", "intra_gb_per_s", "inter_gb_per_s"):
-        require_positive(f"cluster.{field}", getattr(cluster, field))
-    for field in ("intra_latency_s", "inter_latency_s"):
-        if getattr(cluster, field) < 0:
-            raise ConfigError(f"cluster.{field}", f"must not be negative, got "
-                              f"{getattr(cluster, field)!r}", ">= 0")
+    for name in ("devices_per_node", "nodes", "intra_gb_per_s", "inter_gb_per_s"):
+        require_positive(f"cluster.{name}", getattr(cluster, name))
+    for name in ("intra_latency_s", "inter_latency_s"):
+        if getattr(cluster, name) < 0:
+            raise ConfigError(f"cluster.{name}", f"must not be negative, got "
+                              f"{getattr(cluster, name)!r}", ">= 0")
     if not spec.memory_gb:
         raise ConfigError("device", f"{spec.key} has no memory size in the device table",
                           "a device with memory_gb")

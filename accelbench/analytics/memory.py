@@ -31,14 +31,35 @@ def kv_width_per_rank(cfg: ModelConfig, tp: int) -> float:
     return max(cfg.kv_heads, tp) * cfg.head_dim
 
 
-def mlp_saved_per_token(cfg: ModelConfig) -> int:
+@dataclass(frozen=True)
+class Kernels:
+    """What a framework's kernels save for backward where they differ from the default (eager
+    PyTorch with dropout, as Korthikanti et al. count): fused_mlp, Megatron-Core's fused SwiGLU
+    and RoPE (mlp_saved_per_token; RoPE rotates in place, no extra copy); dropout False, a
+    model trained without dropout (Llama, MPT; accelbench's own model), whose masks are not
+    kept; fused_loss, a fused cross-entropy (flash-attn's, llm-foundry's default) that keeps
+    the 16-bit logits and writes their gradient in place (logits_bytes)."""
+
+    fused_mlp: bool = False
+    dropout: bool = True
+    fused_loss: bool = False
+
+
+EAGER = Kernels()
+
+
+def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False) -> int:
     """16-bit bytes the MLP's split part saves per token: GELU input and output (2f each);
-    SwiGLU's gate output (silu input), up output, silu output and product (down input): 8f."""
-    return 8 * cfg.ffn_dim if cfg.activation == "swiglu" else 4 * cfg.ffn_dim
+    SwiGLU's gate output (silu input), up output, silu output and product (down input): 8f;
+    Megatron-Core's fused SwiGLU (bias_swiglu_fusion) saves only its [gate | up] input and
+    recomputes the rest in backward: 4f, plus the down projection's input 2f = 6f."""
+    if cfg.activation != "swiglu":
+        return 4 * cfg.ffn_dim
+    return 6 * cfg.ffn_dim if fused_mlp else 8 * cfg.ffn_dim
 
 
-def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int = 1
-                           ) -> tuple[float, float, float]:
+def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int = 1,
+                           kernels: Kernels = EAGER) -> tuple[float, float, float]:
     """Bytes (16-bit) one layer saves, split as tensor parallelism splits them.
 
     Korthikanti et al. 2022 sec. 4.1, with the MLP and the keys/values at their real widths.
@@ -51,14 +72,18 @@ def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp:
     both norms the same tensor, saved once. Rotary embeddings add the rotated Q and K
     (2sbh + 2sb*kv, split): attention saves those while the unrotated projections stay alive.
     `tp` only sets how many KV heads a rank holds (kv_width_per_rank): the split term is
-    returned times tp, so that dividing by tp gives one rank's share.
+    returned times tp, so that dividing by tp gives one rank's share. `kernels` changes what
+    is saved (Kernels: fused SwiGLU and RoPE, no dropout masks).
     """
     s, b, h, a = seq_len, micro_batch, cfg.d_model, cfg.n_head
     kv = kv_width_per_rank(cfg, tp)
     layer_norm_inputs = 1 if cfg.parallel_residual else 2
-    replicated = (2 * layer_norm_inputs + 2 + 2 + 1 + 1) * s * b * h
-    rotated_qk = 2 * s * b * (h + kv) if cfg.position == "rotary" else 0
-    split = 4 * s * b * h + 4 * s * b * kv + s * b * mlp_saved_per_token(cfg) + rotated_qk
+    masks = 1 + 1 if kernels.dropout else 0
+    replicated = (2 * layer_norm_inputs + 2 + 2 + masks) * s * b * h
+    fused = kernels.fused_mlp
+    rotated_qk = 2 * s * b * (h + kv) if cfg.position == "rotary" and not fused else 0
+    split = (4 * s * b * h + 4 * s * b * kv + s * b * mlp_saved_per_token(cfg, fused)
+             + rotated_qk)
     scores = 5 * a * s * s * b
     return float(replicated), float(split), float(scores)
 
@@ -66,7 +91,7 @@ def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp:
 def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
                                bytes_per_value: int = 2, tp: int = 1, sp: bool = False,
                                recompute: str = "none", fused_attention: bool = False,
-                               cp: int = 1) -> float:
+                               cp: int = 1, kernels: Kernels = EAGER) -> float:
     """Activations one transformer layer keeps for backward (Korthikanti et al. 2022, sec. 4-5).
 
     The paper's constants assume 16-bit values; other widths scale them. Tensor parallelism
@@ -83,7 +108,8 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
     replicated_div = tp if sp else 1
     if recompute == "full":
         return 2 * seq_len * micro_batch * cfg.d_model * scale / replicated_div
-    replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch, tp)
+    replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch, tp,
+                                                       kernels)
     kept = replicated / replicated_div + split / tp
     if recompute == "none" and not fused_attention:
         kept += scores / tp
@@ -192,14 +218,15 @@ def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,
 
 
 def logits_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
-                 cp: int = 1) -> float:
+                 cp: int = 1, fused_loss: bool = False) -> float:
     """The loss's peak over the logits, split over `tp` (pass tp=1 for a replicated head) and
     over the cp ranks' sequence chunks: the logits in the activation width, then, when
     backward reaches the fp32 cross-entropy, the saved log-softmax output, its gradient and the
     logits' fp32 gradient live at once (3 x 4 bytes; counting only logits + one fp32 copy
-    under-read measured CPU peaks by 2x)."""
+    under-read measured CPU peaks by 2x). A fused loss keeps the logits alone."""
     width = training_widths(dtype).activations
-    return seq_len * micro_batch * cfg.vocab_size / tp / cp * (width + 12)
+    return seq_len * micro_batch * cfg.vocab_size / tp / cp * (width + (0 if fused_loss
+                                                                         else 12))
 
 
 @dataclass(frozen=True)
@@ -283,7 +310,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
                       dtype: str = "bf16", optimizer: str = "adam",
                       memory_bytes: float = float("inf"),
                       fused_attention: bool = False,
-                      vocab_parallel: bool = True, sparsity: float = 0.0) -> MemoryBreakdown:
+                      vocab_parallel: bool = True, sparsity: float = 0.0,
+                      kernels: Kernels = EAGER) -> MemoryBreakdown:
     """Peak bytes per device for a layout: the worst of the first, the last and (uneven
     stages) the fullest middle pipeline stage.
 
@@ -295,13 +323,16 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     own tensor parallel); the planner assumes Megatron's vocabulary-parallel split.
     Context parallelism splits every sequence over cp ranks and, as Megatron does, shards ZeRO
     state over dp x cp (both reduce the gradients). sparsity > 0 adds the masks of the stage
-    with the most layers (sparsity_mask_bytes).
+    with the most layers (sparsity_mask_bytes). `kernels`: what the framework's kernels save
+    (Kernels).
     """
     widths = training_widths(dtype)
     tp, pp, cp = layout.tp, layout.pp, layout.cp
     per_layer = activation_bytes_per_layer(cfg, seq_len, layout.mb, widths.activations, tp,
-                                           layout.sp, layout.recompute, fused_attention, cp)
-    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp if vocab_parallel else 1, cp)
+                                           layout.sp, layout.recompute, fused_attention, cp,
+                                           kernels)
+    logits = logits_bytes(cfg, seq_len, layout.mb, dtype, tp if vocab_parallel else 1, cp,
+                          kernels.fused_loss)
     gemm_per_layer = block_sizes(cfg)[1] / tp if widths.fp8 else 0.0
     worst: tuple[float, ModelStateBytes, float] | None = None
     for rank, stage, layers in stages_to_check(layout, cfg.n_layer):

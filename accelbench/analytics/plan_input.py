@@ -6,12 +6,13 @@ checks of each input (choices, sizes, efficiency, the --layout string) live here
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
 from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
+from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.published import resolve_shape
-from accelbench.analytics.steptime import TrainSetup, compute_rates
+from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
 from accelbench.config.errors import (
     ConfigError,
     require_choice,
@@ -51,6 +52,7 @@ class PlanInput:
     fused_attention: bool = True
     sparsity: float = 0.0
     sparsity_pattern: str = "unstructured"
+    overlap: str = "megatron"
 
 
 @dataclass(frozen=True)
@@ -148,10 +150,15 @@ def _check_links(given: PlanInput) -> None:
                 raise ConfigError(name, f"must not be negative, got {value!r}", ">= 0")
 
 
-def resolve_plan_input(given: PlanInput) -> PlanRequest:
+def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) -> PlanRequest:
     """Check every input (ConfigError naming the first bad one) and resolve model, cluster,
-    set-up and --layout fields."""
+    set-up and --layout fields; a measured profile (the CLI loads it) times the compute and
+    the collectives inside a node, in place of the built-in curves."""
     check_efficiency(given.efficiency)
+    if profile is not None and given.efficiency is not None:
+        raise ConfigError("efficiency", "--efficiency replaces the built-in curves' top; with "
+                          "--profile the measured curves apply", "--profile or --efficiency")
+    require_choice("overlap", given.overlap, tuple(OVERLAP_MODES))
     require_choice("dtype", given.dtype, PEAK_PRECISIONS)
     require_choice("optimizer", given.optimizer, OPTIMIZERS)
     for name, value in (("global-batch", given.global_batch), ("seq", given.seq),
@@ -167,10 +174,14 @@ def resolve_plan_input(given: PlanInput) -> PlanRequest:
                            given.inter_bw, _us(given.intra_latency_us),
                            _us(given.inter_latency_us))
     compute_rates(cluster.device, given.dtype)  # the peaks the precision needs, before a search
+    if profile is not None:
+        cluster = replace(cluster, profile=profile)
+        layer_rates(cluster, given.dtype)  # the profile has this precision's curves
     fixed = parse_layout_fields(not_modelled(given.layout), PLANNER_KEYS) if given.layout else {}
     validate_sparsity([given.sparsity], given.sparsity_pattern, "magnitude", model.d_model)
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
-                       given.fused_attention, given.sparsity, given.sparsity_pattern)
+                       given.fused_attention, given.sparsity, given.sparsity_pattern,
+                       given.overlap)
     return PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
                        given.train_tokens)
 

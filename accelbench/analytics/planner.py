@@ -218,7 +218,7 @@ def _memory(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     return memory_per_device(cfg, setup.seq_len, layout, _n_micro(setup, layout), setup.dtype,
                              setup.optimizer, cluster.memory_bytes_per_device,
                              fused_attention=setup.fused_attention,
-                             sparsity=setup.sparsity)
+                             sparsity=setup.sparsity, kernels=setup.kernels)
 
 
 def evaluate(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,

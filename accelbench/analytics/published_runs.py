@@ -21,6 +21,7 @@ from importlib import resources
 
 from accelbench.analytics.cluster import device_variant
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
+from accelbench.analytics.memory import EAGER, Kernels
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import ARITHMETIC, Layout, Target, default_schedule, first_broken
 from accelbench.config.model import ModelConfig, validate_model
@@ -28,6 +29,25 @@ from accelbench.config.presets import get_preset
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
 MEGATRON_VOCAB = 51200  # GPT-2 BPE padded to a multiple of 8 x 128 (Megatron-LM)
+
+# The framework each run used, and what the planner assumes of it: the overlap of
+# communication with compute (steptime.OVERLAP_MODES) and what its kernels save for backward
+# (memory.Kernels: fused SwiGLU/RoPE, dropout masks, fused loss). Stated, not fitted: the
+# GPT-3-era runs trained with dropout 0.1; Llama and MPT without; llm-foundry's MPT yamls use
+# flash-attn's fused cross-entropy; Llama 3's stack is assumed Megatron-style (fused SwiGLU).
+FRAMEWORKS: dict[str, tuple[str, Kernels]] = {
+    "Megatron-LM": ("megatron", EAGER),
+    "Megatron-DeepSpeed": ("megatron", EAGER),
+    "MegaScale": ("megascale", EAGER),
+    "Meta Llama 3 (Megatron-style)": ("megatron", Kernels(fused_mlp=True, dropout=False)),
+    "PaLM (JAX/XLA on TPU)": ("megatron", Kernels(dropout=False)),
+    "PyTorch FSDP": ("megatron", Kernels(dropout=False)),  # prefetched gathers
+    "llm-foundry (Composer FSDP)": ("megatron", Kernels(dropout=False, fused_loss=True)),
+}
+SOURCE_FRAMEWORK = {"S1": "Megatron-LM", "S2": "Megatron-LM", "S5": "Megatron-LM",
+                    "S6": "Megatron-DeepSpeed", "S8": "PaLM (JAX/XLA on TPU)",
+                    "S10": "Meta Llama 3 (Megatron-style)", "S13": "PyTorch FSDP",
+                    "S14": "llm-foundry (Composer FSDP)"}
 
 
 def _shape(name: str, layers: int, heads: int, hidden: int, vocab: int, positions: int,
@@ -87,6 +107,17 @@ class PublishedRun:
     run_id: str = ""
     source_key: str = ""
     dtype: str = "bf16"
+    framework: str = "Megatron-LM"  # a FRAMEWORKS key
+
+    @property
+    def overlap(self) -> str:
+        """The overlap assumption of the run's framework."""
+        return FRAMEWORKS[self.framework][0]
+
+    @property
+    def kernels(self) -> Kernels:
+        """What the run's framework's kernels save for backward."""
+        return FRAMEWORKS[self.framework][1]
 
     def published_mfu(self) -> float:
         """The oracle as MFU (against the dense BF16/FP16 peak)."""
@@ -136,33 +167,36 @@ OTHER_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
                  Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True), "mfu",
                  0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract", setup_tag="U",
-                 fused_attention=True, source_key="MegaScale",
-                 notes="MegaScale overlaps TP/PP/DP traffic; the model does not"),
+                 fused_attention=True, source_key="MegaScale", framework="MegaScale",
+                 notes="MegaScale overlaps TP/PP/DP traffic (overlap megascale)"),
     PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
                  8, 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 2973, "V",
                  "pytorch/torchtitan docs/performance.md (64 A100 version)",
                  mfu_as_published=0.582, fused_attention=True, source_key="torchtitan",
+                 framework="PyTorch FSDP",
                  notes="torchtitan then counted the input embedding in N (58.2%)"),
     PublishedRun("torchtitan Llama 3 70B, 64 A100, full AC", SHAPES["llama3-70b"], _A100, 64, 8,
                  64, 8192, Layout(dp=64, mb=1, zero=3, recompute="full"),
                  "tokens_per_s_per_device", 331, "V",
                  "pytorch/torchtitan docs/performance.md (64 A100 version)",
-                 mfu_as_published=0.517, fused_attention=True, source_key="torchtitan"),
+                 mfu_as_published=0.517, fused_attention=True, source_key="torchtitan",
+                 framework="PyTorch FSDP"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W, 8,
                  8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5762, "V", _TITAN_NEW, fused_attention=True,
-                 source_key="torchtitan", notes="500 W power cap: below the SXM peak of MFU"),
+                 source_key="torchtitan", framework="PyTorch FSDP",
+                 notes="500 W power cap: below the SXM peak of MFU"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP + Float8", SHAPES["llama3-8b"],
                  H100_96GB_500W, 8, 8, 16, 8192, Layout(dp=8, mb=2, zero=3,
                                                          recompute="selective"),
                  "tokens_per_s_per_device", 8532, "V", _TITAN_NEW, fused_attention=True,
-                 source_key="torchtitan", dtype="fp8",
+                 source_key="torchtitan", framework="PyTorch FSDP", dtype="fp8",
                  notes="Float8 linear layers with torch.compile; MFU against the BF16 peak"),
     PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
                  128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5605, "V", _TITAN_NEW, setup_tag="U",
-                 fused_attention=True, source_key="torchtitan",
+                 fused_attention=True, source_key="torchtitan", framework="PyTorch FSDP",
                  notes="local batch 2 and selective AC assumed as in Table 1"),
 )
 
@@ -314,7 +348,8 @@ def run_from_row(row: dict[str, str], assumed: list[str] | None = None) -> Publi
                         CSV_SOURCES.get(row["source"], row["source"]),
                         setup_tag="U" if setup_u else "V", notes="; ".join(notes),
                         fused_attention=row["source"] in _FUSED_SOURCES, run_id=row["id"],
-                        source_key=row["source"], dtype=dtype)
+                        source_key=row["source"], dtype=dtype,
+                        framework=SOURCE_FRAMEWORK.get(row["source"], "Megatron-LM"))
 
 
 def csv_assumptions(row: dict[str, str]) -> tuple[dict[str, str], list[str]]:

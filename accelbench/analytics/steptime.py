@@ -5,45 +5,63 @@ One optimizer step of a pipeline with m micro-batches and v virtual stages takes
 tensor-parallel collectives and pipeline sends. With stages of unequal time (uneven layer
 counts, the head on the last) one step of 1F1B is (m - 1) slots of the slowest stage plus one
 slot of every stage, so the bubble is the sum of the stages' slots less the slowest, over v.
-Then the data-parallel traffic that the backward could not hide, then the optimizer update
-(memory-bound). Overlap assumptions: tensor-parallel collectives and pipeline sends are not
-overlapped with compute (Megatron-LM's default); context parallelism's ring passes overlap the
-attention core they feed (Megatron's ring attention), only the rest is exposed; data-parallel
-traffic overlaps the backward it follows (ZeRO 0/1: the last micro-batch's backward; ZeRO 2:
-every backward; ZeRO 3: every forward and backward).
+Then the data-parallel traffic that compute could not hide, then the optimizer update
+(memory-bound). A slot's compute is the sum of its operations, each timed from its shape
+(analytics/efficiency.py: GEMMs, attention core, memory-bound ops). What communication hides
+behind compute is the set-up's stated overlap (OVERLAP_MODES). Under "megatron" (the default)
+tensor-parallel collectives and pipeline sends are exposed; context parallelism's ring passes
+overlap the attention core they feed, only the rest is exposed; data-parallel traffic overlaps
+the backward it follows (ZeRO 0/1: the last micro-batch's backward; ZeRO 2: every backward;
+ZeRO 3: every forward and backward).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import ClusterSpec
+from accelbench.analytics.efficiency import (
+    HBM_EFFICIENCY,
+    BuiltinRates,
+    LayerCost,
+    ProfileRates,
+    Rates,
+    builtin_gemm_top,
+    builtin_rates,
+    device_class,
+    layer_cost,
+)
 from accelbench.analytics.flops import (
-    attention_core_forward_per_token,
-    block_forward_per_token,
     hardware_flops_per_token,
     model_flops_per_token,
-    model_forward_per_token,
 )
-from accelbench.analytics.memory import optimizer_bytes_per_param, stage_params, stages_to_check
+from accelbench.analytics.memory import (
+    EAGER,
+    Kernels,
+    optimizer_bytes_per_param,
+    stage_params,
+    stages_to_check,
+)
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
+from accelbench.analytics.profile import MachineProfile
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec
 
-# Fraction of the dense peak that a transformer layer's compute reaches, per device kind. One
-# number for all kinds, not one per run: the median, over the published runs in
-# accelbench.analytics.published, of the efficiency each would need (0.679), rounded; the
-# validation reports leave-one-out errors too. Replace with calibrate_efficiency() on
-# accelbench's own measured runs where they exist. See docs/planner.md.
-CALIBRATED_EFFICIENCY = 0.68
-DEFAULT_COMPUTE_EFFICIENCY = {"gpu": CALIBRATED_EFFICIENCY, "tpu": CALIBRATED_EFFICIENCY,
-                              "hpu": CALIBRATED_EFFICIENCY}
-HBM_EFFICIENCY = 0.8  # achieved over peak memory bandwidth for the streaming optimizer update
+# What each overlap assumption hides behind compute (a stated, per-framework choice:
+# `plan --overlap`; published runs take their framework's, published_runs.py).
+OVERLAP_MODES = {
+    "none": "nothing: every TP/CP/PP/DP collective waits for compute and compute for it",
+    "megatron": "Megatron-LM and PyTorch FSDP defaults: DP gradient reduction behind the "
+                "backward (ZeRO-3/FSDP gathers also behind the forward), CP ring passes behind "
+                "the attention core; TP collectives and PP sends exposed",
+    "megascale": "MegaScale (Jiang et al. 2024): as megatron, plus TP all-gathers and "
+                 "reduce-scatters behind the GEMMs beside them, PP sends behind compute, and "
+                 "DP's first gather behind the forward",
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,8 @@ class TrainSetup:
     fused_attention: bool = True
     sparsity: float = 0.0  # weight sparsity of the block matrices (docs/sparsity.md)
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
+    overlap: str = "megatron"  # what communication hides behind compute: OVERLAP_MODES
+    kernels: Kernels = EAGER  # what the framework's kernels save for backward (memory.py)
 
     @property
     def tokens_per_step(self) -> int:
@@ -122,23 +142,12 @@ class LayerSeconds:
         return self.model + self.rerun + self.tp + self.cp
 
 
-@lru_cache(maxsize=256)
-def _per_token(cfg: ModelConfig, seq_len: int) -> tuple[float, float, float]:
-    """Forward FLOPs per token of one block's GEMMs, of its attention core, and of the head.
-
-    All from accelbench.analytics.flops (one formula for measured and predicted MFU).
-    """
-    block = block_forward_per_token(cfg, seq_len)
-    core = attention_core_forward_per_token(cfg, seq_len)
-    head = model_forward_per_token(cfg, seq_len) - cfg.n_layer * block
-    return block - core, core, head
-
-
 def compute_efficiency(device: DeviceSpec, override: float | None = None) -> float:
-    """The fraction of peak assumed for compute: an override, else the device class default."""
+    """The large-GEMM fraction of peak assumed: an override, else the device class's fitted
+    top (analytics/efficiency.py)."""
     if override is not None:
         return override
-    return DEFAULT_COMPUTE_EFFICIENCY.get(device.kind, 0.5)
+    return builtin_gemm_top(device)[0]
 
 
 def peak_flops(device: DeviceSpec, dtype: str) -> float:
@@ -152,9 +161,9 @@ def peak_flops(device: DeviceSpec, dtype: str) -> float:
 
 def compute_rates(device: DeviceSpec, dtype: str, efficiency: float | None = None
                   ) -> tuple[float, float]:
-    """Achieved FLOP/s of (block GEMMs, all other FLOPs): the same rate unless the precision
+    """Large-GEMM FLOP/s of (block GEMMs, all other FLOPs): the same rate unless the precision
     runs its GEMMs at a peak of its own (fp8: the FP8 peak x FP8_GEMM_EFFICIENCY, the rest at
-    the BF16 peak x the compute efficiency)."""
+    the BF16 peak x the compute efficiency); smaller GEMMs reach less (efficiency.py)."""
     widths = training_widths(dtype)
     other = peak_flops(device, widths.peak) * compute_efficiency(device, efficiency)
     if not widths.fp8:
@@ -183,34 +192,96 @@ def sparse_compute_note(setup: TrainSetup, device: DeviceSpec) -> str:
             "measured 2:4 training speedups are often lower")
 
 
-def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
-                   efficiency: float | None) -> LayerSeconds:
-    """One micro-batch of one layer (and of the head) on one rank: its s*b/cp tokens split
-    over tp, forward + backward (3x forward), recompute, TP collectives and exposed CP ring."""
-    gemm_rate, other_rate = compute_rates(cluster.device, setup.dtype, efficiency)
-    gemm, core, head = _per_token(cfg, setup.seq_len)
-    tokens = setup.seq_len * layout.mb / layout.cp / layout.tp
-    core_s = core * tokens / other_rate
-    passes, rerun_passes = sparse_gemm_passes(setup, cluster.device)
-    model = passes * gemm * tokens / gemm_rate + 3 * core_s
-    rerun = {"none": 0.0, "selective": core_s,
-             "full": rerun_passes * gemm * tokens / gemm_rate + core_s}[layout.recompute]
+def layer_rates(cluster: ClusterSpec, dtype: str, efficiency: float | None = None) -> Rates:
+    """The compute rates of this cluster's devices: its measured profile's curves, else the
+    device class's built-in curves (`efficiency` replacing their fitted large-GEMM top)."""
+    if cluster.profile is not None:
+        return _profile_rates(cluster.profile, dtype)
+    key = (cluster.device.key, dtype, efficiency)
+    if key not in _BUILTIN_RATES:  # device keys are unique, variants included
+        peak = peak_flops(cluster.device, training_widths(dtype).peak)
+        _BUILTIN_RATES[key] = builtin_rates(cluster.device, dtype, peak, efficiency)
+    return _BUILTIN_RATES[key]
+
+
+_BUILTIN_RATES: dict[tuple[str, str, float | None], BuiltinRates] = {}
+
+
+def compute_source(cluster: ClusterSpec, efficiency: float | None = None) -> str:
+    """Where a plan's compute rates come from, in words."""
+    if cluster.profile is not None:
+        return f"machine profile, {cluster.profile.source}"
+    if efficiency is not None:
+        return f"built-in curves with a large-GEMM efficiency of {efficiency:g} (given)"
+    top, source = builtin_gemm_top(cluster.device)
+    return (f"built-in {device_class(cluster.device)} curves: large GEMMs at {top:.0%} of peak "
+            f"({source})")
+
+
+_PROFILE_RATES: dict[tuple[int, str], ProfileRates] = {}
+
+
+def _profile_rates(profile: MachineProfile, dtype: str) -> ProfileRates:
+    """One ProfileRates per profile and precision (kept, so that layer_cost's cache hits)."""
+    key = (id(profile), dtype)
+    if key not in _PROFILE_RATES or _PROFILE_RATES[key].profile is not profile:
+        _PROFILE_RATES[key] = ProfileRates(profile, training_widths(dtype).peak)
+    return _PROFILE_RATES[key]
+
+
+def link_rate(cluster: ClusterSpec, span: int, op: str, message_bytes: float
+              ) -> tuple[float, float]:
+    """(bytes/s of ring volume per rank, latency) of a collective over `span` devices: the
+    profile's bus bandwidth at this message size when one is given and the group is inside
+    a node (busbw is the ring volume per rank over the time, nccl-tests), else the link's."""
+    profile = cluster.profile
+    if profile is not None and span <= cluster.devices_per_node and \
+            f"collective:{op}" in profile.curves:
+        return profile.bus_bytes_per_s(op, message_bytes), profile.latency_s.get(op, 0.0)
+    return cluster.link(span)
+
+
+def _tp_cp_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
+                   cost: LayerCost) -> tuple[float, float]:
+    """Exposed TP collectives and CP ring seconds of one layer and micro-batch under the
+    set-up's overlap (OVERLAP_MODES)."""
     spans = layout.spans()
-    bw, lat = cluster.link(spans["tp"])
     # under context parallelism a rank's activations are its s/cp tokens
     message = comm.tp_message_bytes(cfg, setup.seq_len // layout.cp, layout.mb, setup.dtype)
+    bw, lat = link_rate(cluster, spans["tp"], "all_reduce", message)
     n_ops = comm.tp_collectives_per_layer(layout.recompute)
     tp_s = comm.collective_time_s(n_ops * comm.allreduce_bytes_per_rank(message, layout.tp),
                                   layout.tp, bw, lat, n_ops)
+    if setup.overlap == "megascale":
+        tp_s = max(0.0, tp_s - cost.gemm_fwd - cost.gemm_bwd)
     cp_s = 0.0
     if layout.cp > 1:
-        bw, lat = cluster.link(spans["cp"])
         volume = comm.cp_bytes_per_layer(cfg, setup.seq_len, layout.mb, setup.dtype, layout.tp,
                                          layout.cp, layout.recompute)
+        bw, lat = link_rate(cluster, spans["cp"], "send_recv", volume / (layout.cp - 1))
         hops = comm.cp_rounds_per_layer(layout.recompute) * (layout.cp - 1)
-        overlap = 3 * core_s + (core_s if layout.recompute != "none" else 0.0)
-        cp_s = max(0.0, volume / bw + hops * lat - overlap)
-    return LayerSeconds(model, rerun, tp_s, cp_s, 3 * head * tokens / other_rate)
+        overlap = cost.core_fwd + cost.core_bwd + (cost.core_fwd if layout.recompute != "none"
+                                                   else 0.0)
+        cp_s = volume / bw + hops * lat - (0.0 if setup.overlap == "none" else overlap)
+    return tp_s, max(0.0, cp_s)
+
+
+def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
+                   efficiency: float | None) -> LayerSeconds:
+    """One micro-batch of one layer (and of the head) on one rank, from the shapes of its
+    operations (analytics/efficiency.py): forward + backward, recompute, exposed TP
+    collectives and CP ring; the block GEMMs scaled by sparse_gemm_passes."""
+    rates = layer_rates(cluster, setup.dtype, efficiency)
+    cost = layer_cost(rates, cfg, setup.seq_len, layout.mb, layout.cp, layout.tp, layout.sp,
+                      setup.dtype, setup.fused_attention)
+    passes, rerun_passes = sparse_gemm_passes(setup, cluster.device)
+    gemm = (cost.gemm_fwd + cost.gemm_bwd) * passes / 3
+    model = cost.model - cost.gemm_fwd - cost.gemm_bwd + gemm
+    rerun = {"none": 0.0, "selective": cost.core_fwd,
+             "full": cost.gemm_fwd * rerun_passes + cost.core_fwd + cost.mem_fwd
+             }[layout.recompute]
+    tp_s, cp_s = _tp_cp_seconds(cfg, cluster, setup, layout, cost)
+    return LayerSeconds(model, rerun, tp_s, cp_s, cost.head)
 
 
 def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
@@ -222,14 +293,19 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
         return 0.0
     grad_bytes = _largest_stage_params(cfg, layout) * training_widths(setup.dtype).grads
     volume = comm.dp_bytes_per_rank(grad_bytes, group, layout.zero, n_micro, layout.pp)
-    bw, lat = cluster.link(layout.spans()["dp"])
-    total = comm.collective_time_s(volume, group, bw, lat,
-                                   comm.dp_collective_ops(layout.zero, n_micro, layout.pp))
+    ops = comm.dp_collective_ops(layout.zero, n_micro, layout.pp)
+    bw, lat = link_rate(cluster, layout.spans()["dp"],
+                        "all_reduce" if layout.zero < 2 else "reduce_scatter", grad_bytes)
+    total = comm.collective_time_s(volume, group, bw, lat, ops)
+    if setup.overlap == "none":
+        return total
     backward = slot_model_s * 2 / 3 + slot_rerun_s
     # Under a pipeline ZeRO-2's one gather and deferred reduce-scatter overlap one backward.
     zero2_window = backward if layout.pp > 1 else n_micro * backward
     window = {0: backward, 1: backward, 2: zero2_window}.get(
         layout.zero, n_micro * (slot_model_s + slot_rerun_s))
+    if setup.overlap == "megascale":  # the first gather also behind the first forward
+        window = max(window, slot_model_s + slot_rerun_s)
     return max(0.0, total - window)
 
 
@@ -248,6 +324,9 @@ def _optimizer_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     widths = training_widths(setup.dtype)
     states = optimizer_bytes_per_param(setup.dtype, setup.optimizer)
     bytes_moved = n_local * (widths.weights + widths.grads + 2 * states)
+    profile = cluster.profile
+    if profile is not None and "memory:adamw" in profile.curves:
+        return bytes_moved / profile.memory_bytes_per_s("adamw", bytes_moved)
     bw = (cluster.device.memory_bw_gb_per_s or 1000.0) * GB * HBM_EFFICIENCY
     return bytes_moved / bw
 
@@ -274,10 +353,12 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     per = _layer_seconds(cfg, cluster, setup, layout, efficiency)
     pp_s = 0.0
     if layout.pp > 1:
-        bw, lat = cluster.link(layout.spans()["pp"])
         send = comm.pp_message_bytes(cfg, setup.seq_len // layout.cp, layout.mb, setup.dtype,
                                      layout.tp)
+        bw, lat = link_rate(cluster, layout.spans()["pp"], "send_recv", send)
         pp_s = comm.pp_sends_per_microbatch(layout.vp) * (send / bw + lat)
+        if setup.overlap == "megascale":  # sends behind the next micro-batch's compute
+            pp_s = max(0.0, pp_s - per.layer * cfg.n_layer / layout.pp)
     layers, head, all_stages_s = slowest_stage(cfg, layout, per, pp_s)
     model_s = layers * per.model + (per.head if head else 0.0)
     rerun_s, tp_s, cp_s = (layers * x for x in (per.rerun, per.tp, per.cp))

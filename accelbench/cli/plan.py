@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -23,12 +24,13 @@ from accelbench.analytics.plan_input import (
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
 from accelbench.analytics.published import Validation, ValidationRow, validate_all
-from accelbench.analytics.steptime import sparse_compute_note
+from accelbench.analytics.steptime import OVERLAP_MODES, compute_source, sparse_compute_note
 from accelbench.cli.common import console
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
 from accelbench.results.measured import measured_training_runs
+from accelbench.results.plan_profile import resolve_profile
 from accelbench.results.store import ResultStore
 from accelbench.results.table import add_plain_row, plain_table
 
@@ -146,7 +148,7 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     published figure, its kind and a footnote number for its source (see _source_lines)."""
     table = plain_table(title)
     for col in ("id", "run", "device", "published", "observed MFU", "predicted MFU", "error",
-                "leave-one-out", "mem GB", "fits", "limit", "attn", "oracle", "set-up", "src"):
+                "left out", "mem GB", "fits", "limit", "attn", "oracle", "set-up", "src"):
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
                                                         "published") else "right")
     numbers = _source_numbers(rows)
@@ -172,13 +174,27 @@ def _run_notes(rows: list[ValidationRow]) -> list[str]:
     return [f"{r.run_id or '-'} {r.name}: {r.notes}" for r in rows if r.notes]
 
 
-def _source_errors(checked: Validation) -> list[str]:
-    """One line per source and one overall: median and worst |error| of the published runs."""
-    return [f"{key}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, worst "
-            f"{s['worst_abs_error']:.1%}" for key, s in checked.by_source().items() if s["n"]]
+def _source_table(checked: Validation) -> Table:
+    """Per source and overall: median and worst |error| of the published runs, in-sample and
+    with the source left out of the fit."""
+    table = plain_table("|error| of predicted MFU relative to the published, by source")
+    for col in ("source", "runs", "median in-sample", "worst in-sample",
+                "median left out", "worst left out"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    left = checked.by_source_left_out() if checked.leave_one_out else {}
+    for key, s in checked.by_source().items():
+        if not s["n"]:
+            continue
+        out = left.get(key, {})
+        add_plain_row(table, key, f"{s['n']:.0f}", f"{s['median_abs_error']:.1%}",
+                      f"{s['worst_abs_error']:.1%}",
+                      f"{out['median_abs_error']:.1%}" if out.get("n") else "-",
+                      f"{out['worst_abs_error']:.1%}" if out.get("n") else "-")
+    return table
 
 
-def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
+def _validate(as_json: bool, efficiency: float | None, db: Path | None,
+              profile: str | None = None) -> None:
     """Print each published and measured run's error, the errors per source and overall, and
     the published runs not modelled with their reasons."""
     check_efficiency(efficiency)
@@ -187,11 +203,11 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
         print(json.dumps(checked.to_dict(), indent=2))
         return
     _show(_validation_table(checked.published, checked.leave_one_out,
-                                "Predicted vs published MFU"))
+                            "Predicted vs published MFU (left out: the run's source left out of "
+                            "the fit of the built-in curves)"))
     _show(_source_lines(checked.published))
     _show("\n".join(["notes:"] + _run_notes(checked.published)))
-    _show("\n".join(["|error| of predicted MFU relative to the published, by source:"]
-                     + _source_errors(checked)))
+    _show(_source_table(checked))
     _show("\n".join([f"not modelled ({len(checked.not_modelled)} published runs, not scored):"]
                      + [f"{u.run_id} {u.name}: {u.reason}" for u in checked.not_modelled]))
     if checked.measured:
@@ -238,8 +254,15 @@ def plan(
                                    "(docs/sparsity.md): masks in memory; 2:4 also its kernels."),
     sparsity_pattern: str = typer.Option("unstructured", help="unstructured, or 2:4 (level "
                                          "0.5 only)."),
+    overlap: str = typer.Option("megatron", help="What communication hides behind compute: "
+                                "none, megatron (DP behind backward, TP/PP exposed) or "
+                                "megascale (also TP and PP behind compute); docs/planner.md."),
+    profile: str = typer.Option(None, help="Time compute (and collectives inside a node) from "
+                                "a measured machine profile: a profile record id of --db, "
+                                "'latest', or a JSON file of `accelbench calibrate --json`."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
-    db: Path = typer.Option(None, help="Results store whose training runs --validate uses."),
+    db: Path = typer.Option(None, help="Results store whose training runs --validate uses, "
+                            "and where --profile ID|latest is read."),
     validate: bool = typer.Option(False, "--validate", help="Compare predictions with "
                                   "published and measured runs."),
 ) -> None:
@@ -249,17 +272,25 @@ def plan(
         global_batch=global_batch, seq=seq, dtype=dtype, optimizer=optimizer, top=top,
         layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
         inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
-        fused_attention=fused_attention, sparsity=sparsity, sparsity_pattern=sparsity_pattern)
+        fused_attention=fused_attention, sparsity=sparsity, sparsity_pattern=sparsity_pattern,
+        overlap=overlap)
     if validate:
         check_validate(given)
-        _validate(json_out, efficiency, db)
+        _validate(json_out, efficiency, db, profile)
         return
-    if db is not None:
-        raise ConfigError("db", "a plan reads no results; --db is for --validate",
-                          "--validate --db FILE")
-    request = resolve_plan_input(given)
+    if db is not None and profile is None:
+        raise ConfigError("db", "a plan reads no results; --db is for --validate or --profile",
+                          "--validate --db FILE, --profile ID|latest --db FILE")
+    measured = resolve_profile(profile, db) if profile is not None else None
+    request = resolve_plan_input(given, measured)
     outcome = run_plan(request)
     _emit(request, outcome, json_out)
+
+
+def _assumptions(request: PlanRequest) -> dict[str, str]:
+    """Where the compute rates come from and what the overlap hides, as the plan states them."""
+    return {"compute": compute_source(request.cluster),
+            f"overlap {request.setup.overlap}": OVERLAP_MODES[request.setup.overlap]}
 
 
 def _header(outcome: PlanOutcome) -> str:
@@ -279,7 +310,8 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
     cluster, setup = request.cluster, request.setup
     if json_out:
         print(json.dumps({"model": request.model.name, "cluster": cluster.to_dict(),
-                          "setup": setup.__dict__, "search": header, "rejected": rejected,
+                          "setup": asdict(setup), "assumptions": _assumptions(request),
+                          "search": header, "rejected": rejected,
                           "best": [r.to_dict() for r in results]}, indent=2))
     if not results:
         _say(f"no layout divides and fits ({header})")
@@ -292,6 +324,7 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
         _show(_plan_table(results, title, request.train_tokens))
         if ":" in cluster.device.key:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
+        _show("; ".join(f"{k}: {v}" for k, v in _assumptions(request).items()))
         for line in (_runtime_notes(results) + _precision_notes(results, setup.dtype)
                      + _sparsity_notes(results, request)):
             _show(line)

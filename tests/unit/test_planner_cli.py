@@ -106,8 +106,9 @@ def test_table_text_is_printed_as_text() -> None:
 def test_validate_json_is_clean_stdout() -> None:
     out = CliRunner().invoke(app, ["plan", "--validate", "--json"])
     assert out.exit_code == 0 and out.stderr == ""
-    assert set(json.loads(out.stdout)) == {"published", "leave_one_out", "measured", "summary",
-                                           "by_source", "not_modelled"}
+    assert set(json.loads(out.stdout)) == {"published", "leave_one_source_out", "measured",
+                                           "summary", "by_source", "by_source_left_out",
+                                           "not_modelled"}
 
 
 def test_validate_reads_the_store_without_making_one(tmp_path, monkeypatch) -> None:

@@ -6,8 +6,9 @@ import pytest
 
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.efficiency import layer_cost
 from accelbench.analytics.flops import model_flops_per_token
-from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.analytics.steptime import TrainSetup, estimate_step, layer_rates
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout_fields
 from accelbench.config.model import ModelConfig
@@ -65,19 +66,23 @@ def test_bubble_fraction_1f1b_and_interleaved() -> None:
         slots = step.compute_s + step.recompute_s + step.tp_comm_s + step.pp_comm_s
         # the head (6Vh per token, on the last stage only) is in the slowest slot but not in
         # the fill and drain of the other stages: bubble = (p-1)/v x (slot - head)
-        head = 6 * GPT3.vocab_size * GPT3.d_model * 2048 / 8 / (312e12 * 0.68)
+        head = layer_cost(layer_rates(cluster, "bf16"), GPT3, 2048, 1, 1, 8, True, "bf16",
+                          True).head
         assert step.bubble_s == pytest.approx((8 - 1) / vp * (slots / 64 - head))
 
 
-def test_compute_only_step_matches_flops_over_peak() -> None:
-    # one device, no parallelism: step = 6N+12LHQT FLOPs x tokens / (peak x efficiency) + opt
+def test_compute_only_step_is_its_operations() -> None:
+    # one device, no parallelism: the step is m slots of L layers and the head, each the sum
+    # of its operations (efficiency.layer_cost), plus the optimizer; MFU follows from it
     cfg = ModelConfig("small", 4, 8, 512, 1000, 256)
     cluster = make_cluster("h100-sxm", 1, devices_per_node=1)
     setup = TrainSetup(global_batch=4, seq_len=256)
     step = estimate_step(cfg, cluster, setup, Layout(dp=1, mb=2), efficiency=0.5)
+    cost = layer_cost(layer_rates(cluster, "bf16", 0.5), cfg, 256, 2, 1, 1, False, "bf16", True)
+    assert step.compute_s == pytest.approx(2 * (4 * cost.model + cost.head))
     flops = model_flops_per_token(cfg, 256).total * 4 * 256
-    assert step.compute_s == pytest.approx(flops / (989.4e12 * 0.5))
-    assert step.mfu == pytest.approx(0.5 * step.compute_s / step.step_s)
+    assert step.compute_s > flops / (989.4e12 * 0.5)  # small GEMMs and memory-bound ops
+    assert step.mfu == pytest.approx(flops / step.step_s / 989.4e12)
     assert step.tp_comm_s == step.pp_comm_s == step.bubble_s == step.dp_comm_exposed_s == 0
 
 

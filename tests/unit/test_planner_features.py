@@ -12,7 +12,8 @@ import pytest
 
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import device_variant, make_cluster
-from accelbench.analytics.flops import block_forward_per_token, model_flops_per_token
+from accelbench.analytics.efficiency import ATTENTION_SHARE, GEMM_FIXED_S, layer_cost
+from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.memory import (
     activation_bytes_per_layer,
     layer_activation_terms,
@@ -30,7 +31,13 @@ from accelbench.analytics.published import (
     errors_by_source,
 )
 from accelbench.analytics.published_runs import CSV_RUNS, H100_96GB_500W
-from accelbench.analytics.steptime import LayerSeconds, TrainSetup, estimate_step, slowest_stage
+from accelbench.analytics.steptime import (
+    LayerSeconds,
+    TrainSetup,
+    estimate_step,
+    layer_rates,
+    slowest_stage,
+)
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig, validate_model
@@ -100,8 +107,11 @@ def test_cp_step_exposes_what_the_attention_core_does_not_hide() -> None:
     setup = TrainSetup(global_batch=2, seq_len=8192)
     step = estimate_step(GQA, cluster, setup, Layout(dp=1, cp=8, mb=1), efficiency=0.5)
     ring = comm.cp_bytes_per_layer(GQA, 8192, 1, "bf16", 1, 8) / (1e9 * 0.8)
-    core = 4 * 8192 * 4096 * (8192 / 8) / (989.4e12 * 0.5)  # 4sh per token, s/cp tokens
-    per_layer = ring - 3 * core
+    cost = layer_cost(layer_rates(cluster, "bf16", 0.5), GQA, 8192, 1, 8, 1, False, "bf16", True)
+    # the attention core of s/cp queries: 4sh FLOPs per token at the attention share of 0.5
+    core = 4 * 8192 * 4096 * (8192 / 8) / (989.4e12 * 0.5 * ATTENTION_SHARE) + GEMM_FIXED_S
+    assert cost.core_fwd == pytest.approx(core) and cost.core_bwd > cost.core_fwd
+    per_layer = ring - cost.core_fwd - cost.core_bwd
     assert per_layer > 0
     assert step.cp_comm_exposed_s == pytest.approx(2 * 4 * per_layer)  # m=2, 4 layers
     assert step.mfu == pytest.approx(step.tokens_per_s / 8 * model_flops_per_token(
@@ -133,9 +143,8 @@ def test_bubble_with_unequal_stages_by_hand() -> None:
     # the planner's step: X per layer, H for the head, P for a stage's two sends
     cluster = make_cluster("a100-80gb", 1)
     step = estimate_step(cfg, cluster, TrainSetup(8, 256), layout, efficiency=0.5)
-    rate, tokens = 312e12 * 0.5, 256
-    x = 3 * block_forward_per_token(cfg, 256) * tokens / rate
-    h = 3 * 2 * 64 * 512 * tokens / rate
+    cost = layer_cost(layer_rates(cluster, "bf16", 0.5), cfg, 256, 1, 1, 1, False, "bf16", True)
+    x, h = cost.model, cost.head
     p = 2 * (256 * 512 * 2 / (300e9 * 0.8) + 5e-6)
     assert step.bubble_s == pytest.approx((10 * x + h + 4 * p) - (3 * x + p))
     assert step.compute_s == pytest.approx(8 * 3 * x)  # m = 8 slots of the 3-layer stage
@@ -159,11 +168,15 @@ def test_fp8_step_and_mfu_by_hand() -> None:
     cluster = make_cluster("h100-sxm", 1, devices_per_node=1)
     setup = TrainSetup(global_batch=4, seq_len=256, dtype="fp8")
     step = estimate_step(SMALL, cluster, setup, Layout(dp=1, mb=2), efficiency=0.5)
-    gemm_rate, other_rate = 1978.9e12 * FP8_GEMM_EFFICIENCY, 989.4e12 * 0.5
-    tokens = 4 * 256
-    gemm = 4 * 2 * block_matmul_params(SMALL)  # block GEMMs at the FP8 peak
-    other = 4 * 4 * 256 * 512 + 2 * 1000 * 512  # attention core and head at the BF16 peak
-    assert step.compute_s == pytest.approx(3 * tokens * (gemm / gemm_rate + other / other_rate))
+    rates = layer_rates(cluster, "fp8", 0.5)
+    # block GEMMs at the FP8 peak x FP8_GEMM_EFFICIENCY, the head at the BF16 peak x 0.5
+    assert (rates.gemm_peak, rates.gemm_top) == (1978.9e12, FP8_GEMM_EFFICIENCY)
+    assert (rates.other_peak, rates.other_top) == (989.4e12, 0.5)
+    cost = layer_cost(rates, SMALL, 256, 2, 1, 1, False, "fp8", True)
+    gemm = 2 * 2 * 256 * block_matmul_params(SMALL)  # one forward of the 4 block GEMMs
+    assert cost.gemm_fwd == pytest.approx(gemm / (1978.9e12 * FP8_GEMM_EFFICIENCY)
+                                          + 4 * GEMM_FIXED_S)
+    assert step.compute_s == pytest.approx(2 * (4 * cost.model + cost.head))  # m = 2
     per_device = step.tokens_per_s
     flops = model_flops_per_token(SMALL, 256).total
     assert step.mfu == pytest.approx(per_device * flops / 989.4e12)  # the BF16 peak

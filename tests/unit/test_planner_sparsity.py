@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.efficiency import layer_cost
 from accelbench.analytics.memory import memory_per_device
 from accelbench.analytics.steptime import (
     TrainSetup,
-    _per_token,
-    compute_rates,
     estimate_step,
+    layer_rates,
     sparse_gemm_passes,
 )
 from accelbench.bench.train.build import build_trainer
@@ -51,8 +51,8 @@ def test_two_four_gemms_at_the_sparse_peak_only_where_the_vendor_quotes_one():
     cluster = make_cluster("h100-sxm", 1, devices_per_node=1)
     dense = estimate_step(cfg, cluster, TrainSetup(64, 512), Layout(mb=4))
     sparse = estimate_step(cfg, cluster, two_four, Layout(mb=4))
-    gemm_rate = compute_rates(h100, "bf16")[0]
-    gemm_s = _per_token(cfg, 512)[0] * 512 * 4 / gemm_rate  # one layer's forward GEMMs
+    cost = layer_cost(layer_rates(cluster, "bf16"), cfg, 512, 4, 1, 1, False, "bf16", True)
+    gemm_s = cost.gemm_fwd  # one layer's forward GEMMs (each pass costs the same here)
     saved = 16 * cfg.n_layer * gemm_s  # 16 micro-batches, one unit per layer
     assert dense.compute_s - sparse.compute_s == pytest.approx(saved)
     assert sparse.recompute_s == dense.recompute_s == 0.0

@@ -1,0 +1,215 @@
+"""Seconds of one transformer layer from the shapes of its operations; no torch.
+
+Each operation is timed by what bounds it. The block GEMMs (QKV, attention output, MLP in and
+out, and the head) take their real per-rank (m, k, n) under tensor parallelism, each in its
+three products (forward, input gradient, weight gradient). The attention core is timed apart,
+by sequence length and head size: a fused (flash) kernel on the attention curve, an unfused one
+as two batched GEMMs plus the traffic of the scores it writes and reads. Norms, residual adds
+and activations are memory-bound: their bytes over the memory bandwidth.
+
+The rates come from one of two places. A machine profile (analytics/profile.py, made by
+`accelbench calibrate`) gives measured efficiency curves. Without one, built-in curves per
+device class are used: a GEMM of f FLOPs takes GEMM_FIXED_S + f / (top x peak), so small
+GEMMs reach less of the peak, and fused attention reaches ATTENTION_SHARE of top. `top` is
+the one fitted number per device class (BUILTIN_GEMM_TOP, fitted to the published runs by
+analytics/published.py fit_gemm_top; docs/planner.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from accelbench.analytics.flops import attention_core_forward_per_token
+from accelbench.analytics.kernels import gemm_flops
+from accelbench.analytics.memory import kv_width_per_rank
+from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
+from accelbench.analytics.profile import MachineProfile
+from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig
+from accelbench.config.vocab import GB
+from accelbench.hardware.specs import DeviceSpec
+
+# Large-GEMM efficiency (achieved over the dense peak) per device class: fitted to the
+# published runs of each class (fit_gemm_top in analytics/published.py; a test refits them).
+# A class with no published run takes POOLED, the fit over every run, and says so.
+BUILTIN_GEMM_TOP = {"a100": 0.69, "h100": 0.48, "tpu-v4": 0.85}
+POOLED_GEMM_TOP = 0.68
+# Stated, not fitted: a kernel's fixed cost (launch, tail wave) of a few microseconds, and
+# fused attention at 0.75 of the large-GEMM efficiency (FlashAttention-2 reports 50-73% of the
+# A100 peak forward and backward, against 80-90% for large cuBLAS GEMMs).
+GEMM_FIXED_S = 4e-6
+ATTENTION_SHARE = 0.75
+HBM_EFFICIENCY = 0.8  # achieved over the datasheet memory bandwidth for streaming kernels
+# 16-bit values moved per token by the memory-bound ops of one layer's forward: two norms
+# (read and write h each), two residual adds with their bias/dropout (two reads, one write);
+# the activation reads its input and writes its output (GELU: 2f, SwiGLU: 3f). A backward
+# moves about twice its forward.
+NORM_RESIDUAL_VALUES_PER_H = 2 * 2 + 2 * 3
+BACKWARD_TRAFFIC = 2.0
+# Unfused attention (scores stored): values moved per score element. Forward: QK^T writes
+# the scores, scale-mask-softmax reads and writes them, dropout reads, writes and keeps a byte
+# mask, PV reads them (6.5); backward: the same tensors' gradients (10.5).
+SCORE_VALUES = (6.5, 10.5)
+# Device classes: the datasheet rows whose compute behaves alike (H200 has H100's SMs).
+_CLASS_OF = {"a100-40gb": "a100", "a100-80gb": "a100", "h100-sxm": "h100", "h100-pcie": "h100",
+             "h200": "h100", "tpu-v4": "tpu-v4"}
+
+
+def device_class(device: DeviceSpec) -> str:
+    """The class whose built-in curves a device uses (its datasheet row's key otherwise)."""
+    base = device.key.partition(":")[0]
+    return _CLASS_OF.get(base, base)
+
+
+def builtin_gemm_top(device: DeviceSpec) -> tuple[float, str]:
+    """The built-in large-GEMM efficiency of the device's class, and where it comes from."""
+    cls = device_class(device)
+    if cls in BUILTIN_GEMM_TOP:
+        return BUILTIN_GEMM_TOP[cls], f"fitted to the published {cls} runs"
+    return POOLED_GEMM_TOP, f"no published {cls} run: the fit over all published runs"
+
+
+@dataclass(frozen=True)
+class BuiltinRates:
+    """Built-in curves for one device and precision: peak FLOP/s of the block GEMMs and of the
+    rest, the large-GEMM efficiency of each, and the streaming bandwidth."""
+
+    gemm_peak: float
+    other_peak: float
+    gemm_top: float
+    other_top: float
+    bytes_per_s: float
+
+    def gemm_s(self, m: int, k: int, n: int, gemm_pass: str, block: bool = True) -> float:
+        """One product: the fixed cost plus its FLOPs at the large-GEMM rate."""
+        peak, top = (self.gemm_peak, self.gemm_top) if block else (self.other_peak,
+                                                                   self.other_top)
+        return GEMM_FIXED_S + gemm_flops(m, k, n) / (top * peak)
+
+    def attention_s(self, flops: float, direction: str, seq: int, head_dim: int) -> float:
+        """A fused attention call of `flops` FLOPs."""
+        return GEMM_FIXED_S + flops / (ATTENTION_SHARE * self.other_top * self.other_peak)
+
+    def stream_s(self, n_bytes: float) -> float:
+        """A memory-bound op moving `n_bytes`."""
+        return n_bytes / self.bytes_per_s
+
+
+class ProfileRates:
+    """A measured machine profile's curves for one precision (hashed by identity, so that the
+    per-shape cache can key on it)."""
+
+    def __init__(self, profile: MachineProfile, dtype: str) -> None:
+        if dtype not in profile.peaks_flops_per_s:
+            raise ConfigError("profile", f"{profile.source} has no {dtype} GEMM curve",
+                              ", ".join(sorted(profile.peaks_flops_per_s)) or "none")
+        self.profile, self.dtype = profile, dtype
+        self.peak = profile.peaks_flops_per_s[dtype]
+
+    def gemm_s(self, m: int, k: int, n: int, gemm_pass: str, block: bool = True) -> float:
+        """One product at the profile's efficiency for its size and pass."""
+        return self.profile.gemm_time_s(self.dtype, m, k, n, gemm_pass)
+
+    def attention_s(self, flops: float, direction: str, seq: int, head_dim: int) -> float:
+        """A fused attention call at the profile's efficiency for this sequence length."""
+        eff = self.profile.attention_efficiency(self.dtype, direction, seq, head_dim)
+        return flops / (eff * self.peak)
+
+    def stream_s(self, n_bytes: float) -> float:
+        """A memory-bound op at the profile's copy bandwidth for its size."""
+        return n_bytes / self.profile.memory_bytes_per_s("copy", n_bytes)
+
+
+Rates = BuiltinRates | ProfileRates
+
+
+def builtin_rates(device: DeviceSpec, dtype: str, peak: float, efficiency: float | None = None
+                  ) -> BuiltinRates:
+    """The device class's built-in rates in `dtype` (`efficiency` replaces the fitted top);
+    `peak` is the dense peak of the precision's MFU column. FP8 runs its block GEMMs at the FP8
+    peak x FP8_GEMM_EFFICIENCY."""
+    widths = training_widths(dtype)
+    top = efficiency if efficiency is not None else builtin_gemm_top(device)[0]
+    gemm_peak, gemm_top = peak, top
+    if widths.fp8:
+        gemm_peak, gemm_top = device.peak_flops_per_s(widths.gemm_peak) or peak, \
+            FP8_GEMM_EFFICIENCY
+    bw = (device.memory_bw_gb_per_s or 1000.0) * GB * HBM_EFFICIENCY
+    return BuiltinRates(gemm_peak, peak, gemm_top, top, bw)
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Seconds of one layer for one micro-batch on one rank, by operation and pass: the block
+    GEMMs (forward; backward = input and weight gradients), the attention core, the
+    memory-bound ops; and the head's forward and backward (last stage only)."""
+
+    gemm_fwd: float
+    gemm_bwd: float
+    core_fwd: float
+    core_bwd: float
+    mem_fwd: float
+    mem_bwd: float
+    head: float
+
+    @property
+    def model(self) -> float:
+        """Forward and backward of the layer."""
+        return (self.gemm_fwd + self.gemm_bwd + self.core_fwd + self.core_bwd + self.mem_fwd
+                + self.mem_bwd)
+
+
+def block_gemm_shapes(cfg: ModelConfig, tokens: int, tp: int) -> tuple[tuple[int, int, int], ...]:
+    """(m, k, n) of one rank's forward block GEMMs: QKV (its query heads and its key/value
+    width, kv heads replicated when tp exceeds them), attention output, MLP in (2f with a
+    SwiGLU gate) and out, each split over tp as Megatron splits them."""
+    h, ffn = cfg.d_model, cfg.ffn_dim
+    up = 2 * ffn if cfg.activation == "swiglu" else ffn
+    kv = kv_width_per_rank(cfg, tp) / tp
+    return ((tokens, h, round(h / tp + 2 * kv)), (tokens, h // tp, h),
+            (tokens, h, up // tp), (tokens, ffn // tp, h))
+
+
+def _gemms_s(rates: Rates, shapes: tuple[tuple[int, int, int], ...], block: bool = True
+             ) -> tuple[float, float]:
+    """(forward, backward) seconds of these forward products and their two gradients."""
+    fwd = sum(rates.gemm_s(m, k, n, "forward", block) for m, k, n in shapes)
+    bwd = sum(rates.gemm_s(m, n, k, "input_grad", block) + rates.gemm_s(n, m, k, "weight_grad",
+                                                                         block)
+              for m, k, n in shapes)
+    return fwd, bwd
+
+
+def _core_s(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: int, width: int,
+            fused: bool) -> tuple[float, float]:
+    """(forward, backward) seconds of the attention core of one rank's s/cp queries."""
+    flops = attention_core_forward_per_token(cfg, seq) * seq * mb / cp / tp
+    if fused:
+        return (rates.attention_s(flops, "forward", seq, cfg.head_dim),
+                rates.attention_s(2 * flops, "backward", seq, cfg.head_dim))
+    heads = max(1, cfg.n_head // tp) * mb
+    q = seq // cp
+    one = rates.gemm_s(heads * q, cfg.head_dim, seq, "forward", block=False)  # per product
+    scores = heads * q * seq * width
+    return (2 * one + rates.stream_s(SCORE_VALUES[0] * scores),
+            4 * one + rates.stream_s(SCORE_VALUES[1] * scores))
+
+
+@lru_cache(maxsize=4096)
+def layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: int, sp: bool,
+               dtype: str, fused_attention: bool) -> LayerCost:
+    """One layer's and the head's seconds for one micro-batch on one rank (cached by shape:
+    the planner asks for the same few shapes for thousands of layouts)."""
+    tokens = seq * mb // cp
+    width = training_widths(dtype).activations
+    gemm_fwd, gemm_bwd = _gemms_s(rates, block_gemm_shapes(cfg, tokens, tp))
+    core_fwd, core_bwd = _core_s(rates, cfg, seq, mb, cp, tp, width, fused_attention)
+    act = (3 if cfg.activation == "swiglu" else 2) * cfg.ffn_dim / tp
+    replicated = tokens / tp if sp else tokens
+    mem_fwd = rates.stream_s((replicated * NORM_RESIDUAL_VALUES_PER_H * cfg.d_model
+                              + tokens * act) * width)
+    head_fwd, head_bwd = _gemms_s(rates, ((tokens, cfg.d_model, cfg.vocab_size // tp),),
+                                  block=False)
+    return LayerCost(gemm_fwd, gemm_bwd, core_fwd, core_bwd, mem_fwd,
+                     BACKWARD_TRAFFIC * mem_fwd, head_fwd + head_bwd)
