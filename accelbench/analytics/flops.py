@@ -55,9 +55,11 @@ def block_forward_per_token(cfg: ModelConfig, seq_len: int) -> float:
     return 2.0 * block_matmul_params(cfg) + attention_core_forward_per_token(cfg, seq_len)
 
 
-def block_flops(cfg: ModelConfig, seq_len: int, batch: int) -> FlopCount:
-    """One block, forward and backward, for a batch of sequences."""
-    forward = block_forward_per_token(cfg, seq_len) * seq_len * batch
+def block_flops(cfg: ModelConfig, seq_len: int, batch: int, layer: int = 0) -> FlopCount:
+    """Block `layer` (the block benchmark's Block(cfg) is layer 0), forward and backward, for a
+    batch of sequences; an MoE block counts router, shared and k routed experts."""
+    forward = (2.0 * layer_matmul_params(cfg, layer)
+               + attention_core_forward_per_token(cfg, seq_len)) * seq_len * batch
     return FlopCount(forward, 2.0 * forward)
 
 

@@ -12,6 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench.analytics.flops import (
+    block_flops,
     dropped_flops,
     hardware_flops_per_token,
     model_flops_per_step,
@@ -27,7 +28,7 @@ from accelbench.analytics.params import (
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import is_moe_layer, moe_layer_count
 from accelbench.config.presets import get_preset, resolve_model
-from accelbench.models.gpt import GPT, MLP
+from accelbench.models.gpt import GPT, MLP, Block
 from accelbench.models.moe import (
     MoE,
     Routing,
@@ -128,6 +129,19 @@ def test_model_flops_match_flop_counter(variant):
     expected = model_flops_per_step(cfg, seq, batch * seq)
     assert fwd == expected.forward
     assert bwd == expected.backward
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_block_flops_match_flop_counter(layer):
+    """The block benchmark's count: Block(cfg, layer) dense (layer 0 here) or MoE."""
+    cfg = _tiny(moe_first_dense=1, n_layer=2)
+    block = Block(cfg, layer)
+    x = torch.randn(2, 32, cfg.d_model, requires_grad=True)
+    out = {}
+    fwd = _count(lambda: out.update(y=block(x)))
+    bwd = _count(lambda: out["y"].backward(torch.ones_like(out["y"])))
+    expected = block_flops(cfg, 32, 2, layer)
+    assert (fwd, bwd) == (expected.forward, expected.backward)
 
 
 def test_moe_flops_convention_by_hand():
