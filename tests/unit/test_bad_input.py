@@ -95,6 +95,8 @@ CASES = [
     case("train --model moe-tiny:moe_gate=relu", "error: model.moe_gate: unknown value 'relu'"),
     case("train --model moe-tiny:capacity_factor=-1", "error: model.capacity_factor: must be 0 "
          "or a positive number, got -1.0"),
+    case("train --model moe-tiny --sparsity 0.5", "error: sparsity: weight sparsity of a "
+         "mixture of experts is not built"),
     case("train --model hf:{dir}/bert", "error: {dir}/bert: model_type: 'bert' is not supported "
          "(allowed: gpt2, gpt_neox, llama, mistral, qwen2, mixtral, qwen2_moe)"),
     case("train --model hf-config:{dir}/missing.json", "error: model: no config file at "

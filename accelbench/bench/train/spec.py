@@ -167,6 +167,10 @@ def _check_sweep_lists(spec: TrainSpec) -> None:
         require_choice("recompute", rc, RECOMPUTE_KINDS)
     validate_sparsity(spec.sparsities, spec.sparsity_pattern, spec.sparsity_mask,
                       spec.model.d_model)
+    if any(spec.sparsities) and spec.model.is_moe:
+        raise ConfigError("sparsity", f"weight sparsity of a mixture of experts is not built "
+                          f"({spec.model.name}'s experts would stay dense)",
+                          "--sparsity 0 with an MoE model")
 
 
 def _check_fp8(spec: TrainSpec) -> None:
