@@ -22,6 +22,9 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.vocab import DTYPES
 
 BLOCKS_PREFIX = "h."  # GPT.h, the blocks: the only place layers are converted
+# kept in high precision inside the blocks: an MoE router's few outputs decide the routing (as
+# torchtitan leaves it out); MoE experts are stacked weights, not nn.Linear, and stay too
+KEPT_NAMES = ("router",)
 FP8_DIM_MULTIPLE = 16  # torch._scaled_mm needs both GEMM dimensions of a weight divisible by 16
 
 
@@ -91,7 +94,7 @@ def convert_blocks(model: nn.Module, recipe: str, emulate: bool, fsdp_float8_all
     chosen: list[str] = []
 
     def in_blocks(module: nn.Module, fqn: str) -> bool:
-        if not fqn.startswith(BLOCKS_PREFIX):
+        if not fqn.startswith(BLOCKS_PREFIX) or fqn.rsplit(".", 1)[-1] in KEPT_NAMES:
             return False
         fits = emulate or (module.in_features % FP8_DIM_MULTIPLE == 0
                            and module.out_features % FP8_DIM_MULTIPLE == 0)

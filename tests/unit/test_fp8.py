@@ -199,3 +199,13 @@ def test_tables_name_how_an_fp8_cell_ran():
     native = {"fp8_mode": "native", "fp8_peak_utilisation": 0.4123}
     assert precision_text(spec, native) == "fp8 rowwise (41.2% of FP8 peak)"
     assert precision_text({"dtype": "bf16"}, native) == "bf16"
+
+
+def test_an_moe_router_stays_in_high_precision():
+    """MoE blocks: attention converts; the router (its few outputs decide the routing) and the
+    experts (stacked weights, not nn.Linear) stay bf16."""
+    model = GPT(get_preset("moe-tiny"))
+    done = convert_blocks(model, "tensorwise", emulate=True, fsdp_float8_all_gather=False)
+    names = float8_layer_names(model)
+    assert names and not any("router" in n or "experts" in n for n in names)
+    assert done.kept == sum(1 for n in _block_linears(model) if n.endswith("router"))
