@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from accelbench.analytics.measured_steps import StepRow, step_errors, validate_measured_steps
 from accelbench.analytics.plan_input import (
     PlanInput,
     PlanOutcome,
@@ -30,6 +31,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
 from accelbench.results.measured import measured_training_runs
+from accelbench.results.measured_steps import measured_step_runs, profiles_by_threads
 from accelbench.results.plan_profile import resolve_profile
 from accelbench.results.store import ResultStore
 from accelbench.results.table import add_plain_row, plain_table
@@ -193,14 +195,40 @@ def _source_table(checked: Validation) -> Table:
     return table
 
 
-def _validate(as_json: bool, efficiency: float | None, db: Path | None,
-              profile: str | None = None) -> None:
+def _measured_steps(store: ResultStore) -> tuple[list[StepRow], list[str]]:
+    """This machine's measured cells against the planner through the store's profiles, and a
+    line for each cell left out (no profile at its thread count)."""
+    profiles = profiles_by_threads(store)
+    runs = measured_step_runs(store)
+    kept = [r for r in runs if r["threads"] in profiles]
+    left = [f"record {r['record_id']}: no profile at {r['threads']} threads (accelbench "
+            f"calibrate --threads {r['threads']})" for r in runs if r["threads"] not in profiles]
+    return validate_measured_steps(kept, profiles), left
+
+
+def _steps_table(rows: list[StepRow]) -> Table:
+    """Predicted against measured seconds per measured cell."""
+    table = plain_table("Predicted vs measured step time on this machine (through its "
+                        "measured profiles)")
+    for col in ("record", "cell", "kind", "measured s", "predicted s", "error", "profile"):
+        table.add_column(col, justify="left" if col in ("cell", "kind", "profile") else "right")
+    for r in rows:
+        add_plain_row(table, str(r.record_id), r.name, r.kind, f"{r.measured_s:.3f}",
+                      f"{r.predicted_s:.3f}", f"{r.error:+.1%}", r.profile)
+    return table
+
+
+def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     """Print each published and measured run's error, the errors per source and overall, and
-    the published runs not modelled with their reasons."""
+    the published runs not modelled with their reasons; then this machine's measured cells
+    against the planner through its profiles."""
     check_efficiency(efficiency)
-    checked = validate_all(measured_training_runs(ResultStore(db, write=False)), efficiency)
+    store = ResultStore(db, write=False)
+    checked = validate_all(measured_training_runs(store), efficiency)
+    steps, left = _measured_steps(store)
     if as_json:
-        print(json.dumps(checked.to_dict(), indent=2))
+        print(json.dumps({**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
+                          "measured_steps_summary": step_errors(steps)}, indent=2))
         return
     _show(_validation_table(checked.published, checked.leave_one_out,
                             "Predicted vs published MFU (left out: the run's source left out of "
@@ -219,6 +247,13 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None,
         if s.get("n"):
             _show(f"{name}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, "
                       f"worst {s['worst_abs_error']:.1%}")
+    if steps:
+        _show(_steps_table(steps))
+    for name, s in step_errors(steps).items():
+        _show(f"measured step time, {name}: n={s['n']:.0f}, median |error| "
+              f"{s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}")
+    for line in left:
+        _show(line)
 
 
 def plan(
@@ -276,7 +311,10 @@ def plan(
         overlap=overlap)
     if validate:
         check_validate(given)
-        _validate(json_out, efficiency, db, profile)
+        if profile is not None:
+            raise ConfigError("profile", "--validate reads every profile of --db itself",
+                              "--validate --db FILE")
+        _validate(json_out, efficiency, db)
         return
     if db is not None and profile is None:
         raise ConfigError("db", "a plan reads no results; --db is for --validate or --profile",

@@ -1,0 +1,141 @@
+"""The planner against this machine's own measured runs, through its measured profile: the
+predicted step time of each block, training and multi-process cell against the measured one;
+no torch.
+
+A run comes as a plain dict (results/measured_steps.py reads them from the store): kind
+("block", "train"), model (a ModelConfig), seq_len, micro_batch, gas, dtype, n_devices, layout
+(dict), recompute, threads (torch threads a process ran with) and measured_s (the median
+step, or the block's forward + backward), record_id. The profile of the same thread count
+times the compute; a multi-process cell takes its collectives from a profile that measured
+them (collectives run one thread a rank).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+from accelbench.analytics.cluster import ClusterSpec
+from accelbench.analytics.efficiency import ProfileRates, layer_cost
+from accelbench.analytics.memory import Kernels
+from accelbench.analytics.profile import MachineProfile
+from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.config.errors import ConfigError
+from accelbench.config.layout import Layout, layout_from_fields
+from accelbench.hardware.specs import DeviceSpec
+
+STEP_RUN_KEYS = ("kind", "model", "seq_len", "micro_batch", "dtype", "threads", "measured_s")
+# accelbench's own model: SDPA attention, no dropout, eager SwiGLU and loss
+ACCELBENCH_KERNELS = Kernels(dropout=False)
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """Predicted against measured seconds of one measured cell."""
+
+    name: str
+    kind: str  # "block", "train" (one process) or "multi-process"
+    measured_s: float
+    predicted_s: float
+    profile: str
+    record_id: int | None = None
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain dict for JSON."""
+        return {**self.__dict__, "error": self.error}
+
+
+def profile_device(profile: MachineProfile) -> DeviceSpec:
+    """A device row for a measured machine: its peaks are the profile's (what its efficiency
+    curves are fractions of), its memory unbounded (step time only is predicted here)."""
+    return DeviceSpec(f"profile:{profile.device_type}", profile.device_name or "measured",
+                      "", profile.device_type or "cpu",
+                      {k: v / 1e12 for k, v in profile.peaks_flops_per_s.items()}, 1e6, None,
+                      "", None, profile.source)
+
+
+def with_collectives(compute: MachineProfile, profiles: list[MachineProfile]) -> MachineProfile:
+    """`compute`, with the collective curves and latencies of the first profile that has
+    them when it has none."""
+    if compute.latency_s:
+        return compute
+    for other in profiles:
+        if other.latency_s:
+            curves = {k: c for k, c in other.curves.items() if k.startswith("collective:")}
+            return replace(compute, curves={**compute.curves, **curves},
+                           latency_s=other.latency_s, collective_ranks=other.collective_ranks)
+    return compute
+
+
+def pick_profile(profiles: dict[int, MachineProfile], threads: int) -> MachineProfile:
+    """The profile measured at `threads` torch threads (one line naming those there are)."""
+    if threads not in profiles:
+        raise ConfigError("profile", f"no profile measured at {threads} threads",
+                          ", ".join(f"{t} threads" for t in sorted(profiles)) or "none")
+    return profiles[threads]
+
+
+def _layout(run: dict[str, Any]) -> Layout:
+    """The run's layout (fields it leaves out: the runtime's defaults) at its micro-batch."""
+    fields = {k: v for k, v in dict(run.get("layout") or {}).items()
+              if k in Layout.__dataclass_fields__}
+    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
+    fields.setdefault("dp", max(1, int(run.get("n_devices", 1)) // (tp * pp)))
+    fields["mb"] = int(run["micro_batch"])
+    fields["recompute"] = run.get("recompute", "none")
+    return layout_from_fields(fields)
+
+
+def predict_step_s(run: dict[str, Any], profile: MachineProfile) -> float:
+    """Predicted seconds of the run's measured unit: a block's forward + backward (one layer,
+    its whole batch), or a training step on one node of n_devices ranks."""
+    cfg, dtype = run["model"], str(run["dtype"])
+    if run["kind"] == "block":
+        cost = layer_cost(ProfileRates(profile, dtype), cfg, int(run["seq_len"]),
+                          int(run["micro_batch"]), 1, 1, False, dtype, True)
+        return cost.model
+    layout = _layout(run)
+    n = layout.world_size
+    cluster = ClusterSpec(profile_device(profile), n, 1, 1.0, 0.0, 1.0, 0.0, profile=profile)
+    setup = TrainSetup(layout.dp * layout.mb * int(run.get("gas", 1)), int(run["seq_len"]),
+                       dtype, fused_attention=True, kernels=ACCELBENCH_KERNELS)
+    return estimate_step(cfg, cluster, setup, layout).step_s
+
+
+def validate_measured_steps(runs: list[dict[str, Any]],
+                            profiles: dict[int, MachineProfile]) -> list[StepRow]:
+    """Each measured cell's predicted against measured seconds, through the profile of the
+    thread count it ran with."""
+    rows = []
+    for run in runs:
+        missing = [k for k in STEP_RUN_KEYS if k not in run]
+        if missing:
+            raise ConfigError("measured run", f"missing keys {missing}", ", ".join(STEP_RUN_KEYS))
+        profile = pick_profile(profiles, int(run["threads"]))
+        n = int(run.get("n_devices", 1))
+        if n > 1:
+            profile = with_collectives(profile, list(profiles.values()))
+        kind = "block" if run["kind"] == "block" else ("multi-process" if n > 1 else "train")
+        layout = run.get("layout") or {}
+        name = (f"{run['model'].name} {kind} s={run['seq_len']} b={run['micro_batch']}"
+                + (f" {','.join(f'{k}={v}' for k, v in layout.items())}" if n > 1 else ""))
+        rows.append(StepRow(name, kind, float(run["measured_s"]), predict_step_s(run, profile),
+                            profile.source, run.get("record_id")))
+    return rows
+
+
+def step_errors(rows: list[StepRow]) -> dict[str, dict[str, float]]:
+    """Median and worst |error| per kind and overall."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in [*dict.fromkeys(r.kind for r in rows), "overall"]:
+        errors = [abs(r.error) for r in rows if kind in ("overall", r.kind)]
+        if errors:
+            out[kind] = {"n": len(errors), "median_abs_error": statistics.median(errors),
+                         "worst_abs_error": max(errors)}
+    return out
