@@ -207,7 +207,7 @@ class GPT(nn.Module):
         if targets is None:
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
-        if self.cfg.aux_loss_coef > 0:  # mixture of experts: the load-balancing loss
+        if self.cfg.aux_loss_coef > 0 and self.cfg.is_moe:  # MoE: the load-balancing loss
             loss = loss + self.cfg.aux_loss_coef * aux_loss_of(self.h)
         return logits, loss
 

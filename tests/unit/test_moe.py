@@ -255,6 +255,18 @@ def test_no_aux_loss_without_its_coefficient():
     assert all(m.aux_loss is None for m in moe_layers(model))
 
 
+@pytest.mark.parametrize("spec", ["moe-tiny:experts=0", "moe-tiny:moe_first_dense=2"])
+def test_a_coefficient_without_moe_layers_trains_dense(spec):
+    """A preset made dense by an override keeps its aux_loss_coef; no loss is added."""
+    cfg = resolve_model(spec).with_changes(vocab_size=256)
+    assert cfg.aux_loss_coef > 0 and not cfg.is_moe
+    model = GPT(cfg)
+    idx = torch.randint(0, cfg.vocab_size, (1, 8))
+    logits, loss = model(idx, idx)
+    ce = torch.nn.functional.cross_entropy(logits.view(-1, cfg.vocab_size), idx.reshape(-1))
+    assert loss.item() == ce.item() and not moe_layers(model)
+
+
 def _split_dispatch(x: torch.Tensor, routing: Routing, experts) -> torch.Tensor:
     """What an expert-parallel dispatch does, in one process: two halves of the experts, each
     computing the rows of its own experts, then one combine."""
