@@ -1,6 +1,6 @@
 """FP8 (torchao float8, emulated on CPU) under launched ranks: FSDP2 (ZeRO-3 with the float8
-all-gather of tensorwise scaling, ZeRO-2 rowwise without it) trains, and the fp8 cell's loss
-follows the bf16 cell's of the same layout."""
+all-gather of tensorwise scaling, ZeRO-2 rowwise without it) and DDP with ZeRO-1 train, and the
+fp8 cell's loss follows the bf16 cell's of the same layout."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ LOSS_TOLERANCE_NATS = 0.1  # as tests/unit/test_fp8.py, where it is justified
 
 
 @pytest.mark.parametrize("layout,recipe,all_gather", [("dp=2,zero=3", "tensorwise", True),
-                                                      ("dp=2,zero=2", "rowwise", False)])
-def test_fp8_trains_under_fsdp2_on_two_ranks(layout, recipe, all_gather):
+                                                      ("dp=2,zero=2", "rowwise", False),
+                                                      ("dp=2,zero=1", "tensorwise", False)])
+def test_fp8_trains_data_parallel_on_two_ranks(layout, recipe, all_gather):
     spec = TrainSpec(model=TINY, seq_lens=(32,), micro_batches=(2,), gas=(2,),
                      dtypes=("bf16", "fp8"), steps=3, warmup_steps=1, device="cpu", nproc=2,
                      cell_timeout_s=600, layout=layout, lr=1e-2, lr_warmup_steps=0,
