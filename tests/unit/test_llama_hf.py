@@ -143,3 +143,23 @@ def test_training_starts_from_a_llama_checkpoint(tmp_path):
     expected = torch.nn.functional.cross_entropy(logits.reshape(-1, SHAPE["vocab_size"]),
                                                  idx[:, 1:].reshape(-1))
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "gpt_neox"])
+def test_older_families_dispatch_by_model_type(kind, tmp_path):
+    """GPT-2 and GPT-NeoX folders go through the same hf:DIR entry point, logits equal too."""
+    import transformers
+
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        theirs = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=211, n_positions=64, n_embd=64, n_layer=2, n_head=4))
+    else:
+        theirs = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+            vocab_size=211, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
+            num_attention_heads=4, max_position_embeddings=64, rotary_pct=0.25))
+    theirs.eval().save_pretrained(tmp_path)
+    ours = gpt_from_hf_dir(tmp_path).eval()
+    idx = torch.randint(0, 211, (2, 40))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(idx), theirs(idx).logits, rtol=1e-5, atol=1e-5)
