@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import ClusterSpec
+from accelbench.analytics.comm import allreduce_bytes_per_rank, gather_bytes_per_rank
 from accelbench.analytics.efficiency import (
     HBM_EFFICIENCY,
     BuiltinRates,
@@ -241,6 +242,24 @@ def link_rate(cluster: ClusterSpec, span: int, op: str, message_bytes: float
     return cluster.link(span)
 
 
+def collectives_s(cluster: ClusterSpec, span: int, op: str, volume_per_rank: float,
+                  ranks: int, n_ops: int) -> float:
+    """Seconds of n_ops collectives moving `volume_per_rank` of ring volume in all over a group
+    spanning `span` devices: each at the profile's bus bandwidth for its message and never less
+    than its measured latency (a profile inside a node), else on the link
+    (comm.collective_time_s)."""
+    profile = cluster.profile
+    if profile is not None and span <= cluster.devices_per_node and \
+            f"collective:{op}" in profile.curves:
+        per_op = volume_per_rank / n_ops
+        message = per_op / (allreduce_bytes_per_rank(1.0, ranks) if op == "all_reduce"
+                            else gather_bytes_per_rank(1.0, ranks))
+        return n_ops * max(profile.latency_s.get(op, 0.0),
+                           per_op / profile.bus_bytes_per_s(op, message))
+    bw, lat = cluster.link(span)
+    return comm.collective_time_s(volume_per_rank, ranks, bw, lat, n_ops)
+
+
 def _tp_cp_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
                    cost: LayerCost) -> tuple[float, float]:
     """Exposed TP collectives and CP ring seconds of one layer and micro-batch under the
@@ -248,10 +267,10 @@ def _tp_cp_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
     spans = layout.spans()
     # under context parallelism a rank's activations are its s/cp tokens
     message = comm.tp_message_bytes(cfg, setup.seq_len // layout.cp, layout.mb, setup.dtype)
-    bw, lat = link_rate(cluster, spans["tp"], "all_reduce", message)
     n_ops = comm.tp_collectives_per_layer(layout.recompute)
-    tp_s = comm.collective_time_s(n_ops * comm.allreduce_bytes_per_rank(message, layout.tp),
-                                  layout.tp, bw, lat, n_ops)
+    tp_s = collectives_s(cluster, spans["tp"], "all_reduce",
+                         n_ops * comm.allreduce_bytes_per_rank(message, layout.tp), layout.tp,
+                         n_ops) if layout.tp > 1 else 0.0
     if setup.overlap == "megascale":
         tp_s = max(0.0, tp_s - cost.gemm_fwd - cost.gemm_bwd)
     cp_s = 0.0
@@ -294,9 +313,9 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     grad_bytes = _largest_stage_params(cfg, layout) * training_widths(setup.dtype).grads
     volume = comm.dp_bytes_per_rank(grad_bytes, group, layout.zero, n_micro, layout.pp)
     ops = comm.dp_collective_ops(layout.zero, n_micro, layout.pp)
-    bw, lat = link_rate(cluster, layout.spans()["dp"],
-                        "all_reduce" if layout.zero < 2 else "reduce_scatter", grad_bytes)
-    total = comm.collective_time_s(volume, group, bw, lat, ops)
+    total = collectives_s(cluster, layout.spans()["dp"],
+                          "all_reduce" if layout.zero < 2 else "reduce_scatter", volume, group,
+                          ops)
     if setup.overlap == "none":
         return total
     backward = slot_model_s * 2 / 3 + slot_rerun_s
