@@ -21,7 +21,7 @@ from accelbench.config.preset_registry import register
 
 GENSLM_VOCAB = 69  # codon_wordlevel_69vocab.json: 5 special tokens + 64 codons
 GENSLM_ROTARY_PCT = 0.25
-NEOX_ROTARY_BASE = 10000  # the only base our Rotary module implements
+NEOX_ROTARY_BASE = 10000  # GPT-NeoX's default rotary base (rotary_emb_base / rope_theta)
 GENSLM_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "genslm"
 
 # Hugging Face activation names -> ours. gelu_fast, gelu_new and gelu_pytorch_tanh are all
@@ -97,21 +97,18 @@ def _read_json(path: Path) -> dict[str, Any]:
             raise ConfigError("model", f"{path} is not a JSON file: {exc}") from exc
 
 
-def _rotary_settings(raw: Mapping[str, Any], where: str) -> float:
-    """rotary_pct from the old fields or transformers 5's rope_parameters; base must be 10000."""
+def _rotary_settings(raw: Mapping[str, Any], where: str) -> tuple[float, float]:
+    """(rotary_pct, base) from the old fields or transformers 5's rope_parameters."""
     if raw.get("rope_scaling"):
         raise ConfigError(f"{where}: rope_scaling", "scaled rotary embedding is not supported",
                           "null")
     rope = raw.get("rope_parameters") or {}
     pct = raw.get("rotary_pct", rope.get("partial_rotary_factor", GENSLM_ROTARY_PCT))
     base = raw.get("rotary_emb_base", rope.get("rope_theta", NEOX_ROTARY_BASE))
-    if float(base) != NEOX_ROTARY_BASE:
-        raise ConfigError(f"{where}: rotary_emb_base", f"{base} is not supported",
-                          str(NEOX_ROTARY_BASE))
     if rope.get("rope_type", "default") != "default":
         raise ConfigError(f"{where}: rope_type", f"{rope['rope_type']!r} is not supported",
                           "default")
-    return float(pct)
+    return float(pct), float(base)
 
 
 def _check_neox_fields(raw: Mapping[str, Any], where: str) -> None:
@@ -153,6 +150,7 @@ def model_from_neox_config(
         raw, where = _read_json(path), str(path)
         name = name or path.stem
     _check_neox_fields(raw, where)
+    rotary_pct, rotary_base = _rotary_settings(raw, where)
     cfg = ModelConfig(
         name=name or "neox-config",
         n_layer=raw["num_hidden_layers"],
@@ -162,7 +160,8 @@ def model_from_neox_config(
         n_positions=raw.get("max_position_embeddings", 2048),
         d_ff=raw["intermediate_size"],
         position="rotary",
-        rotary_pct=_rotary_settings(raw, where),
+        rotary_pct=rotary_pct,
+        rotary_base=rotary_base,
         parallel_residual=bool(raw.get("use_parallel_residual", True)),
         tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
         activation=_NEOX_ACTIVATIONS[raw.get("hidden_act", "gelu")],

@@ -87,8 +87,9 @@ def test_reader_defaults_and_literals(tmp_path: Path) -> None:
     path.write_text(json.dumps(raw)[:-1] + ', "use_deepspeed_checkpointing": True, '
                     '"note": "True stays a string", "use_parallel_residual": False}')
     assert model_from_neox_config(path).parallel_residual is False
-    bad = [({"hidden_act": "relu"}, "hidden_act"), ({"rotary_emb_base": 500000}, "rotary_emb_base"),
-           ({"model_type": "gpt2"}, "model_type"), ({"attention_bias": False}, "attention_bias"),
+    assert model_from_neox_config({**raw, "rotary_emb_base": 500000}).rotary_base == 500000
+    bad = [({"hidden_act": "relu"}, "hidden_act"), ({"model_type": "gpt2"}, "model_type"),
+           ({"attention_bias": False}, "attention_bias"),
            ({"rotary_pct": 0.2}, "rotary_pct")]
     for change, field in bad:
         with pytest.raises(ConfigError, match=field):
@@ -103,13 +104,14 @@ def test_qkv_reorder_by_hand() -> None:
     assert neox_qkv_to_ours(neox, 2).tolist() == [10.0, 11.0, 20.0, 21.0, 30.0, 31.0]
 
 
-def _randomised_hf_neox(parallel: bool):
+def _randomised_hf_neox(parallel: bool, base: float = 10000.0):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     hf_cfg = GPTNeoXConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
                            intermediate_size=256, vocab_size=69, rotary_pct=0.25,
                            max_position_embeddings=128, hidden_act="gelu_fast",
-                           use_parallel_residual=parallel, tie_word_embeddings=False)
+                           use_parallel_residual=parallel, tie_word_embeddings=False,
+                           rotary_emb_base=base)
     torch.manual_seed(1)
     model = GPTNeoXForCausalLM(hf_cfg).eval()
     with torch.no_grad():  # random biases and norms too, so a mislaid one shows
@@ -118,11 +120,12 @@ def _randomised_hf_neox(parallel: bool):
     return hf_cfg, model
 
 
-@pytest.mark.parametrize("parallel", [True, False])
-def test_same_logits_as_hugging_face_neox(parallel: bool) -> None:
-    hf_cfg, hf_model = _randomised_hf_neox(parallel)
+@pytest.mark.parametrize("parallel,base", [(True, 10000.0), (False, 10000.0), (True, 50.0)])
+def test_same_logits_as_hugging_face_neox(parallel: bool, base: float) -> None:
+    hf_cfg, hf_model = _randomised_hf_neox(parallel, base)
     cfg = model_from_neox_config(hf_cfg.to_dict(), name="tiny-neox")
     assert cfg.parallel_residual is parallel and cfg.rotary_pct == 0.25
+    assert cfg.rotary_base == base  # a base other than NeoX's default is built, not refused
     ours = GPT(cfg).eval()
     load_neox_state_dict(ours, hf_model.state_dict())
     ids = torch.tensor([CodonTokenizer().encode(read_fasta(builtin_genomes()[0])[0].sequence)[:48]])
