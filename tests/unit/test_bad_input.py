@@ -97,6 +97,7 @@ CASES = [
          "or a positive number, got -1.0"),
     case("train --model moe-tiny --sparsity 0.5", "error: sparsity: weight sparsity of a "
          "mixture of experts is not built"),
+    case("train --model moe-tiny --dtype fp8", "error: dtype: fp8 with a mixture of experts"),
     case("train --model hf:{dir}/bert", "error: {dir}/bert: model_type: 'bert' is not supported "
          "(allowed: gpt2, gpt_neox, llama, mistral, qwen2, mixtral, qwen2_moe)"),
     case("train --model hf-config:{dir}/missing.json", "error: model: no config file at "

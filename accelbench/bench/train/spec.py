@@ -187,6 +187,10 @@ def _check_fp8(spec: TrainSpec) -> None:
         raise ConfigError("dtype", "fp8 with --sparsity: masked weights in float8 GEMMs are "
                           "not built (neither the sparse nor the FP8 speed would be measured)",
                           "fp8 with --sparsity 0, or sparsity with fp32, fp16, bf16")
+    if spec.model.is_moe:
+        raise ConfigError("dtype", f"fp8 with a mixture of experts: {spec.model.name}'s experts "
+                          "are not converted to float8 (their GEMMs would run in bf16)",
+                          "fp32, fp16 or bf16 with an MoE model")
     torchao_float8()  # one line and exit 2 where torchao is missing
 
 
