@@ -18,7 +18,6 @@ analytics/published.py fit_gemm_top; docs/planner.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from accelbench.analytics.flops import attention_core_forward_per_token
 from accelbench.analytics.kernels import gemm_flops
@@ -196,11 +195,29 @@ def _core_s(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: int,
             4 * one + rates.stream_s(SCORE_VALUES[1] * scores))
 
 
-@lru_cache(maxsize=4096)
+_COSTS: dict[tuple, tuple[Rates, ModelConfig, LayerCost]] = {}
+
+
 def layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: int, sp: bool,
                dtype: str, fused_attention: bool) -> LayerCost:
-    """One layer's and the head's seconds for one micro-batch on one rank (cached by shape:
-    the planner asks for the same few shapes for thousands of layouts)."""
+    """One layer's and the head's seconds for one micro-batch on one rank, cached by shape
+    (the planner asks for the same few shapes for thousands of layouts; keyed on the rates'
+    and the model's identity, which the entry keeps alive, as hashing a ModelConfig's many
+    fields every call cost more than the arithmetic)."""
+    key = (id(rates), id(cfg), seq, mb, cp, tp, sp, dtype, fused_attention)
+    hit = _COSTS.get(key)
+    if hit is not None and hit[0] is rates and hit[1] is cfg:
+        return hit[2]
+    if len(_COSTS) > 65536:
+        _COSTS.clear()
+    cost = _layer_cost(rates, cfg, seq, mb, cp, tp, sp, dtype, fused_attention)
+    _COSTS[key] = (rates, cfg, cost)
+    return cost
+
+
+def _layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: int, sp: bool,
+                dtype: str, fused_attention: bool) -> LayerCost:
+    """layer_cost's arithmetic."""
     tokens = seq * mb // cp
     width = training_widths(dtype).activations
     gemm_fwd, gemm_bwd = _gemms_s(rates, block_gemm_shapes(cfg, tokens, tp))
