@@ -122,9 +122,8 @@ def validate_measured_steps(runs: list[dict[str, Any]],
         if n > 1:
             profile = with_collectives(profile, list(profiles.values()))
         kind = "block" if run["kind"] == "block" else ("multi-process" if n > 1 else "train")
-        layout = run.get("layout") or {}
         name = (f"{run['model'].name} {kind} s={run['seq_len']} b={run['micro_batch']}"
-                + (f" {','.join(f'{k}={v}' for k, v in layout.items())}" if n > 1 else ""))
+                + (f" {_layout(run).label()}" if n > 1 else ""))
         rows.append(StepRow(name, kind, float(run["measured_s"]), predict_step_s(run, profile),
                             profile.source, run.get("record_id")))
     return rows
