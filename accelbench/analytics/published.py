@@ -61,6 +61,8 @@ class ValidationRow:
     source_key: str = ""
     notes: str = ""
     fp8_peak_utilisation: float | None = None
+    framework: str = ""  # the run's framework and the overlap it was predicted with
+    overlap: str = ""
 
     @property
     def error(self) -> float:
@@ -104,7 +106,7 @@ def validate_published(efficiency: float | None = None,
             result.step.tokens_per_s / run.n_devices, result.memory.total / GB,
             result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag, run.source,
             run.oracle_kind, run.oracle_value, run.fused_attention, run.run_id, run.source_key,
-            run.notes, result.step.fp8_peak_utilisation))
+            run.notes, result.step.fp8_peak_utilisation, run.framework, run.overlap))
     return rows
 
 
