@@ -408,11 +408,11 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
                            "tensor-parallel DTensor parameters)",
          lambda lay, t, m: "zero=0, 2 or 3 with tp > 1"),
-    Rule("ep with zero", RUNTIME, "layout.zero", lambda lay, t, m: lay.ep > 1 and lay.zero > 0,
-         lambda lay, t, m: f"zero={lay.zero} with ep={lay.ep}: accelbench's runtime shards no "
-                           "state of expert-parallel layouts yet (ZeRO over the dense and the "
-                           "expert-data-parallel groups is not built)",
-         lambda lay, t, m: "zero=0 with ep > 1"),
+    Rule("ep with zero-1", RUNTIME, "layout.zero", lambda lay, t, m: lay.ep > 1 and lay.zero == 1,
+         lambda lay, t, m: f"zero=1 with ep={lay.ep} (ZeroRedundancyOptimizer over dp would "
+                           "hand one rank's experts to another; ZeRO-1 over the expert-data-"
+                           "parallel group is not built)",
+         lambda lay, t, m: "zero=0, 2 or 3 with ep > 1"),
     Rule("ep with tp", RUNTIME, "layout.tp", lambda lay, t, m: lay.ep > 1 and lay.tp > 1,
          lambda lay, t, m: f"tp={lay.tp} with ep={lay.ep}: tensor parallelism of the dense part "
                            "beside expert parallelism is not built by accelbench's runtime",

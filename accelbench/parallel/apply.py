@@ -11,9 +11,10 @@ Data parallelism by ZeRO stage (Rajbhandari et al.):
 - zero=3: FSDP2 fully_shard with reshard_after_forward=True (parameters gathered per block again
   in the backward).
 FSDP2 shards each block as its own unit, then the root (embeddings, final norm, tied head).
-Expert parallelism (ep > 1, zero 0): each rank keeps its E / ep experts of every MoE layer
-(parallel/expert.py), and DataParallelGradSync takes DDP's place, averaging dense gradients over
-dp and expert gradients over the expert-data-parallel group.
+Expert parallelism (ep > 1): each rank keeps its E / ep experts of every MoE layer
+(parallel/expert.py); at zero 0 DataParallelGradSync takes DDP's place, averaging dense
+gradients over dp and expert gradients over the expert-data-parallel group; at zero 2/3 the
+experts are FSDP2-sharded over the expert-data-parallel group, the rest over dp.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from accelbench.config.layout import Layout
 from accelbench.models.gpt import GPT, Block, set_recompute
 from accelbench.parallel.dist import ExpertGroups
-from accelbench.parallel.expert import place_experts
+from accelbench.parallel.expert import place_experts, shard_experts
 from accelbench.parallel.grad_sync import DataParallelGradSync
 from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
 
@@ -39,6 +40,8 @@ def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
     (zero 2/3) over the dp mesh dimension."""
     if layout.zero >= 2:
         reshard = layout.zero == 3
+        if experts is not None:  # experts over their own (expert-data-parallel) group first
+            shard_experts(blocks, layout, experts, next(module.parameters()).device.type)
         for block in blocks:
             fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard)
         fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)

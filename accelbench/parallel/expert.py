@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
 
 from accelbench.config.layout import Layout
 from accelbench.models.moe import (
@@ -122,6 +124,24 @@ def place_experts(model: nn.Module, layout: Layout, mesh) -> ExpertGroups | None
     groups = expert_groups(layout, mesh)
     apply_expert_parallel(model, layout, groups)
     return groups
+
+
+def shard_experts(blocks: list[nn.Module], layout: Layout, groups: ExpertGroups,
+                  device_type: str) -> None:
+    """ZeRO-2/3 under ep: each MoE layer's experts FSDP2-sharded over the expert-data-parallel
+    group (before the blocks are, over dp); their reduce-scatter divided by dp, as the ep
+    group's tokens are already summed into them (the rule of grad_sync.py)."""
+    mesh = DeviceMesh.from_group(groups.edp_group, device_type)
+    for moe in (m for block in blocks for m in moe_layers(block)):
+        fully_shard(moe.experts, mesh=mesh, reshard_after_forward=layout.zero == 3)
+        moe.experts.set_gradient_divide_factor(float(layout.dp))
+        # a divide factor other than the group's size is NCCL's PREMUL_SUM, which gloo lacks:
+        # a plain sum with the division beside it, on every backend. Not on a group of one,
+        # where torch (2.13) would divide twice (its copy path and the post-division)
+        if groups.edp_size > 1:
+            moe.experts.set_force_sum_reduction_for_comms(True)
+        for p in moe.experts.parameters():  # fully_shard made new (DTensor) parameters
+            setattr(p, EXPERT_SHARDS_ATTR, layout.ep)
 
 
 def placed_moe_layers(placed: object) -> list[MoE]:

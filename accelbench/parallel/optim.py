@@ -109,7 +109,7 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
         if isinstance(p.grad, DTensor):
             local, shards = _local_grad(p.grad)
             total += (torch.linalg.vector_norm(local.detach()).to(torch.float64) ** 2
-                      * shards / holders)
+                      * shards * getattr(p, EXPERT_SHARDS_ATTR, 1) / holders)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(total)
     return total.sqrt()

@@ -142,7 +142,8 @@ class PipelineRunner:
         if self.layout.zero >= 2:  # FSDP2 on the stage: the schedule defers its reduce-scatter
             tied_copy = getattr(module.lm_head, "weight", None) if module.lm_head else None
             marked = tied_copy is not None and getattr(tied_copy, TIED_COPY_ATTR, False)
-            module = wrap_data_parallel(module, blocks, self.layout, self.parallel_mesh)
+            module = wrap_data_parallel(module, blocks, self.layout, self.parallel_mesh,
+                                        self.experts)
             if marked:  # fully_shard swaps in new (DTensor) parameters: mark the copy again
                 setattr(module.lm_head.weight, TIED_COPY_ATTR, True)
             return module
