@@ -37,6 +37,22 @@ IGNORED_SPEC_FIELDS: dict[str, str] = {
     FINGERPRINT_KEY: "the fingerprint itself",
 }
 
+# Fields added to a spec (or to its model or layout) after fingerprint version 1, with the
+# default that measures what the cell measured before they existed: at that default they are
+# left out of the hash, so a cell recorded by an older accelbench keeps its fingerprint and a
+# resumed sweep skips it; at any other value they are hashed (they change the measurement).
+ADDED_AT_DEFAULT: dict[str, dict[str, Any]] = {
+    "": {"fp8_recipe": None},
+    "layout": {"cp": 1, "ep": 1, "pp_first": 0, "pp_last": 0},
+    "model": {"norm": "layernorm", "bias": True, "qkv_bias": False, "n_kv_head": 0,
+              "rotary_base": 10000.0, "rope_scaling": "none", "rope_factor": 8.0,
+              "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
+              "rope_original_positions": 8192, "n_experts": 0, "moe_top_k": 2,
+              "moe_gate": "softmax", "moe_norm_topk": True, "n_shared_experts": 0,
+              "moe_shared_gate": False, "moe_ffn_dim": 0, "capacity_factor": 0.0,
+              "aux_loss_coef": 0.0, "moe_every": 1, "moe_first_dense": 0},
+}
+
 # Environment fields that identify the machine and its software.
 MACHINE_FIELDS: dict[str, str] = {
     "device_type": "cpu, cuda, xpu, ...",
@@ -80,16 +96,23 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def _kept(key: str, value: Any, parent: str) -> bool:
+    """Whether a spec field counts: not ignored, and not a later field at its old default."""
+    added = ADDED_AT_DEFAULT.get(parent, {})
+    return key not in IGNORED_SPEC_FIELDS and not (key in added and added[key] == value)
+
+
 def spec_identity(spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec without IGNORED_SPEC_FIELDS, at any depth."""
-    def strip(value: Any) -> Any:
+    """The spec without IGNORED_SPEC_FIELDS at any depth, nor ADDED_AT_DEFAULT fields at
+    their defaults (top level, and in any dict held under 'model' or 'layout')."""
+    def strip(value: Any, parent: str) -> Any:
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in IGNORED_SPEC_FIELDS}
+            return {k: strip(v, k) for k, v in value.items() if _kept(k, v, parent)}
         if isinstance(value, list | tuple):
-            return [strip(v) for v in value]
+            return [strip(v, parent) for v in value]
         return value
 
-    return strip(spec)
+    return strip(spec, "")
 
 
 def machine_identity(environment: dict[str, Any]) -> dict[str, Any]:
