@@ -413,10 +413,11 @@ RULES: tuple[Rule, ...] = (
                            "hand one rank's experts to another; ZeRO-1 over the expert-data-"
                            "parallel group is not built)",
          lambda lay, t, m: "zero=0, 2 or 3 with ep > 1"),
-    Rule("ep with tp", RUNTIME, "layout.tp", lambda lay, t, m: lay.ep > 1 and lay.tp > 1,
-         lambda lay, t, m: f"tp={lay.tp} with ep={lay.ep}: tensor parallelism of the dense part "
-                           "beside expert parallelism is not built by accelbench's runtime",
-         lambda lay, t, m: "tp=1 with ep > 1"),
+    Rule("sp with experts", RUNTIME, "layout.sp",
+         lambda lay, t, m: lay.sp and n_experts(t.model) > 0,
+         lambda lay, t, m: f"sequence parallelism with {t.model.name}'s mixture-of-experts "
+                           "blocks: the MoE layer does not take the sequence-sharded stream yet",
+         lambda lay, t, m: "sp=off with an MoE model"),
     Rule("pp with aux loss", RUNTIME, "layout.pp",
          lambda lay, t, m: lay.pp > 1 and n_experts(t.model) > 0
          and getattr(t.model, "aux_loss_coef", 0) > 0,

@@ -115,6 +115,10 @@ CASES = [
     case("train --model hf-config:{dir}/gqa3.json --nproc 2 --device cpu --layout tp=2",
          "error: layout.tp: tp=2 neither divides the 3 key/value heads nor is a multiple of "
          "them"),
+    case("train --model moe-tiny --nproc 3 --device cpu --layout ep=3", "error: layout.ep: "
+         "ep=3 does not divide the 8 experts"),
+    case("train --nproc 2 --device cpu --layout ep=2", "error: layout.ep: ep=2: expert "
+         "parallelism splits mixture-of-experts layers, and model gpt2-xl has none"),
     case("train --nproc 2 --device cpu --max-micro-batch", "error: max-micro-batch: the "
          "largest-micro-batch search runs on one process only"),
     case("train --json --output {dir}/missing/out.json", "error: output: '{dir}/missing/"

@@ -218,7 +218,7 @@ def test_planner_and_runtime_agree_on_a_grid() -> None:
     assert seen == {rule.key for rule in RULES} - {"batch", "devices", "kv share"}
 
 
-EP_RULES = ("expert model", "experts", "expert data", "ep with zero-1", "ep with tp",
+EP_RULES = ("expert model", "experts", "expert data", "ep with zero-1", "sp with experts",
             "pp with aux loss")
 
 
@@ -237,8 +237,8 @@ def test_expert_parallel_is_carved_out_of_data_parallel() -> None:
 
 def test_expert_parallel_rules() -> None:
     """A dense model takes no ep; experts refuse an ep not dividing them or dp (arithmetic);
-    ZeRO-1 and TP beside ep, and pipelines with the auxiliary loss, are the runtime's
-    limits."""
+    ZeRO-1 beside ep, sequence parallelism of MoE blocks and pipelines with the auxiliary loss
+    are the runtime's limits."""
     with pytest.raises(ConfigError, match="has none") as err:
         validate_layout(Layout(dp=2, ep=2), CFG, 2, 1)
     assert err.value.field == "layout.ep"
@@ -247,11 +247,12 @@ def test_expert_parallel_rules() -> None:
     assert validate_layout(Layout(dp=4, ep=2), moe, 4, 1).ep == 2
     assert validate_layout(Layout(dp=8, ep=8), moe, 8, 1).ep == 8
     assert validate_layout(Layout(dp=4, ep=2, zero=3), moe, 4, 1).zero == 3
+    assert validate_layout(Layout(dp=2, tp=2, ep=2), moe, 4, 1).tp == 2
     for lay, key, field, words in (
             (Layout(dp=3, ep=3), "experts", "ep", "does not divide the 8 experts"),
             (Layout(dp=2, ep=4), "expert data", "ep", "does not divide dp=2"),
             (Layout(dp=2, ep=2, zero=1), "ep with zero-1", "zero", "zero=1 with ep=2"),
-            (Layout(dp=2, tp=2, ep=2), "ep with tp", "tp", "tp=2 with ep=2"),
+            (Layout(dp=2, tp=2, ep=2, sp=True), "sp with experts", "sp", "sequence-sharded"),
             (Layout(dp=2, pp=2, ep=2), "pp with aux loss", "pp", "do not add it")):
         with pytest.raises(ConfigError, match=words) as err:
             validate_layout(lay, moe, lay.world_size, 2)
