@@ -89,6 +89,13 @@ def check_efficiency(efficiency: float | None) -> float | None:
     return efficiency
 
 
+def check_compute_source(efficiency: float | None, with_profile: bool) -> None:
+    """One source of compute rates: --efficiency (the built-in curves' top) or --profile."""
+    if with_profile and efficiency is not None:
+        raise ConfigError("efficiency", "--efficiency replaces the built-in curves' top; with "
+                          "--profile the measured curves apply", "--profile or --efficiency")
+
+
 def check_validate(given: PlanInput) -> None:
     """--validate compares the planner with published and measured runs and reads only
     --efficiency of the plan's options: any other one given with it would be ignored."""
@@ -155,9 +162,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
     set-up and --layout fields; a measured profile (the CLI loads it) times the compute and
     the collectives inside a node, in place of the built-in curves."""
     check_efficiency(given.efficiency)
-    if profile is not None and given.efficiency is not None:
-        raise ConfigError("efficiency", "--efficiency replaces the built-in curves' top; with "
-                          "--profile the measured curves apply", "--profile or --efficiency")
+    check_compute_source(given.efficiency, profile is not None)
     require_choice("overlap", given.overlap, tuple(OVERLAP_MODES))
     require_choice("dtype", given.dtype, PEAK_PRECISIONS)
     require_choice("optimizer", given.optimizer, OPTIMIZERS)

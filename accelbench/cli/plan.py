@@ -18,6 +18,7 @@ from accelbench.analytics.plan_input import (
     PlanInput,
     PlanOutcome,
     PlanRequest,
+    check_compute_source,
     check_efficiency,
     check_validate,
     resolve_plan_input,
@@ -319,6 +320,7 @@ def plan(
     if db is not None and profile is None:
         raise ConfigError("db", "a plan reads no results; --db is for --validate or --profile",
                           "--validate --db FILE, --profile ID|latest --db FILE")
+    check_compute_source(efficiency, profile is not None)
     measured = resolve_profile(profile, db) if profile is not None else None
     request = resolve_plan_input(given, measured)
     outcome = run_plan(request)

@@ -9,6 +9,8 @@ from typing import Any
 
 from accelbench.analytics.profile import MachineProfile, profile_from_metrics
 from accelbench.config.errors import ConfigError
+from accelbench.config.paths import default_db_path
+from accelbench.results.dbfile import check_path
 from accelbench.results.profile import PROFILE_KIND, load_profile
 from accelbench.results.store import ResultStore
 
@@ -33,11 +35,12 @@ def _record_from_file(path: Path) -> dict[str, Any]:
 def resolve_profile(text: str, db: Path | None) -> MachineProfile:
     """The profile `text` names: 'latest' (the store's newest), a record id, or a file."""
     if text == "latest" or text.isdigit():
-        store = ResultStore(db, write=False)
-        if not store.path.is_file():
-            raise ConfigError("profile", f"no results store at '{store.path}'",
+        path = check_path(default_db_path() if db is None else db, write=False)
+        if not path.is_file():
+            raise ConfigError("profile", f"no results store at '{path}'",
                               "--db FILE where 'accelbench calibrate' has run")
-        return load_profile(store, None if text == "latest" else int(text))
+        return load_profile(ResultStore(path, write=False),
+                            None if text == "latest" else int(text))
     path = Path(text).expanduser()
     if not path.is_file():
         raise ConfigError("profile", f"{text!r} is not a record id, 'latest' or a file",

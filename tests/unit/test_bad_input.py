@@ -175,6 +175,11 @@ CASES = [
     case("plan --sparsity 0.6 --sparsity-pattern 2:4", "error: sparsity: 2:4 keeps exactly "
          "half the weights, got 0.6"),
     case("plan --validate --seq 4096", "error: validate: --validate does not use --seq"),
+    case("plan --overlap async", "error: overlap: unknown value 'async'"),
+    case("plan --profile {dir}/afile", "error: profile: cannot read"),
+    case("plan --profile latest --db {dir}/results.db", "error: profile: no results store at"),
+    case("plan --profile {dir}/afile --efficiency 0.5", "error: efficiency: --efficiency "
+         "replaces"),
     case("plan --db {dir}/results.db", "error: db: a plan reads no results; --db is for "
          "--validate"),
     # data
