@@ -223,3 +223,31 @@ def test_bad_planner_input_is_one_line_and_exit_2(monkeypatch, capsys, args, lin
     code, out, err = run_main(monkeypatch, capsys, "plan", *args)
     assert code == 2 and out == ""
     assert err.strip().startswith(line) and len(err.strip().splitlines()) == 1
+
+
+def test_a_profiles_collectives_time_the_data_parallel_reduction_by_hand() -> None:
+    """Inside a node a profile's bus bandwidth times a collective (ring volume per rank over
+    busbw, nccl-tests), never less than its measured latency; a compute profile without
+    collectives takes another profile's (a launched rank's profile at one thread)."""
+    from accelbench.analytics.comm import dp_bytes_per_rank
+    from accelbench.analytics.measured_steps import profile_device, with_collectives
+    from accelbench.analytics.memory import stage_params
+    from accelbench.analytics.steptime import collectives_s
+
+    comm_only = replace(_profile(), curves={"collective:all_reduce": Curve((1e3, 1e9),
+                                                                          (1e8, 1e10))},
+                        latency_s={"all_reduce": 1e-3}, collective_ranks=2)
+    profile = with_collectives(_profile(), [comm_only])
+    assert "gemm:fp32:forward" in profile.curves and profile.latency_s == {"all_reduce": 1e-3}
+    cluster = replace(make_cluster(profile_device(profile), 1, devices_per_node=2),
+                      profile=profile)
+    grads = stage_params(SMALL, 1, 1, "first", layers=2) * 4  # fp32 gradients, bytes
+    volume = dp_bytes_per_rank(grads, 2, 0, 1, 1)  # one all-reduce: 2(n-1)/n x the buffer
+    busbw = 1e8 + (1e10 - 1e8) * math.log(grads / 1e3) / math.log(1e6)
+    assert collectives_s(cluster, 2, "all_reduce", volume, 2, 1) == pytest.approx(
+        max(1e-3, volume / busbw))
+    assert collectives_s(cluster, 2, "all_reduce", 8.0, 2, 1) == 1e-3  # the latency floor
+    step = estimate_step(SMALL, cluster, TrainSetup(2, 256, "fp32", overlap="none",
+                                                    kernels=Kernels(dropout=False)),
+                         Layout(dp=2, mb=1))
+    assert step.dp_comm_exposed_s == pytest.approx(max(1e-3, volume / busbw))
