@@ -281,7 +281,8 @@ def plan(
     inter_bw: float = typer.Option(None, help="Inter-node GB/s per device per direction."),
     intra_latency_us: float = typer.Option(None, help="Intra-node latency, microseconds."),
     inter_latency_us: float = typer.Option(None, help="Inter-node latency, microseconds."),
-    efficiency: float = typer.Option(None, help="Compute efficiency (default per device)."),
+    efficiency: float = typer.Option(None, help="Large-GEMM efficiency of the built-in "
+                                     "curves (default: fitted per device class)."),
     train_tokens: float = typer.Option(300e9, help="Tokens for the time-to-train column."),
     fused_attention: bool = typer.Option(True, "--fused-attention/--no-fused-attention",
                                          help="Flash/SDPA attention that never stores the "
