@@ -18,10 +18,12 @@ analytics/published.py fit_gemm_top; docs/planner.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from accelbench.analytics.flops import attention_core_forward_per_token
 from accelbench.analytics.kernels import gemm_flops
 from accelbench.analytics.memory import kv_width_per_rank
+from accelbench.analytics.moe_cost import moe_fraction, routed_assignments
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.profile import MachineProfile
 from accelbench.config.errors import ConfigError
@@ -230,3 +232,31 @@ def _layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: 
                                   block=False)
     return LayerCost(gemm_fwd, gemm_bwd, core_fwd, core_bwd, mem_fwd,
                      BACKWARD_TRAFFIC * mem_fwd, head_fwd + head_bwd)
+
+
+def _mlp_shapes(cfg: ModelConfig, m: int, ffn: int) -> tuple[tuple[int, int, int], ...]:
+    """(m, k, n) of one MLP's forward GEMMs of width ffn (SwiGLU: gate and up fused)."""
+    up = 2 * ffn if cfg.gated_mlp else ffn
+    return ((m, cfg.d_model, up), (m, ffn, cfg.d_model))
+
+
+@lru_cache(maxsize=4096)
+def moe_gemm_delta_s(rates: Rates, cfg: ModelConfig, tokens: int, tp: int, ep: int
+                 ) -> tuple[float, float]:
+    """(forward, backward) seconds an average layer adds to the dense layer's GEMMs: an MoE
+    layer runs its router, shared experts and E / ep local experts of routed x ep / E
+    assignments each (smaller GEMMs than a dense MLP's, at efficiency.py's shape-based rates),
+    in place of the dense MLP split over tp."""
+    fraction = moe_fraction(cfg)
+    if not fraction:
+        return 0.0, 0.0
+    per_expert = max(1, round(routed_assignments(cfg, tokens) * ep / cfg.n_experts))
+    ex_fwd, ex_bwd = _gemms_s(rates, _mlp_shapes(cfg, per_expert, cfg.expert_ffn_dim))
+    local = cfg.n_experts // ep
+    shapes = ((tokens, cfg.d_model, cfg.n_experts),)
+    if cfg.n_shared_experts:
+        shapes += _mlp_shapes(cfg, tokens, cfg.n_shared_experts * cfg.expert_ffn_dim)
+    sh_fwd, sh_bwd = _gemms_s(rates, shapes)
+    dense_fwd, dense_bwd = _gemms_s(rates, _mlp_shapes(cfg, tokens, cfg.ffn_dim // tp))
+    return (fraction * (local * ex_fwd + sh_fwd - dense_fwd),
+            fraction * (local * ex_bwd + sh_bwd - dense_bwd))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from accelbench.analytics.moe_cost import moe_fraction, routed_assignments, stage_split
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
 from accelbench.config.layout import Layout, stage_layer_counts
@@ -48,14 +49,35 @@ class Kernels:
 EAGER = Kernels()
 
 
-def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False) -> int:
+def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False,
+                        ffn_dim: int | None = None) -> int:
     """16-bit bytes the MLP's split part saves per token: GELU input and output (2f each);
     SwiGLU's gate output (silu input), up output, silu output and product (down input): 8f;
     Megatron-Core's fused SwiGLU (bias_swiglu_fusion) saves only its [gate | up] input and
-    recomputes the rest in backward: 4f, plus the down projection's input 2f = 6f."""
+    recomputes the rest in backward: 4f, plus the down projection's input 2f = 6f. f is the
+    model's ffn_dim unless given (an expert's width)."""
+    f = cfg.ffn_dim if ffn_dim is None else ffn_dim
     if cfg.activation != "swiglu":
-        return 4 * cfg.ffn_dim
-    return 6 * cfg.ffn_dim if fused_mlp else 8 * cfg.ffn_dim
+        return 4 * f
+    return 6 * f if fused_mlp else 8 * f
+
+
+def moe_activation_delta(cfg: ModelConfig, tokens: int, tp: int,
+                         fused_mlp: bool = False) -> float:
+    """Bytes an average layer saves beyond the dense layer's count (moe_cost.moe_fraction of
+    the layers are MoE): an MoE layer saves, per routed assignment (capacity padding
+    included), its permuted input (2h) and its expert's intermediates, plus its shared
+    experts' intermediates and its router's scores (2 x E per token), in place of the dense
+    MLP's intermediates (split over tp)."""
+    fraction = moe_fraction(cfg)
+    if not fraction:
+        return 0.0
+    per_assignment = 2 * cfg.d_model + mlp_saved_per_token(cfg, fused_mlp, cfg.expert_ffn_dim)
+    routed = routed_assignments(cfg, tokens) * per_assignment
+    shared = tokens * mlp_saved_per_token(cfg, fused_mlp,
+                                          cfg.n_shared_experts * cfg.expert_ffn_dim)
+    dense = tokens * mlp_saved_per_token(cfg, fused_mlp) / tp
+    return fraction * (routed + shared + 2 * tokens * cfg.n_experts - dense)
 
 
 def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int = 1,
@@ -111,6 +133,8 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
     replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch, tp,
                                                        kernels)
     kept = replicated / replicated_div + split / tp
+    if cfg.n_experts:
+        kept += moe_activation_delta(cfg, seq_len * micro_batch, tp, kernels.fused_mlp)
     if recompute == "none" and not fused_attention:
         kept += scores / tp
     return kept * scale
@@ -199,6 +223,22 @@ def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
     if pp == 1:
         return blocks + embed + (0 if cfg.tie_embeddings else head - 2 * h) + 2 * h
     return blocks + {"first": embed, "last": head}.get(stage, 0.0)
+
+
+def stage_state_bytes(cfg: ModelConfig, layout: Layout, stage: str, layers: float, dtype: str,
+                      optimizer: str, gemm_params: float = 0.0,
+                      vocab_parallel: bool = True) -> ModelStateBytes:
+    """Model states one rank of a stage holds: ZeRO shards dense state over dp x cp and, in a
+    mixture of experts, the rank's E / ep experts' state over the dp x cp / ep ranks that hold
+    the same experts (moe_cost.stage_split)."""
+    params = stage_params(cfg, layout.tp, layout.pp, stage, vocab_parallel, layers)
+    group = layout.dp * layout.cp
+    if not cfg.n_experts:
+        return model_state_bytes(params, group, layout.zero, dtype, optimizer, gemm_params)
+    dense, expert = stage_split(cfg, params, layout.tp, layout.ep, layers)
+    d = model_state_bytes(dense, group, layout.zero, dtype, optimizer, gemm_params)
+    e = model_state_bytes(expert, group // layout.ep, layout.zero, dtype, optimizer)
+    return ModelStateBytes(d.params + e.params, d.grads + e.grads, d.optimizer + e.optimizer)
 
 
 def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,
@@ -336,9 +376,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     gemm_per_layer = block_sizes(cfg)[1] / tp if widths.fp8 else 0.0
     worst: tuple[float, ModelStateBytes, float] | None = None
     for rank, stage, layers in stages_to_check(layout, cfg.n_layer):
-        states = model_state_bytes(stage_params(cfg, tp, pp, stage, vocab_parallel, layers),
-                                   layout.dp * cp, layout.zero, dtype, optimizer,
-                                   gemm_per_layer * layers)
+        states = stage_state_bytes(cfg, layout, stage, layers, dtype, optimizer,
+                                   gemm_per_layer * layers, vocab_parallel)
         held = inflight_layer_microbatches(cfg.n_layer, pp, layout.vp, n_micro, rank, layers)
         acts = per_layer * held + (logits if rank == pp - 1 else 0.0)
         if worst is None or states.total + acts > worst[0]:

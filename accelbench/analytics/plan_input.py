@@ -19,7 +19,13 @@ from accelbench.config.errors import (
     require_finite,
     require_positive,
 )
-from accelbench.config.layout import PLANNER_KEYS, parse_layout_fields
+from accelbench.config.layout import (
+    PLANNER_KEYS,
+    RULES_BY_KEY,
+    Layout,
+    Target,
+    parse_layout_fields,
+)
 from accelbench.config.model import ModelConfig
 from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.vocab import PEAK_PRECISIONS
@@ -110,7 +116,6 @@ def check_validate(given: PlanInput) -> None:
 
 # --layout items of features the planner does not model, each with its one-line reason
 NOT_MODELLED_ITEMS = {
-    "ep": "expert parallelism (mixture-of-experts layers) is not modelled by the planner",
     "hsdp": "hybrid sharding (FSDP inside a group, data parallel across groups) is not "
             "modelled by the planner",
 }
@@ -126,14 +131,22 @@ def not_modelled(layout: str) -> str:
     return layout
 
 
-def check_dense(model: ModelConfig) -> ModelConfig:
-    """The model, unless it has mixture-of-experts layers, which the planner does not model:
-    then one ConfigError line saying so."""
-    if model.n_experts:
-        raise ConfigError("model", f"{model.name} has mixture-of-experts layers "
-                          f"({model.n_experts} experts): the planner does not model MoE layers "
-                          "or expert parallelism", "a dense model")
-    return model
+EP_RULES = ("expert model", "experts", "expert data")
+
+
+def check_ep(model: ModelConfig, cluster: ClusterSpec,
+             fixed: dict[str, int | bool | str]) -> None:
+    """A fixed ep must suit the model before any search (the layout rules' own lines): a model
+    with experts, ep dividing them, and ep dividing dp when dp is fixed too."""
+    if "ep" not in fixed:
+        return
+    ep = int(fixed["ep"])
+    layout = Layout(dp=int(fixed.get("dp", ep)), ep=ep)
+    target = Target(model, cluster.n_devices, 1, 1)
+    for key in EP_RULES:
+        rule = RULES_BY_KEY[key]
+        if rule.broken(layout, target, 1):
+            raise rule.error(layout, target, 1)
 
 
 def _us(value: float | None) -> float | None:
@@ -171,7 +184,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
                         ("train-tokens", given.train_tokens)):
         require_positive(name, value)
     _check_links(given)
-    model = check_dense(resolve_shape(given.model))
+    model = resolve_shape(given.model)
     if model.position == "learned" and given.seq > model.n_positions:
         raise ConfigError("seq", f"{given.seq} is longer than {model.name}'s "
                           f"{model.n_positions} positions", f"<= {model.n_positions}")
@@ -183,6 +196,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
         cluster = replace(cluster, profile=profile)
         layer_rates(cluster, given.dtype)  # the profile has this precision's curves
     fixed = parse_layout_fields(not_modelled(given.layout), PLANNER_KEYS) if given.layout else {}
+    check_ep(model, cluster, fixed)
     validate_sparsity([given.sparsity], given.sparsity_pattern, "magnitude", model.d_model)
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
                        given.fused_attention, given.sparsity, given.sparsity_pattern,

@@ -166,6 +166,14 @@ def _cp_choices(setup: TrainSetup, n_devices: int, fixed: dict[str, int | str | 
     return [c for c in CP_CHOICES if n_devices % c == 0 and setup.seq_len % (2 * c) == 0]
 
 
+def ep_choices(cfg: ModelConfig, dp: int) -> list[int]:
+    """Expert-parallel sizes worth trying: 1 for a dense model; for a mixture of experts every
+    divisor of dp that divides the experts (ep is carved out of dp)."""
+    if not cfg.n_experts:
+        return [1]
+    return [e for e in divisors(dp) if cfg.n_experts % e == 0]
+
+
 def _tp_pp_dp(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
               fixed: dict[str, int | str | bool]) -> Iterator[tuple[int, int, int, int]]:
     """(tp, pp, dp, cp) candidates; tensor parallelism kept inside a node unless tp is fixed."""
@@ -186,7 +194,8 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                       fixed: dict[str, int | str | bool] | None = None) -> Iterator[Layout]:
     """Every candidate layout: fields in `fixed` are pinned, the others searched (sequence
     parallel both on and off when tp > 1; the schedule 1F1B, interleaved when vp > 1; context
-    parallelism from CP_SEARCH_FROM_SEQ on)."""
+    parallelism from CP_SEARCH_FROM_SEQ on; expert parallelism for a mixture of experts,
+    ep_choices)."""
     fixed = fixed or {}
     pinned = {key: fixed[key] for key in ("pp_first", "pp_last") if key in fixed}
     for tp, pp, dp, cp in _tp_pp_dp(cfg, cluster, setup, fixed):
@@ -198,8 +207,9 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                     for recompute in _pick(fixed, "recompute", list(RECOMPUTE_KINDS)):
                         for sp in _pick(fixed, "sp", [True, False] if tp > 1 else [False]):
                             for schedule in _pick(fixed, "pp_schedule", [default_schedule(vp)]):
-                                yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb,
-                                             recompute, cp=cp, **pinned)
+                                for ep in _pick(fixed, "ep", ep_choices(cfg, dp)):
+                                    yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb,
+                                                 recompute, cp=cp, ep=ep, **pinned)
 
 
 def _limiter(step: StepBreakdown) -> str:

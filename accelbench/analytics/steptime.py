@@ -32,6 +32,7 @@ from accelbench.analytics.efficiency import (
     builtin_rates,
     device_class,
     layer_cost,
+    moe_gemm_delta_s,
 )
 from accelbench.analytics.flops import (
     hardware_flops_per_token,
@@ -43,6 +44,12 @@ from accelbench.analytics.memory import (
     optimizer_bytes_per_param,
     stage_params,
     stages_to_check,
+)
+from accelbench.analytics.moe_cost import (
+    all_to_all_bytes_per_layer,
+    all_to_all_count,
+    moe_fraction,
+    stage_split,
 )
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.profile import MachineProfile
@@ -101,6 +108,7 @@ class StepBreakdown:
     mfu: float
     hfu: float
     cp_comm_exposed_s: float = 0.0
+    ep_comm_s: float = 0.0  # expert parallelism's all-to-alls, exposed (moe_cost.py)
     mfu_peak: str = "bf16"  # the peak column MFU and HFU divide by (bf16 under fp8)
     fp8_peak_utilisation: float | None = None  # model FLOPs over the FP8 peak, fp8 runs only
 
@@ -109,12 +117,13 @@ class StepBreakdown:
         """The whole step."""
         return (self.compute_s + self.recompute_s + self.tp_comm_s + self.pp_comm_s
                 + self.cp_comm_exposed_s + self.dp_comm_exposed_s + self.bubble_s
-                + self.optimizer_s)
+                + self.optimizer_s + self.ep_comm_s)
 
     @property
     def comm_exposed_s(self) -> float:
         """Every communication second not hidden behind compute."""
-        return self.tp_comm_s + self.pp_comm_s + self.cp_comm_exposed_s + self.dp_comm_exposed_s
+        return (self.tp_comm_s + self.pp_comm_s + self.cp_comm_exposed_s
+                + self.dp_comm_exposed_s + self.ep_comm_s)
 
     def days_for_tokens(self, tokens: float) -> float:
         """Days to train on `tokens` tokens at this rate."""
@@ -136,11 +145,12 @@ class LayerSeconds:
     tp: float
     cp: float
     head: float
+    ep: float = 0.0  # an average layer's all-to-alls (MoE layers only)
 
     @property
     def layer(self) -> float:
         """One layer's whole slot share."""
-        return self.model + self.rerun + self.tp + self.cp
+        return self.model + self.rerun + self.tp + self.cp + self.ep
 
 
 def compute_efficiency(device: DeviceSpec, override: float | None = None) -> float:
@@ -300,7 +310,28 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
              "full": cost.gemm_fwd * rerun_passes + cost.core_fwd + cost.mem_fwd
              }[layout.recompute]
     tp_s, cp_s = _tp_cp_seconds(cfg, cluster, setup, layout, cost)
-    return LayerSeconds(model, rerun, tp_s, cp_s, cost.head)
+    if not cfg.n_experts:
+        return LayerSeconds(model, rerun, tp_s, cp_s, cost.head)
+    tokens = setup.seq_len * layout.mb // layout.cp
+    moe_fwd, moe_bwd = moe_gemm_delta_s(rates, cfg, tokens, layout.tp, layout.ep)
+    moe_rerun = moe_fwd if layout.recompute == "full" else 0.0
+    return LayerSeconds(model + moe_fwd + moe_bwd, rerun + moe_rerun, tp_s, cp_s, cost.head,
+                        all_to_all_s(cfg, cluster, setup, layout))
+
+
+def all_to_all_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
+                 layout: Layout) -> float:
+    """An average layer's expert-parallel all-to-alls for one micro-batch, exposed (Megatron's
+    default token dispatcher waits for them): moe_cost.all_to_all_bytes_per_layer over the
+    ep group's span (ep consecutive data-parallel ranks, tp x cp x ep devices) on its link."""
+    if layout.ep == 1:
+        return 0.0
+    tokens = setup.seq_len * layout.mb // layout.cp
+    volume = all_to_all_bytes_per_layer(cfg, tokens, layout.ep, setup.dtype, layout.recompute)
+    span = layout.spans()["cp"] * layout.ep
+    bw, lat = cluster.link(span)
+    ops = all_to_all_count(layout.recompute)
+    return moe_fraction(cfg) * comm.collective_time_s(volume, layout.ep, bw, lat, ops)
 
 
 def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
@@ -310,12 +341,17 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     group = layout.dp * layout.cp
     if group == 1:
         return 0.0
-    grad_bytes = _largest_stage_params(cfg, layout) * training_widths(setup.dtype).grads
-    volume = comm.dp_bytes_per_rank(grad_bytes, group, layout.zero, n_micro, layout.pp)
     ops = comm.dp_collective_ops(layout.zero, n_micro, layout.pp)
-    total = collectives_s(cluster, layout.spans()["dp"],
-                          "all_reduce" if layout.zero < 2 else "reduce_scatter", volume, group,
-                          ops)
+    op = "all_reduce" if layout.zero < 2 else "reduce_scatter"
+    total = 0.0
+    # dense gradients over dp x cp; an MoE's expert gradients over the dp x cp / ep ranks
+    # that hold the same experts
+    split = _largest_stage_split(cfg, layout)
+    for params, ranks in zip(split, (group, group // layout.ep), strict=True):
+        if params and ranks > 1:
+            grad_bytes = params * training_widths(setup.dtype).grads
+            volume = comm.dp_bytes_per_rank(grad_bytes, ranks, layout.zero, n_micro, layout.pp)
+            total += collectives_s(cluster, layout.spans()["dp"], op, volume, ranks, ops)
     if setup.overlap == "none":
         return total
     backward = slot_model_s * 2 / 3 + slot_rerun_s
@@ -328,18 +364,24 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     return max(0.0, total - window)
 
 
-def _largest_stage_params(cfg: ModelConfig, layout: Layout) -> float:
-    """Parameters on one rank of the pipeline stage that holds the most."""
-    return max(stage_params(cfg, layout.tp, layout.pp, kind, layers=layers)
-               for _, kind, layers in stages_to_check(layout, cfg.n_layer))
+def _largest_stage_split(cfg: ModelConfig, layout: Layout) -> tuple[float, float]:
+    """(dense, expert) parameters on one rank of the pipeline stage that holds the most
+    (expert 0 for a dense model; moe_cost.stage_split)."""
+    found = [(stage_params(cfg, layout.tp, layout.pp, kind, layers=layers), layers)
+             for _, kind, layers in stages_to_check(layout, cfg.n_layer)]
+    if not cfg.n_experts:
+        return max(params for params, _ in found), 0.0
+    return max((stage_split(cfg, params, layout.tp, layout.ep, layers)
+                for params, layers in found), key=sum)
 
 
 def _optimizer_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                  layout: Layout) -> float:
     """Adam/SGD update streams weights, grads and states once (read and write), HBM-bound."""
-    n_local = _largest_stage_params(cfg, layout)
+    dense, expert = _largest_stage_split(cfg, layout)
+    n_local = dense + expert
     if layout.zero >= 1:
-        n_local /= layout.dp * layout.cp
+        n_local = (dense + expert * layout.ep) / (layout.dp * layout.cp)
     widths = training_widths(setup.dtype)
     states = optimizer_bytes_per_param(setup.dtype, setup.optimizer)
     bytes_moved = n_local * (widths.weights + widths.grads + 2 * states)
@@ -381,7 +423,8 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     layers, head, all_stages_s = slowest_stage(cfg, layout, per, pp_s)
     model_s = layers * per.model + (per.head if head else 0.0)
     rerun_s, tp_s, cp_s = (layers * x for x in (per.rerun, per.tp, per.cp))
-    slot_s = model_s + rerun_s + tp_s + cp_s + pp_s
+    ep_s = layers * per.ep
+    slot_s = model_s + rerun_s + tp_s + cp_s + ep_s + pp_s
     bubble_s = (all_stages_s - slot_s) / layout.vp
     dp_s = _dp_exposed_s(cfg, cluster, setup, layout, n_micro, model_s, rerun_s)
     opt_s = _optimizer_s(cfg, cluster, setup, layout)
@@ -396,4 +439,4 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
         n_micro * model_s, n_micro * rerun_s, n_micro * tp_s, n_micro * pp_s, dp_s, bubble_s,
         opt_s, tokens_per_s, per_device * model_flops / peak,
         per_device * hardware_flops_per_token(cfg, setup.seq_len, layout.recompute) / peak,
-        n_micro * cp_s, widths.peak, fp8_util)
+        n_micro * cp_s, n_micro * ep_s, widths.peak, fp8_util)

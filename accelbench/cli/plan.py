@@ -57,8 +57,9 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-_PLAN_COLUMNS = ("#", "dp", "tp", "pp", "vp", "cp", "mb", "zero", "recompute", "sp", "mem GB/dev",
-                 "tok/s", "MFU", "HFU", "step s", "bubble", "comm", "recomp", "limit", "days")
+_PLAN_COLUMNS = ("#", "dp", "tp", "pp", "vp", "cp", "ep", "mb", "zero", "recompute", "sp",
+                 "mem GB/dev", "tok/s", "MFU", "HFU", "step s", "bubble", "comm", "recomp",
+                 "limit", "days")
 
 
 def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
@@ -82,7 +83,7 @@ def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> T
         lay = r.layout
         add_plain_row(
             table, f"{i}{'' if r.built_by_runtime else '*'}", str(lay.dp), str(lay.tp),
-            _stages_cell(lay), str(lay.vp), str(lay.cp), str(lay.mb), str(lay.zero),
+            _stages_cell(lay), str(lay.vp), str(lay.cp), str(lay.ep), str(lay.mb), str(lay.zero),
             lay.recompute, "on" if lay.sp else "off",
             f"{r.memory.total / GB:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
             *_rate_cells(r, train_tokens))
@@ -116,6 +117,18 @@ def _sparsity_notes(results: list[PlanResult], request: PlanRequest) -> list[str
             f"{results[0].memory.masks / GB:.2f} GB per device in #1; "
             f"{sparse_compute_note(setup, request.cluster.device)}; MFU counts the "
             "dense-equivalent FLOPs"]
+
+
+def _moe_notes(results: list[PlanResult], request: PlanRequest) -> list[str]:
+    """A mixture of experts: what MFU counts and each layout's all-to-all share of the step."""
+    model = request.model
+    if not model.n_experts:
+        return []
+    shares = ", ".join(f"#{i} {_pct(r.step.ep_comm_s, r.step.step_s)}"
+                       for i, r in enumerate(results, 1) if r.memory.fits)
+    return [f"mixture of experts ({model.n_experts} experts, top-{model.moe_top_k}): MFU "
+            f"counts the active parameters; expert-parallel all-to-all share of the step: "
+            f"{shares or '-'} (docs/planner.md, MoE)"]
 
 
 def _runtime_notes(results: list[PlanResult]) -> list[str]:
@@ -274,9 +287,9 @@ def plan(
     optimizer: str = typer.Option("adam", help="adam or sgd."),
     top: int = typer.Option(10, help="How many layouts to show."),
     layout: str = typer.Option("", help="Evaluate one layout: dp=..,tp=..,pp=..,vp=..,mb=..,"
-                               "zero=..,recompute=..[,sp=on|off,cp=..,pp_first=..,pp_last=..] "
-                               "(missing fields are searched; sp defaults to on when tp > 1 in "
-                               "a full layout)."),
+                               "zero=..,recompute=..[,sp=on|off,cp=..,ep=..,pp_first=..,"
+                               "pp_last=..] (missing fields are searched; sp defaults to on "
+                               "when tp > 1 in a full layout)."),
     intra_bw: float = typer.Option(None, help="Intra-node GB/s per device per direction."),
     inter_bw: float = typer.Option(None, help="Inter-node GB/s per device per direction."),
     intra_latency_us: float = typer.Option(None, help="Intra-node latency, microseconds."),
@@ -367,7 +380,7 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
         _show("; ".join(f"{k}: {v}" for k, v in _assumptions(request).items()))
         for line in (_runtime_notes(results) + _precision_notes(results, setup.dtype)
-                     + _sparsity_notes(results, request)):
+                     + _sparsity_notes(results, request) + _moe_notes(results, request)):
             _show(line)
     if outcome.search is None and not results[0].memory.fits:
         mem = results[0].memory

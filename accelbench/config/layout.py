@@ -33,8 +33,8 @@ ALL_KEYS = ("dp", "tp", "pp", "vp", "cp", "ep", "zero", "sp", "schedule", "mb", 
 RUNTIME_KEYS = ("dp", "tp", "pp", "vp", "cp", "ep", "zero", "sp", "schedule", "pp_first",
                 "pp_last")
 # The planner's --layout: it models 1F1B (interleaved when vp > 1), so the schedule follows vp.
-PLANNER_KEYS = ("dp", "tp", "pp", "vp", "cp", "zero", "sp", "mb", "recompute", "pp_first",
-                "pp_last")
+PLANNER_KEYS = ("dp", "tp", "pp", "vp", "cp", "ep", "zero", "sp", "mb", "recompute",
+                "pp_first", "pp_last")
 _ELSEWHERE = {"mb": "set the micro-batch with --micro-batch",
               "recompute": "set it with --recompute",
               "schedule": "the planner models 1f1b, and interleaved_1f1b when vp > 1"}

@@ -166,8 +166,12 @@ CASES = [
     case("plan --device h100-sxm:peak_scale=0",
          "error: device: peak_scale must be a positive number, got '0'"),
     case("plan --dtype fp8", "error: dtype: a100-80gb has no fp8 peak in the device table"),
-    case("plan --layout ep=8", "error: layout.ep: expert parallelism (mixture-of-experts "
-         "layers) is not modelled by the planner"),
+    case("plan --layout ep=8", "error: layout.ep: ep=8: expert parallelism splits "
+         "mixture-of-experts layers, and model gpt3-175b has none"),
+    case("plan --model mixtral-8x7b --layout ep=3", "error: layout.ep: ep=3 does not divide "
+         "the 8 experts"),
+    case("plan --model mixtral-8x7b --layout dp=4,ep=8", "error: layout.ep: ep=8 does not "
+         "divide dp=4"),
     case("plan --model llama3-8b --device h100-sxm --seq 8200 --global-batch 8 --layout "
          "dp=1,tp=1,pp=1,vp=1,cp=8,mb=1,zero=0,recompute=none",
          "error: layout.cp: cp=8 splits each sequence into 2 x cp = 16 load-balanced chunks"),

@@ -231,8 +231,7 @@ def test_expert_parallel_is_carved_out_of_data_parallel() -> None:
     assert "ep" not in Layout(dp=2).label(full=True)
     with pytest.raises(ConfigError, match="layout.ep"):
         parse_layout("ep=0")
-    with pytest.raises(ConfigError, match="layout.ep"):
-        parse_layout_fields("ep=2", PLANNER_KEYS)  # the planner does not model ep yet
+    assert parse_layout_fields("ep=2", PLANNER_KEYS) == {"ep": 2}  # the planner models ep
 
 
 def test_expert_parallel_rules() -> None:

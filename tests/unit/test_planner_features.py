@@ -283,15 +283,12 @@ def test_tp_traffic_is_the_hidden_width_whatever_the_kv_heads() -> None:
         mha, 8192, 1, "bf16", 8) == 4 * 2 * 7 / 8 * 8192 * 4096 * 2
 
 
-def test_moe_models_and_ep_are_refused_in_one_line() -> None:
-    from accelbench.analytics.plan_input import check_dense, not_modelled
+def test_hsdp_is_refused_in_one_line() -> None:
+    from accelbench.analytics.plan_input import not_modelled
 
-    with pytest.raises(ConfigError, match="does not model MoE layers"):
-        check_dense(ModelConfig("moe", 2, 4, 64, 100, 64, n_experts=4))
-    assert check_dense(SMALL) is SMALL
-    with pytest.raises(ConfigError, match="expert parallelism .* not modelled"):
-        not_modelled("dp=8,ep=2")
-    assert not_modelled("dp=8,cp=2") == "dp=8,cp=2"
+    with pytest.raises(ConfigError, match="hybrid sharding .* not modelled"):
+        not_modelled("dp=8,hsdp=2")
+    assert not_modelled("dp=8,cp=2,ep=2") == "dp=8,cp=2,ep=2"
 
 
 def test_measured_moe_runs_are_listed_not_planned() -> None:
