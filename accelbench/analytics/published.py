@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.published_runs import (
+    MOE_NOT_MODELLED,
+    MOE_RUNS,
     NOT_MODELLED,
     PUBLISHED_RUNS,
     SHAPES,
@@ -257,12 +259,13 @@ class Validation:
     leave_one_out: list[ValidationRow]
     measured: list[ValidationRow]
     not_modelled: tuple[UnmodelledRun, ...] = NOT_MODELLED
+    moe: list[ValidationRow] = field(default_factory=list)  # MOE_RUNS: checked, not fitted
 
     def summary(self) -> dict[str, dict[str, float]]:
         """error_summary of each list, by name."""
         return {"published": error_summary(self.published),
                 "leave_one_source_out": error_summary(self.leave_one_out),
-                "measured": error_summary(self.measured)}
+                "measured": error_summary(self.measured), "moe": error_summary(self.moe)}
 
     def by_source(self) -> dict[str, dict[str, float]]:
         """The published runs' errors per source and overall."""
@@ -277,6 +280,8 @@ class Validation:
         return {"published": [r.to_dict() for r in self.published],
                 "leave_one_source_out": [r.to_dict() for r in self.leave_one_out],
                 "measured": [r.to_dict() for r in self.measured],
+                "moe": [r.to_dict() for r in self.moe],
+                "by_source_moe": errors_by_source(self.moe),
                 "not_modelled": [r.to_dict() for r in self.not_modelled],
                 "summary": self.summary(), "by_source": self.by_source(),
                 "by_source_left_out": self.by_source_left_out()}
@@ -288,27 +293,12 @@ def _measured_model(run: dict[str, Any]) -> ModelConfig:
     return model if isinstance(model, ModelConfig) else resolve_shape(str(model))
 
 
-def split_moe(measured_runs: list[dict[str, Any]]
-              ) -> tuple[list[dict[str, Any]], tuple[UnmodelledRun, ...]]:
-    """Measured runs the planner models, and those with mixture-of-experts layers, listed with
-    the reason instead of being planned as dense."""
-    dense, moe = [], []
-    for run in measured_runs:
-        cfg = _measured_model(run) if "model" in run else None
-        if cfg is not None and cfg.n_experts:
-            moe.append(UnmodelledRun("measured", cfg.name, "accelbench results store",
-                                     f"mixture-of-experts layers ({cfg.n_experts} experts) "
-                                     "are not modelled by the planner"))
-        else:
-            dense.append(run)
-    return dense, tuple(moe)
-
-
 def validate_all(measured_runs: list[dict[str, Any]],
                  efficiency: float | None = None) -> Validation:
     """Published runs, leave-one-source-out (with the built-in curves), the measured
-    runs given (dicts with MEASURED_RUN_KEYS), and every run not modelled with its reason."""
-    dense, moe = split_moe(measured_runs)
+    runs given (dicts with MEASURED_RUN_KEYS), the published mixture-of-experts runs (checked
+    only) and every run not modelled with its reason."""
     return Validation(validate_published(efficiency),
                       validate_leave_one_source_out() if efficiency is None else [],
-                      validate_measured_runs(dense, efficiency), NOT_MODELLED + moe)
+                      validate_measured_runs(measured_runs, efficiency),
+                      NOT_MODELLED + MOE_NOT_MODELLED, validate_published(efficiency, MOE_RUNS))

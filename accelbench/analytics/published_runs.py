@@ -392,6 +392,58 @@ CSV_RUNS, NOT_MODELLED = load_csv_runs()
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = CSV_RUNS + OTHER_RUNS
 
 
+# --- Mixture-of-experts runs (moe_runs.csv): checked, none fitted ---
+
+_MOE_DEVICES = {"H100 SXM 80GB": "h100-sxm"}
+
+
+def moe_run_from_row(row: dict[str, str]) -> PublishedRun:
+    """One moe_runs.csv row as a PublishedRun, or _NotModelled with the row's stated reason
+    (a shape ModelConfig cannot express, a device or precision the planner lacks)."""
+    if row["not_modelled"].strip():
+        raise _NotModelled(row["not_modelled"].strip())
+    if row["hardware"] not in _MOE_DEVICES:
+        raise _NotModelled(f"device {row['hardware']!r} is not in the device table")
+    cfg = get_preset(row["model"])
+    tp, pp, vp, ep, cp = (_int(row, k, 1) for k in ("TP", "PP", "VP", "EP", "CP"))
+    n, batch = _int(row, "n_devices"), _int(row, "global_batch_seqs")
+    layout = Layout(dp=n // (tp * pp * cp), tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
+                    zero=_int(row, "zero", 0), sp=tp > 1, pp_schedule=default_schedule(vp),
+                    mb=_int(row, "micro_batch"), recompute=row["recompute"])
+    target, m = Target(cfg, n, _int(row, "seq_len"), batch), batch // (layout.dp * layout.mb)
+    broken = first_broken(layout, target, m, (ARITHMETIC,))
+    if broken is not None:
+        raise _NotModelled(f"the layout does not divide: {broken.reason(layout, target, m)}")
+    return PublishedRun(f"{row['model']} {n}x{row['hardware']}", cfg,
+                        get_spec(_MOE_DEVICES[row["hardware"]]), n,
+                        _int(row, "devices_per_node"), batch, _int(row, "seq_len"), layout,
+                        row["oracle_kind"], float(row["oracle_value"]), row["oracle_tag"],
+                        row["source"], setup_tag=row["setup_tag"], notes=row["notes"],
+                        fused_attention=True, run_id=row["id"], source_key=row["id"][:2],
+                        dtype=row["precision"], framework="Megatron-LM")
+
+
+def load_moe_runs() -> tuple[tuple[PublishedRun, ...], tuple[UnmodelledRun, ...]]:
+    """Every row of moe_runs.csv: the scored runs (all used to check, none to fit: its
+    used_for column says so), and the others with their reasons."""
+    path = resources.files("accelbench").joinpath("assets", "published", "moe_runs.csv")
+    runs: list[PublishedRun] = []
+    left: list[UnmodelledRun] = []
+    with path.open(encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row["used_for"] != "check":
+                raise ValueError(f"moe_runs.csv row {row['id']}: used_for must be 'check' "
+                                 "(nothing in the planner is fitted to MoE runs)")
+            try:
+                runs.append(moe_run_from_row(row))
+            except (_NotModelled, ConfigError) as why:
+                left.append(UnmodelledRun(row["id"], row["model"], row["id"][:2], str(why)))
+    return tuple(runs), tuple(left)
+
+
+MOE_RUNS, MOE_NOT_MODELLED = load_moe_runs()
+
+
 def shape(name: str) -> ModelConfig:
     """A validation shape by name (KeyError if absent)."""
     return SHAPES[name]

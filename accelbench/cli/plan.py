@@ -25,7 +25,12 @@ from accelbench.analytics.plan_input import (
     run_plan,
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
-from accelbench.analytics.published import Validation, ValidationRow, validate_all
+from accelbench.analytics.published import (
+    Validation,
+    ValidationRow,
+    errors_by_source,
+    validate_all,
+)
 from accelbench.analytics.steptime import OVERLAP_MODES, compute_source, sparse_compute_note
 from accelbench.cli.common import console
 from accelbench.config.errors import ConfigError
@@ -232,6 +237,20 @@ def _steps_table(rows: list[StepRow]) -> Table:
     return table
 
 
+def _show_moe(checked: Validation) -> None:
+    """The published mixture-of-experts runs (checked only, none fitted), their sources, notes
+    and median/worst |error| per source."""
+    if not checked.moe:
+        return
+    _show(_validation_table(checked.moe, [], "Mixture of experts: predicted vs published MFU "
+                                             "(checked only: nothing is fitted to these runs)"))
+    _show(_source_lines(checked.moe))
+    _show("\n".join(["notes:"] + _run_notes(checked.moe)))
+    for key, s in errors_by_source(checked.moe).items():
+        _show(f"moe {key}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, "
+              f"worst {s['worst_abs_error']:.1%}")
+
+
 def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     """Print each published and measured run's error, the errors per source and overall, and
     the published runs not modelled with their reasons; then this machine's measured cells
@@ -252,6 +271,7 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     _show(_source_table(checked))
     _show("\n".join([f"not modelled ({len(checked.not_modelled)} published runs, not scored):"]
                      + [f"{u.run_id} {u.name}: {u.reason}" for u in checked.not_modelled]))
+    _show_moe(checked)
     if checked.measured:
         _show(_validation_table(checked.measured, [], "Predicted vs measured MFU"))
         _show(_source_lines(checked.measured))

@@ -289,13 +289,3 @@ def test_hsdp_is_refused_in_one_line() -> None:
     with pytest.raises(ConfigError, match="hybrid sharding .* not modelled"):
         not_modelled("dp=8,hsdp=2")
     assert not_modelled("dp=8,cp=2,ep=2") == "dp=8,cp=2,ep=2"
-
-
-def test_measured_moe_runs_are_listed_not_planned() -> None:
-    from accelbench.analytics.published import split_moe
-
-    moe = ModelConfig("moe", 2, 4, 64, 100, 64, n_experts=4)
-    dense_run = {"model": "gpt2-xl"}
-    dense, listed = split_moe([dense_run, {"model": moe}])
-    assert dense == [dense_run]
-    assert [u.name for u in listed] == ["moe"] and "not modelled" in listed[0].reason

@@ -121,3 +121,31 @@ def test_bad_ep_is_one_config_error(layout: str, message: str) -> None:
         resolve_plan_input(PlanInput(model="mixtral-8x7b", layout=layout))
     with pytest.raises(ConfigError, match="model gpt3-175b has none"):
         resolve_plan_input(PlanInput(layout="ep=2"))
+
+
+def test_published_moe_runs_are_checked_with_sources_never_fitted() -> None:
+    from accelbench.analytics.published import validate_all
+    from accelbench.analytics.published_runs import MOE_NOT_MODELLED, MOE_RUNS
+
+    (mixtral,) = MOE_RUNS
+    assert mixtral.run_id == "M1-1" and "Megatron-Core MoE README" in mixtral.source
+    assert mixtral.layout == Layout(dp=16, pp=4, vp=8, ep=8, zero=1, mb=1,
+                                    pp_schedule="interleaved_1f1b")
+    # 468 TFLOP/s without recompute is 468 / 989.4 of the H100's dense BF16 peak
+    peak = mixtral.device.peak_flops_per_s("bf16")
+    assert mixtral.published_mfu() == pytest.approx(468e12 / peak)
+    assert {u.run_id for u in MOE_NOT_MODELLED} == {"M2-1", "M3-1", "M4-1"}
+    assert all(u.reason for u in MOE_NOT_MODELLED)
+    checked = validate_all([])
+    assert [r.run_id for r in checked.moe] == ["M1-1"]
+    assert {"M2-1", "M3-1", "M4-1"} <= {u.run_id for u in checked.not_modelled}
+    assert checked.summary()["moe"]["n"] == 1
+
+
+def test_a_measured_moe_run_is_planned_not_listed() -> None:
+    from accelbench.analytics.published import validate_all
+
+    run = {"model": "moe-tiny", "seq_len": 256, "micro_batch": 2, "gas": 1, "dtype": "bf16",
+           "device_key": "a100-80gb", "n_devices": 4, "layout": "dp=4,ep=2", "mfu": 0.1}
+    (row,) = validate_all([run]).measured
+    assert row.observed_mfu == 0.1 and row.predicted_mfu > 0
