@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from typer.testing import CliRunner
 
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.flops import model_flops_per_token
@@ -17,6 +18,7 @@ from accelbench.analytics.params import active_params, matmul_params, total_para
 from accelbench.analytics.plan_input import PlanInput, resolve_plan_input, run_plan
 from accelbench.analytics.planner import enumerate_layouts, evaluate
 from accelbench.analytics.steptime import TrainSetup, estimate_step, peak_flops
+from accelbench.cli.main import app
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.presets import resolve_model
@@ -149,3 +151,30 @@ def test_a_measured_moe_run_is_planned_not_listed() -> None:
            "device_key": "a100-80gb", "n_devices": 4, "layout": "dp=4,ep=2", "mfu": 0.1}
     (row,) = validate_all([run]).measured
     assert row.observed_mfu == 0.1 and row.predicted_mfu > 0
+
+
+def test_expert_gemms_at_their_real_shapes_by_hand() -> None:
+    from accelbench.analytics.efficiency import GEMM_FIXED_S, BuiltinRates, moe_gemm_delta_s
+
+    rates = BuiltinRates(1e12, 1e12, 0.5, 0.5, 1e11)
+
+    def g(m: int, k: int, n: int) -> float:  # one product: fixed cost + FLOPs at 0.5 x 1e12
+        return GEMM_FIXED_S + 2 * m * k * n / 0.5e12
+
+    # moe-tiny, 1024 tokens a rank, ep=4: 2 local experts of 1024 x 2 x 4 / 8 = 1024 rows each
+    # (SwiGLU of width 128: [gate|up] 128 -> 256, down 128 -> 128), the shared expert on all
+    # 1024 tokens, the router 128 -> 8; in place of the dense MLP of width 384
+    expert = g(1024, 128, 256) + g(1024, 128, 128)
+    forward = 2 * expert + expert + g(1024, 128, 8) - g(1024, 128, 768) - g(1024, 384, 128)
+    fwd, bwd = moe_gemm_delta_s(rates, TINY, 1024, 1, 4)
+    assert fwd == pytest.approx(forward)
+    assert bwd == pytest.approx(2 * forward)  # input and weight gradients: same FLOPs each
+
+
+def test_plan_command_shows_ep_and_the_all_to_all_share() -> None:
+    out = CliRunner().invoke(app, ["plan", "--model", "mixtral-8x7b", "--device", "h100-sxm",
+                                   "--nodes", "8", "--global-batch", "256", "--seq", "4096",
+                                   "--layout", "ep=8,tp=1,zero=2", "--top", "2"])
+    assert out.exit_code == 0, out.output
+    assert " ep " in out.output and "expert-parallel all-to-all share of the step: #1 " in \
+        out.output.replace("\n", " ")
