@@ -178,3 +178,13 @@ def test_plan_command_shows_ep_and_the_all_to_all_share() -> None:
     assert out.exit_code == 0, out.output
     assert " ep " in out.output and "expert-parallel all-to-all share of the step: #1 " in \
         out.output.replace("\n", " ")
+
+
+def test_report_layout_cell_shows_the_all_to_all_share() -> None:
+    from accelbench.results.record import Record
+    from accelbench.results.report.training import all_to_all_text
+
+    moe = Record("train", "ok", {"layout": {"dp": 2, "ep": 2}}, {},
+                 metrics={"all_to_all_fraction": 0.123})
+    assert all_to_all_text(moe) == " (all-to-all 12% of step)"
+    assert all_to_all_text(Record("train", "ok", {}, {}, metrics={"mfu": 0.3})) == ""

@@ -62,7 +62,14 @@ def cell_columns(machine: Machine, r: Record) -> tuple[str, ...]:
     return (machine.label, str(s.get("model_name")), precision_text(s, r.metrics),
             str(s.get("seq_len")),
             str(s.get("micro_batch")), str(s.get("gas")), str(s.get("recompute")),
-            layout_text(r), status_text(r))
+            layout_text(r) + all_to_all_text(r), status_text(r))
+
+
+def all_to_all_text(r: Record) -> str:
+    """' (all-to-all 12% of step)' for an expert-parallel cell (the busiest rank's share of
+    the step in all-to-all, as the record keeps it), else ''."""
+    share = r.metrics.get("all_to_all_fraction")
+    return "" if share is None else f" (all-to-all {pct(share, 0)} of step)"
 
 
 def measure_columns(r: Record) -> tuple[str, ...]:
