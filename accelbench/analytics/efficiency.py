@@ -242,11 +242,11 @@ def _mlp_shapes(cfg: ModelConfig, m: int, ffn: int) -> tuple[tuple[int, int, int
 
 @lru_cache(maxsize=4096)
 def moe_gemm_delta_s(rates: Rates, cfg: ModelConfig, tokens: int, tp: int, ep: int
-                 ) -> tuple[float, float]:
+                     ) -> tuple[float, float]:
     """(forward, backward) seconds an average layer adds to the dense layer's GEMMs: an MoE
-    layer runs its router, shared experts and E / ep local experts of routed x ep / E
-    assignments each (smaller GEMMs than a dense MLP's, at efficiency.py's shape-based rates),
-    in place of the dense MLP split over tp."""
+    layer runs its router, shared experts and E / ep local experts of routed x ep / E rows
+    each at the expert's width (moe_cost.routed_assignments; each GEMM at its own shape's
+    rate, its fixed cost counted per expert), in place of the dense MLP split over tp."""
     fraction = moe_fraction(cfg)
     if not fraction:
         return 0.0, 0.0
