@@ -219,9 +219,10 @@ def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
     blocks = (cfg.n_layer / pp if layers is None else layers) * block_sizes(cfg)[0] / tp
     embed = cfg.vocab_size * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
                                              else 0)
-    head = cfg.vocab_size * h / vocab_tp + 2 * h
+    norm = cfg.norm_params  # the final norm, on the last stage
+    head = cfg.vocab_size * h / vocab_tp + norm
     if pp == 1:
-        return blocks + embed + (0 if cfg.tie_embeddings else head - 2 * h) + 2 * h
+        return blocks + embed + (0 if cfg.tie_embeddings else head - norm) + norm
     return blocks + {"first": embed, "last": head}.get(stage, 0.0)
 
 

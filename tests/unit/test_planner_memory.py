@@ -67,6 +67,8 @@ def test_inflight_1f1b_and_interleaved_by_hand() -> None:
 def test_stage_params_sum_to_model_without_pipeline() -> None:
     cfg = get_preset("gpt2-xl")
     assert stage_params(cfg, 1, 1, "first") == total_params(cfg)
+    llama = get_preset("llama3-8b")  # RMSNorm: the final norm has no bias
+    assert stage_params(llama, 1, 1, "first") == total_params(llama) == 8_030_261_248
     # tp=1, pp=2 holds each end's half of the blocks and a copy of the tied embedding each
     first, last = stage_params(cfg, 1, 2, "first"), stage_params(cfg, 1, 2, "last")
     assert first + last > total_params(cfg)

@@ -59,9 +59,7 @@ def test_expert_state_under_ep_and_zero_by_hand() -> None:
     per_expert = 3 * 128 * 128  # SwiGLU expert of width 128, no biases
     assert expert_params(TINY) == per_expert
     all_experts = 2 * 8 * per_expert  # 2 MoE layers x 8 experts
-    # memory.stage_params counts the final norm as 2h (LayerNorm's weight and bias) for any
-    # model; moe-tiny's RMSNorm has h: that one h is the only difference from total_params
-    dense = total_params(TINY) - all_experts + TINY.d_model
+    dense = total_params(TINY) - all_experts
     mine = 2 * (8 // 4) * per_expert  # ep=4: 2 experts of each layer on this rank
     zero0 = stage_state_bytes(TINY, Layout(dp=8, ep=4), "first", 2.0, "bf16", "adam")
     assert zero0.params == pytest.approx(2 * (dense + mine))
