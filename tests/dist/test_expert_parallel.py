@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.analytics.flops import dropped_flops
 from accelbench.bench.train.metrics import summed_expert_load
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
@@ -118,7 +119,13 @@ def test_the_runner_records_the_load_and_the_all_to_all():
     assert m["moe_load_imbalance"] >= 1.0
     assert all(a > 0 for a in m["all_to_all_time_s_per_rank"])
     assert 0 < m["all_to_all_fraction"] < 1
-    assert m["mfu"] > 0 and m["hfu"] >= m["mfu"] and len(m["mem_peak_bytes_per_rank"]) == 2
+    assert m["mfu"] > 0 and len(m["mem_peak_bytes_per_rank"]) == 2
+    # capacity drops skip expert work: hardware FLOPs (HFU) are net of it, model FLOPs are not
+    per_step = sum(map(sum, dropped)) / m["timed_steps"]
+    skipped = dropped_flops(cfg, per_step).total
+    assert m["hardware_flops_per_step_global"] == pytest.approx(
+        m["model_flops_per_step_global"] - skipped)
+    assert m["hfu"] < m["mfu"]
 
 
 def test_ep_not_dividing_the_experts_is_one_line_and_exit_2():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import (
+    dropped_flops,
     hardware_flops_per_token,
     model_flops_per_token,
     two_four_skipped_flops_per_token,
@@ -152,7 +153,9 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
     times = _step_times(ranks, spec.warmup_steps)
     t, n = times["step_time_s_median"], counts.n_devices
     flops_per_device = counts.model_flops_per_step_global / n
-    hw_per_device = counts.hardware_flops_per_step_global / n
+    hardware = counts.hardware_flops_per_step_global - _dropped_flops_per_step(
+        spec, cell, ranks, times["timed_steps"])
+    hw_per_device = hardware / n
     peak = counts.peak
     return TrainMetrics(
         **times, **_memory(ranks), **_comm(spec, cell, layout, backend), n_devices=n,
@@ -163,7 +166,7 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         samples_per_s_global=counts.samples_per_step_global / t,
         samples_per_s_per_device=counts.samples_per_step_global / t / n,
         model_flops_per_step_global=counts.model_flops_per_step_global,
-        hardware_flops_per_step_global=counts.hardware_flops_per_step_global,
+        hardware_flops_per_step_global=hardware,
         tflops_per_device=tflops(flops_per_device, t),
         mfu=utilisation(flops_per_device, t, peak.flops_per_s),
         hfu=utilisation(hw_per_device, t, peak.flops_per_s), **_fp8(counts, ranks, t),
@@ -212,6 +215,17 @@ def _moe(ranks: list[dict], warmup_steps: int) -> dict:
             "moe_drop_fraction": sum(map(sum, dropped)) / total if total else None,
             "moe_load_imbalance": max(imbalance) if imbalance else None,
             **_all_to_all(ranks, warmup_steps)}
+
+
+def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[dict],
+                            timed_steps: int) -> float:
+    """The expert work capacity drops skipped per timed step (forward, backward, and the
+    forward again under full recompute): hardware FLOPs are net of it, model FLOPs (MFU) not."""
+    if not timed_steps or not all(r.get("moe_load") for r in ranks):
+        return 0.0
+    dropped = sum(map(sum, summed_expert_load(ranks, "dropped"))) / timed_steps
+    skipped = dropped_flops(spec.model, dropped)
+    return skipped.total + (skipped.forward if cell.recompute == "full" else 0.0)
 
 
 def _energy(counts: CellCounts, ranks: list[dict], timed_steps: int) -> dict:
