@@ -54,7 +54,7 @@ BAD = [
     (GOOD.replace("seq = [32, 64]", "micro_batch = [0, 4]"),
      "study.experiments.a.sweep.micro_batch: must be positive, got 0"),
     (GOOD.replace('dtype = "fp32"', 'dtype = "fp64"'),
-     "study.experiments.a.options.dtype: unknown value 'fp64' (allowed: fp32, fp16, bf16)"),
+     "study.experiments.a.options.dtype: unknown value 'fp64' (allowed: fp32, fp16, bf16, fp8)"),
     (GOOD.replace("steps = 3", 'steps = "ten"'),
      "study.experiments.a.options.steps: must be an integer, got 'ten'"),
     (GOOD.replace("steps = 3", "steps = true"),
