@@ -46,7 +46,7 @@ def gemm_shapes(n: int) -> tuple[tuple[int, int, int], ...]:
 GEMM_KERNELS = ("nn", "nt", "tn")  # a @ b; nn.Linear's x @ w.T; its weight gradient's g.T @ x
 
 
-def _gemm_call(device: torch.device, dtype: torch.dtype, kernel: str, m: int, k: int,
+def gemm_call(device: torch.device, dtype: torch.dtype, kernel: str, m: int, k: int,
                cols: int) -> Callable[[], torch.Tensor]:
     """One (m x k) @ (k x cols) product in the memory layout `kernel` names.
 
@@ -70,7 +70,7 @@ def _gemm_call(device: torch.device, dtype: torch.dtype, kernel: str, m: int, k:
 def gemm_flops_per_s(device: torch.device, dtype: torch.dtype, kernel: str,
                       shape: tuple[int, int, int], repeats: int = 5, warmup: int = 2) -> float:
     """Best FLOP/s of one GEMM layout and (m, k, n) shape over `repeats` timed calls."""
-    call = _gemm_call(device, dtype, kernel, *shape)
+    call = gemm_call(device, dtype, kernel, *shape)
 
     def step(timer: PhaseTimer) -> None:
         with timer.phase("gemm"):

@@ -22,6 +22,7 @@ from accelbench.analytics.kernels import (
 from accelbench.analytics.profile import Point, curve_key
 from accelbench.bench.calibrate.spec import FP32_BYTES, CalibrateSpec
 from accelbench.bench.dtypes import parse_dtype
+from accelbench.bench.peak import gemm_call
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed
 from accelbench.parallel.optim import adamw
 
@@ -43,21 +44,9 @@ def time_call(call: Callable[[], object], device: torch.device, spec: CalibrateS
     return run_timed(step, device, spec.warmup, spec.repeats)["call"]
 
 
-def _gemm_call(gemm_pass: str, m: int, k: int, n: int, device: torch.device,
-               dtype: torch.dtype) -> Callable[[], torch.Tensor]:
-    """The pass's product in the memory layout autograd runs it in for nn.Linear: x @ w.T
-    forward, dy @ w for the input gradient, dy.T @ x for the weight gradient."""
-    if gemm_pass == "forward":
-        x, w = (torch.randn(m, k, device=device, dtype=dtype),
-                torch.randn(n, k, device=device, dtype=dtype))
-        return lambda: F.linear(x, w)
-    if gemm_pass == "input_grad":
-        dy, w = (torch.randn(m, k, device=device, dtype=dtype),
-                 torch.randn(k, n, device=device, dtype=dtype))
-        return lambda: torch.mm(dy, w)
-    dy, x = (torch.randn(k, m, device=device, dtype=dtype),
-             torch.randn(k, n, device=device, dtype=dtype))
-    return lambda: torch.mm(dy.t(), x)
+# The memory layout autograd runs each pass of nn.Linear in (bench.peak.GEMM_KERNELS): x @ w.T
+# forward, dy @ w for the input gradient, dy.T @ x for the weight gradient.
+PASS_KERNEL = {"forward": "nt", "input_grad": "nn", "weight_grad": "tn"}
 
 
 def measure_gemms(spec: CalibrateSpec, device: torch.device, dtype: str) -> list[Point]:
@@ -67,8 +56,8 @@ def measure_gemms(spec: CalibrateSpec, device: torch.device, dtype: str) -> list
         for name, fm, fk, fn in layer_gemm_shapes(spec.model, tokens):
             for gemm_pass in spec.gemm_passes:
                 m, k, n = pass_shape(gemm_pass, fm, fk, fn)
-                stats = time_call(_gemm_call(gemm_pass, m, k, n, device, torch_dtype), device,
-                                  spec)
+                call = gemm_call(device, torch_dtype, PASS_KERNEL[gemm_pass], m, k, n)
+                stats = time_call(call, device, spec)
                 flops = gemm_flops(m, k, n)
                 shape = {"m": m, "k": k, "n": n, "layer_gemm": name, "pass": gemm_pass,
                          "tokens": tokens,
