@@ -10,14 +10,14 @@ theirs (target: at most 1.0).
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
+from alternate import alternate, report
 from peers import hf_gpt2
 
-from accelbench.bench.timing import PhaseTimer, summarize, synchronize
+from accelbench.bench.timing import PhaseTimer
 from accelbench.config.presets import resolve_model
-from accelbench.hardware.detect import device_name, resolve_device
+from accelbench.hardware.detect import resolve_device
 from accelbench.models.gpt import GPT
 
 
@@ -49,29 +49,10 @@ def main() -> None:
     torch.manual_seed(0)
     ours, theirs = GPT(cfg).to(device).train(), hf_gpt2(cfg).to(device).train()
     idx = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device=device)
-    idle = PhaseTimer(device, enabled=False)
-    for _ in range(args.warmup):
-        step_ours(ours, idx, idle)
-        step_theirs(theirs, idx, idle)
-    synchronize(device)
-    t_ours, t_theirs = PhaseTimer(device), PhaseTimer(device)
-    for _ in range(args.repeats):  # alternate so drift on a shared machine hits both alike
-        step_ours(ours, idx, t_ours)
-        step_theirs(theirs, idx, t_theirs)
-    a, b = t_ours.times_s()["step"], t_theirs.times_s()["step"]
-    ratios = [x / y for x, y in zip(a, b, strict=True)]
-    sa, sb = summarize(a), summarize(b)
-    print(f"device: {device_name(device)} ({device}), torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}")
-    print(f"model {cfg.name}, batch {args.batch}, seq {args.seq}, fp32, fwd+bwd, "
-          f"{args.repeats} alternating repetitions after {args.warmup} warm-up")
-    print(f"ours   median {sa.median_s * 1e3:8.1f} ms  (min {sa.min_s * 1e3:.1f}, "
-          f"max {sa.max_s * 1e3:.1f})")
-    print(f"theirs median {sb.median_s * 1e3:8.1f} ms  (min {sb.min_s * 1e3:.1f}, "
-          f"max {sb.max_s * 1e3:.1f})")
-    print(f"ratio ours/theirs: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}); target <= 1.0")
-
+    a, b = alternate(lambda t: step_ours(ours, idx, t), lambda t: step_theirs(theirs, idx, t),
+                     device, args.warmup, args.repeats)
+    report(device, f"model {cfg.name}, batch {args.batch}, seq {args.seq}, fp32, fwd+bwd, "
+           f"{args.repeats} alternating repetitions after {args.warmup} warm-up", a, b)
 
 if __name__ == "__main__":
     main()

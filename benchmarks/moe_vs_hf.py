@@ -11,15 +11,15 @@ prints the median of our time over theirs (target: at most 1.0).
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
+from alternate import alternate, report
 from transformers import MixtralConfig
 from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
-from accelbench.bench.timing import PhaseTimer, summarize, synchronize
+from accelbench.bench.timing import PhaseTimer
 from accelbench.config.presets import get_preset
-from accelbench.hardware.detect import device_name, resolve_device
+from accelbench.hardware.detect import resolve_device
 from accelbench.models.moe import MoE
 
 
@@ -66,30 +66,11 @@ def main() -> None:
     x = torch.randn(1, args.tokens, args.hidden, device=device, requires_grad=True)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)
-    idle = PhaseTimer(device, enabled=False)
-    for _ in range(args.warmup):
-        step(ours, x, idle)
-        step(theirs, x, idle)
-    synchronize(device)
-    t_ours, t_theirs = PhaseTimer(device), PhaseTimer(device)
-    for _ in range(args.repeats):  # alternate so drift on a shared machine hits both alike
-        step(ours, x, t_ours)
-        step(theirs, x, t_theirs)
-    a, b = t_ours.times_s()["step"], t_theirs.times_s()["step"]
-    ratios = [p / q for p, q in zip(a, b, strict=True)]
-    sa, sb = summarize(a), summarize(b)
-    print(f"device: {device_name(device)} ({device}), torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}")
-    print(f"MoE layer: {args.experts} experts, top-{args.top_k}, hidden {args.hidden}, expert "
-          f"width {args.ffn}, {args.tokens} tokens, fp32, fwd+bwd, {args.repeats} alternating "
-          f"repetitions after {args.warmup} warm-up; outputs equal (1e-5)")
-    print(f"ours   median {sa.median_s * 1e3:8.1f} ms  (min {sa.min_s * 1e3:.1f}, "
-          f"max {sa.max_s * 1e3:.1f})")
-    print(f"theirs median {sb.median_s * 1e3:8.1f} ms  (min {sb.min_s * 1e3:.1f}, "
-          f"max {sb.max_s * 1e3:.1f})")
-    print(f"ratio ours/theirs: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}); target <= 1.0")
-
+    a, b = alternate(lambda t: step(ours, x, t), lambda t: step(theirs, x, t), device,
+                     args.warmup, args.repeats)
+    report(device, f"MoE layer: {args.experts} experts, top-{args.top_k}, hidden {args.hidden}, "
+           f"expert width {args.ffn}, {args.tokens} tokens, fp32, fwd+bwd, {args.repeats} "
+           f"alternating repetitions after {args.warmup} warm-up; outputs equal (1e-5)", a, b)
 
 if __name__ == "__main__":
     main()
