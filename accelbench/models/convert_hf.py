@@ -18,9 +18,9 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.genslm import model_from_neox_config
 from accelbench.config.model import ModelConfig
 from accelbench.models.convert_hf_gpt2 import (
-    check_state_dict_keys,
     load_checkpoint_dir,
     load_hf_gpt2_state_dict,
+    load_our_state_dict,
     model_config_from_hf_gpt2,
     read_config_json,
 )
@@ -71,15 +71,7 @@ def load_llama_state_dict(model: GPT, state_dict: Mapping[str, torch.Tensor],
     """Copy Llama, Mistral or Qwen2 (moe: Mixtral or Qwen-MoE) weights into `model` (every
     tensor of both sides must match)."""
     ours = moe_to_our_state_dict(state_dict) if moe else llama_to_our_state_dict(state_dict)
-    if model.cfg.tie_embeddings:
-        head = ours.get("lm_head.weight")
-        if head is not None and not torch.equal(head, ours.get("wte.weight", head)):
-            raise ConfigError("state_dict: lm_head.weight", "differs from the token embedding "
-                              "although the config ties them", "tie_word_embeddings false")
-        if "wte.weight" in ours:
-            ours["lm_head.weight"] = ours["wte.weight"]
-    check_state_dict_keys(model, ours)
-    model.load_state_dict(ours, strict=True)
+    load_our_state_dict(model, ours)
 
 
 def load_pretrained_weights(model: GPT, folder: str | Path) -> None:

@@ -131,7 +131,12 @@ def load_hf_gpt2_state_dict(model: GPT, state_dict: Mapping[str, torch.Tensor]) 
     """Copy Hugging Face GPT-2 weights into `model` (every tensor of both sides must match)."""
     if model.cfg.position != "learned" or model.cfg.parallel_residual:
         raise ConfigError("model", "GPT-2 weights need learned positions and a serial residual")
-    ours = hf_gpt2_to_our_state_dict(state_dict)
+    load_our_state_dict(model, hf_gpt2_to_our_state_dict(state_dict))
+
+
+def load_our_state_dict(model: GPT, ours: dict[str, torch.Tensor]) -> None:
+    """A converted state dict (our names) into `model`: a tied head must equal the token
+    embedding, and every tensor of both sides must match."""
     if model.cfg.tie_embeddings:
         head = ours.get("lm_head.weight")
         if head is not None and not torch.equal(head, ours.get("wte.weight", head)):
