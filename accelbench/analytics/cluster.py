@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from accelbench.analytics.profile import MachineProfile
 from accelbench.config.errors import ConfigError, require_positive
-from accelbench.config.vocab import GB
+from accelbench.config.vocab import GB, GIB
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
 # A device variant: KEY:field=value,... next to the datasheet rows (docs/planner.md).
@@ -79,8 +79,10 @@ class ClusterSpec:
 
     @property
     def memory_bytes_per_device(self) -> float:
-        """Device memory in bytes (the table's GB are 10^9 bytes)."""
-        return (self.device.memory_gb or 0.0) * GB
+        """Device memory in bytes. An accelerator's memory "GB" is binary (HBM stacks come in
+        GiB: an "A100 80GB" shows 81,920 MiB in nvidia-smi, an "H100 80GB" 81,559 MiB), so
+        memory_gb counts GiB here; links and bandwidths stay in 10^9-byte GB."""
+        return (self.device.memory_gb or 0.0) * GIB
 
     def link(self, span: int) -> tuple[float, float]:
         """Effective bytes/s and latency for a group whose ranks span `span` consecutive devices."""

@@ -12,7 +12,7 @@ from functools import lru_cache
 from accelbench.analytics.moe_cost import moe_fraction, routed_assignments, stage_split
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
-from accelbench.config.layout import Layout, stage_layer_counts
+from accelbench.config.layout import Layout, rank_layer_counts
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
 
@@ -329,7 +329,7 @@ def stages_to_check(layout: Layout, n_layer: int) -> list[tuple[int, str, float]
     """(rank, stage kind, layers on the rank) of the stages that can hold the most: the first,
     the last and, with uneven stages, the second (the fullest of the middle ones)."""
     pp = layout.pp
-    counts = stage_layer_counts(layout, n_layer) if layout.uneven else None
+    counts = rank_layer_counts(layout, n_layer) if layout.uneven else None
     if counts is None:
         per = n_layer / pp
         return [(0, "first", per), (pp - 1, "last", per)]

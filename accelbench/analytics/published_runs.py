@@ -297,10 +297,10 @@ def _layout(row: dict[str, str], n_layer: int, notes: list[str]) -> Layout:
     vp = _int(row, "VP", 1) if row["VP"].strip().isdigit() else 1
     first = last = 0
     if pp > 1 and n_layer % (pp * vp):
-        vp, first = 1, (n_layer - (n_layer // pp + 1) * (pp - 2)) // 2
-        last = first
+        first = last = (n_layer - (n_layer // pp + 1) * (pp - 2)) // 2
         notes.append(f"uneven stages {first} + {pp - 2} x {n_layer // pp + 1} + {last} "
-                     "(one layer fewer on the first and last), vp=1 assumed")
+                     "(one layer fewer on the first and last)"
+                     + (f" in {vp} chunks per rank" if vp > 1 else ", vp=1 assumed"))
     elif row["VP"].strip() and not row["VP"].strip().isdigit():
         notes.append("interleaving degree not given: vp=1 assumed")
     sp = row["SP"].strip().lower().startswith(("yes", "u"))
@@ -356,14 +356,20 @@ def csv_assumptions(row: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """A row with what its source leaves open filled in, and a note for each assumption.
 
     Korthikanti's abstract runs (S2-9, S2-10) give no batch: one sequence per pipeline
-    (2240) and micro-batch 1 are assumed, as the planner did before the csv. PaLM's hybrid
-    sharding (256-way FSDP inside a pod, 2-way data parallel over the pods) is not a layout
+    (2240) and micro-batch 1 are assumed, as the planner did before the csv. Llama 3 405B
+    (S10) names an interleaved schedule without V; its text fixes V (a chunk per layer).
+    PaLM's hybrid sharding (256-way FSDP inside a pod, 2-way data parallel over the pods) is not a layout
     the planner models: one pod with half the batch is, and the cross-pod gradient exchange
     is left out.
     """
     if row["id"] in ("S2-9", "S2-10") and not row["global_batch_seqs"].strip():
         return ({**row, "global_batch_seqs": "2240", "micro_batch": "1", "VP": "1"},
                 ["global batch 2240 and micro-batch 1 assumed (not given)"])
+    if row["source"] == "S10" and not row["VP"].strip().isdigit():
+        return ({**row, "VP": str((_int(row, "layers") + 2) // _int(row, "PP"))},
+                ["vp derived: with one layer fewer on the first and last ranks 'the first model "
+                 "chunk on the first stage has only the embedding', so a chunk holds one "
+                 "layer: (126 + 2) / pp 16 = 8"])
     if "pod-level DP" in row["sharding"]:
         pods = 2
         return ({**row, "DP": str(_int(row, "DP") // pods),

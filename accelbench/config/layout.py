@@ -226,27 +226,62 @@ def check_fields(layout: Layout) -> Layout:
 def stage_layer_counts(layout: Layout, n_layer: int) -> tuple[int, ...] | None:
     """Layers of each of the pp x vp stages in order, or None when they do not divide.
 
-    Even: n_layer / (pp x vp) each. With pp_first / pp_last (vp = 1), the first and last
-    stages hold those counts and the stages between share the rest equally (Megatron's
-    decoder_first/last_pipeline_num_layers).
+    Even: n_layer / (pp x vp) each. With pp_first / pp_last, the first and last pipeline ranks
+    hold those counts and the ranks between share the rest equally (Megatron's
+    decoder_first/last_pipeline_num_layers). Interleaved (vp > 1, pp >= 3): every rank's chunks
+    hold middle / vp layers each, except the first chunk of the first rank and the last chunk
+    of the last rank, which take the difference and may hold none (Llama 3 405B: 126 layers,
+    pp 16, vp 8, 7 on the end ranks: the first chunk holds only the embedding, the last only
+    the head). Stage s is chunk s // pp of rank s % pp.
     """
     n = layout.n_stages
     if not layout.uneven:
         return (n_layer // n,) * n if n_layer % n == 0 else None
-    if layout.vp > 1 or layout.pp < 2:
+    if layout.pp < 2 or (layout.vp > 1 and layout.pp < 3):
         return None
+    ranks = _uneven_rank_counts(layout, n_layer)
+    if ranks is None or layout.vp == 1:
+        return ranks
+    return _interleaved_counts(ranks, layout.vp)
+
+
+def rank_layer_counts(layout: Layout, n_layer: int) -> tuple[int, ...] | None:
+    """Layers each pipeline rank holds over its vp chunks (stage_layer_counts summed)."""
+    counts = stage_layer_counts(layout, n_layer)
+    if counts is None:
+        return None
+    return tuple(sum(counts[rank::layout.pp]) for rank in range(layout.pp))
+
+
+def _uneven_rank_counts(layout: Layout, n_layer: int) -> tuple[int, ...] | None:
+    """Layers per pipeline rank: pp_first / pp_last on the ends, the rest split equally."""
+    pp = layout.pp
     ends = [layout.pp_first, layout.pp_last]
-    middle = n - sum(1 for e in ends if e)
+    middle = pp - sum(1 for e in ends if e)
     rest = n_layer - sum(ends)
     if rest < 0 or (middle == 0 and rest) or (middle and (rest % middle or rest == 0)):
         return None
-    per = rest // middle if middle else 0
-    counts = [per] * n
+    counts = [rest // middle if middle else 0] * pp
     if layout.pp_first:
         counts[0] = layout.pp_first
     if layout.pp_last:
         counts[-1] = layout.pp_last
     return tuple(counts)
+
+
+def _interleaved_counts(ranks: tuple[int, ...], vp: int) -> tuple[int, ...] | None:
+    """Per-rank counts as vp chunks each, in stage order: a middle rank's layers split equally,
+    the first (last) rank's surplus or shortfall on its first (last) chunk, never below 0."""
+    pp, middle = len(ranks), ranks[1]
+    if middle % vp:
+        return None
+    chunk = middle // vp
+    stages = [chunk] * (pp * vp)
+    first, last = ranks[0] - chunk * (vp - 1), ranks[-1] - chunk * (vp - 1)
+    if first < 0 or last < 0:
+        return None
+    stages[0], stages[-1] = first, last
+    return tuple(stages)
 
 
 # --- The rules: one list, read by the runtime and the planner ---
@@ -332,18 +367,23 @@ RULES: tuple[Rule, ...] = (
                            "parallel)",
          lambda lay, t, m: f"a divisor of {t.seq_len}, or sp=off"),
     Rule("uneven stages", ARITHMETIC, "layout.pp_first",
-         lambda lay, t, m: lay.uneven and (lay.pp < 2 or lay.vp > 1),
-         lambda lay, t, m: "pp_first/pp_last need pp >= 2 and vp = 1",
-         lambda lay, t, m: "pp_first=0,pp_last=0, or pp >= 2 with vp=1"),
+         lambda lay, t, m: lay.uneven and (lay.pp < 2 or (lay.vp > 1 and lay.pp < 3)),
+         lambda lay, t, m: "pp_first/pp_last need pp >= 2 (pp >= 3 with vp > 1: the middle "
+                           "ranks set the chunk size)",
+         lambda lay, t, m: "pp_first=0,pp_last=0, or pp >= 2 (vp=1) or pp >= 3"),
     Rule("layers", ARITHMETIC, "layout.pp",
          lambda lay, t, m: stage_layer_counts(lay, t.model.n_layer) is None,
          lambda lay, t, m: (f"pp_first={lay.pp_first}, pp_last={lay.pp_last} leave "
                             f"{t.model.n_layer - lay.pp_first - lay.pp_last} layers that do not "
-                            f"divide equally over the other stages of pp={lay.pp}")
+                            f"divide equally over the other stages of pp={lay.pp}"
+                            + (f" in chunks of vp={lay.vp} that leave the end ranks >= 0"
+                               if lay.vp > 1 else ""))
          if lay.uneven else (f"pp*vp = {lay.pp}*{lay.vp} = {lay.n_stages} does not divide "
                              f"{t.model.n_layer} layers into equal stages"),
          lambda lay, t, m: "first + last + (pp - 2) x middle = "
-                           f"{t.model.n_layer}, each >= 1" if lay.uneven
+                           f"{t.model.n_layer}, each >= 1"
+                           + (f", middle divisible by vp={lay.vp}" if lay.vp > 1 else "")
+                           if lay.uneven
          else f"pp*vp dividing {t.model.n_layer}"),
     Rule("context", ARITHMETIC, "layout.cp",
          lambda lay, t, m: lay.cp > 1 and t.seq_len is not None and t.seq_len % (2 * lay.cp),

@@ -21,7 +21,7 @@ from accelbench.analytics.comm import (
 )
 from accelbench.analytics.memory import BYTES_PER_VALUE
 from accelbench.analytics.params import block_params
-from accelbench.config.layout import Layout, stage_layer_counts
+from accelbench.config.layout import Layout, rank_layer_counts
 from accelbench.config.model import ModelConfig
 from accelbench.parallel.tp import kv_share
 
@@ -175,10 +175,10 @@ def call_bytes_sent(call: CommCall, backend: str = "nccl") -> float:
 
 def rank_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> int:
     """Blocks one pipeline rank holds: its stages' layer counts (uneven stages included)."""
-    counts = stage_layer_counts(layout, cfg.n_layer)
+    counts = rank_layer_counts(layout, cfg.n_layer)
     if counts is None:
         raise ValueError(f"layout {layout.label()} does not split {cfg.n_layer} layers")
-    return sum(counts[pp_rank::layout.pp])
+    return counts[pp_rank]
 
 
 def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> float:

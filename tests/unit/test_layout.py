@@ -25,6 +25,7 @@ from accelbench.config.layout import (
     first_broken,
     parse_layout,
     parse_layout_fields,
+    rank_layer_counts,
     stage_layer_counts,
     validate_layout,
 )
@@ -325,3 +326,23 @@ def test_grouped_query_rules_reach_both() -> None:
     cluster = make_cluster("a100-80gb", 1, devices_per_node=12)
     result = plan_fixed(model, cluster, TrainSetup(2, SEQ), {**Layout(tp=12).to_dict()})
     assert not result.built_by_runtime and "[k | v]" in result.runtime_note
+
+
+def test_uneven_interleaved_stages() -> None:
+    """Llama 3 405B's split: 126 layers, pp 16, vp 8, 7 on the end ranks: a chunk per layer,
+    the first chunk only the embedding, the last only the head; ranks keep 7 + 14 x 8 + 7."""
+    lay = parse_layout("pp=16,vp=8,pp_first=7,pp_last=7", PLANNER_KEYS)
+    assert stage_layer_counts(lay, 126) == (0,) + (1,) * 126 + (0,)
+    assert rank_layer_counts(lay, 126) == (7,) + (8,) * 14 + (7,)
+    # stage s is chunk s // pp of rank s % pp: rank 0 holds stages 0 and 3
+    assert stage_layer_counts(parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), 4) == (
+        0, 1, 1, 1, 1, 0)
+    assert stage_layer_counts(parse_layout("pp=4,vp=2,pp_last=2"), 14) == (2,) * 7 + (0,)
+    assert stage_layer_counts(parse_layout("pp=3,vp=2,pp_first=3,pp_last=1"), 6) == (
+        2, 1, 1, 1, 1, 0)
+    assert stage_layer_counts(parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), 5) is None
+    assert stage_layer_counts(parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), 6) is None  # <0
+    model = ModelConfig("m", n_layer=5, n_head=8, d_model=64, vocab_size=10, n_positions=64)
+    broken = first_broken(parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), Target(model, 3), 3)
+    assert broken.key == "layers" and "chunks of vp=2" in broken.reason(
+        parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), Target(model, 3), 3)

@@ -205,7 +205,7 @@ def test_device_variant_is_derived_from_its_row() -> None:
     cluster, base = make_cluster(spec, 2), make_cluster("h100-sxm", 2)
     assert (cluster.intra_gb_per_s, cluster.inter_gb_per_s) == (base.intra_gb_per_s,
                                                                 base.inter_gb_per_s)
-    assert cluster.memory_bytes_per_device == 96e9
+    assert cluster.memory_bytes_per_device == 96 * 2**30  # HBM "GB" are GiB
     assert H100_96GB_500W.key == "h100-sxm:memory_gb=96,bw_gb_s=2400"  # the same mechanism
     assert device_variant("h100-sxm") is device_variant("h100")
 
