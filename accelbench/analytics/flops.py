@@ -80,17 +80,43 @@ def model_flops_per_step(cfg: ModelConfig, seq_len: int, tokens_per_step: int) -
     return model_flops_per_token(cfg, seq_len).scaled(tokens_per_step)
 
 
+# What "selective" recompute reruns, by framework: the attention core (Korthikanti et al.
+# 2022, Megatron-LM), or torchtitan's op-level policy, which saves the outputs of matmuls and
+# attention but every second matmul of a block and reruns everything else.
+SELECTIVE_POLICIES = ("attention", "every_other_mm")
+
+
+def forward_matmuls(cfg: ModelConfig) -> tuple[tuple[int, int], ...]:
+    """(weights, output values per token) of a dense block's forward matmuls in the order an
+    unfused block runs them: query, key, value, attention output, then the MLP (gate, up and
+    down with SwiGLU; fc and proj otherwise)."""
+    h, f = cfg.d_model, cfg.ffn_dim
+    kv = cfg.kv_heads * cfg.head_dim
+    mlp = (((h * f, f), (h * f, f), (f * h, h)) if cfg.activation == "swiglu"
+           else ((h * f, f), (f * h, h)))
+    return ((h * h, h), (h * kv, kv), (h * kv, kv), (h * h, h)) + mlp
+
+
+def every_other_mm_rerun_params(cfg: ModelConfig) -> int:
+    """Weights of the matmuls torchtitan's op-level policy reruns: the 2nd, 4th, ... of a block
+    (its count restarts at every checkpointed block)."""
+    return sum(weights for i, (weights, _) in enumerate(forward_matmuls(cfg)) if i % 2)
+
+
 def recompute_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
-                              early_stop: bool = False) -> float:
+                              early_stop: bool = False, selective: str = "attention") -> float:
     """Forward FLOPs that activation recompute reruns per token (hardware, not model, FLOPs).
 
-    full: every block's forward again; selective: the attention core (Korthikanti et al. 2022).
+    full: every block's forward again; selective: the attention core (Korthikanti et al. 2022),
+    or with selective="every_other_mm" (torchtitan) every second matmul of each block.
     early_stop: torch's non-reentrant checkpoint (our measured runs) stops rerunning once every
     saved tensor is back, so each block's last matmul (the MLP's output projection, whose
     output nothing saves) is not rerun; Megatron's full recompute reruns the whole block.
     """
     if recompute == "none":
         return 0.0
+    if recompute == "selective" and selective == "every_other_mm":
+        return cfg.n_layer * 2.0 * every_other_mm_rerun_params(cfg)
     if recompute == "full":
         if cfg.n_experts:
             return sum(_rerun_layer(cfg, seq_len, i, early_stop) for i in range(cfg.n_layer))
@@ -120,10 +146,10 @@ def dropped_flops(cfg: ModelConfig, dropped_assignments: int) -> FlopCount:
 
 
 def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
-                             early_stop: bool = False) -> float:
+                             early_stop: bool = False, selective: str = "attention") -> float:
     """Training FLOPs the hardware executes per token: model FLOPs plus recompute."""
     model = model_flops_per_token(cfg, seq_len).total
-    return model + recompute_flops_per_token(cfg, seq_len, recompute, early_stop)
+    return model + recompute_flops_per_token(cfg, seq_len, recompute, early_stop, selective)
 
 
 def sparse_matmul_params(cfg: ModelConfig) -> int:

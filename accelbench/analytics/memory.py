@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from accelbench.analytics.flops import forward_matmuls
 from accelbench.analytics.moe_cost import moe_fraction, routed_assignments, stage_split
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
@@ -39,11 +40,14 @@ class Kernels:
     and RoPE (mlp_saved_per_token; RoPE rotates in place, no extra copy); dropout False, a
     model trained without dropout (Llama, MPT; accelbench's own model), whose masks are not
     kept; fused_loss, a fused cross-entropy (flash-attn's, llm-foundry's default) that keeps
-    the 16-bit logits and writes their gradient in place (logits_bytes)."""
+    the 16-bit logits and writes their gradient in place (logits_bytes); selective, what
+    selective recompute keeps and reruns (flops.SELECTIVE_POLICIES: "attention", Korthikanti's;
+    "every_other_mm", torchtitan's op-level policy: selective_op_bytes_per_layer)."""
 
     fused_mlp: bool = False
     dropout: bool = True
     fused_loss: bool = False
+    selective: str = "attention"
 
 
 EAGER = Kernels()
@@ -130,6 +134,9 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
     replicated_div = tp if sp else 1
     if recompute == "full":
         return 2 * seq_len * micro_batch * cfg.d_model * scale / replicated_div
+    if recompute == "selective" and kernels.selective == "every_other_mm":
+        block_input, split = selective_op_terms(cfg, seq_len * micro_batch)
+        return (block_input / replicated_div + split / tp) * scale
     replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch, tp,
                                                        kernels)
     kept = replicated / replicated_div + split / tp
@@ -138,6 +145,15 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
     if recompute == "none" and not fused_attention:
         kept += scores / tp
     return kept * scale
+
+
+def selective_op_terms(cfg: ModelConfig, tokens: int) -> tuple[float, float]:
+    """(block input, split part): 16-bit bytes a dense block keeps under torchtitan's op-level
+    selective recompute: its input (the checkpoint's), the outputs of the 1st, 3rd, ... forward
+    matmul (flops.forward_matmuls) and the attention output (SDPA is saved; its per-head
+    log-sum-exp is negligible); every other op is rerun in backward."""
+    saved = sum(out for i, (_, out) in enumerate(forward_matmuls(cfg)) if i % 2 == 0)
+    return 2.0 * tokens * cfg.d_model, 2.0 * tokens * (saved + cfg.d_model)
 
 
 def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,

@@ -42,6 +42,8 @@ FRAMEWORKS: dict[str, tuple[str, Kernels]] = {
     "Meta Llama 3 (Megatron-style)": ("megatron", Kernels(fused_mlp=True, dropout=False)),
     "PaLM (JAX/XLA on TPU)": ("megatron", Kernels(dropout=False)),
     "PyTorch FSDP": ("megatron", Kernels(dropout=False)),  # prefetched gathers
+    # torchtitan: FSDP2, and its "selective op" recompute keeps every other matmul's output
+    "torchtitan": ("megatron", Kernels(dropout=False, selective="every_other_mm")),
     "llm-foundry (Composer FSDP)": ("megatron", Kernels(dropout=False, fused_loss=True)),
 }
 SOURCE_FRAMEWORK = {"S1": "Megatron-LM", "S2": "Megatron-LM", "S5": "Megatron-LM",
@@ -132,7 +134,8 @@ class PublishedRun:
         if self.oracle_kind == "tokens_per_s_per_device":
             return self.oracle_value
         if self.oracle_kind == "tflops_per_device":
-            hw = hardware_flops_per_token(self.model, self.seq_len, self.layout.recompute)
+            hw = hardware_flops_per_token(self.model, self.seq_len, self.layout.recompute,
+                                          selective=self.kernels.selective)
             return self.oracle_value * 1e12 / hw
         peak = self.device.peak_flops_per_s("bf16") or 0.0
         return self.oracle_value * peak / model_flops_per_token(self.model, self.seq_len).total
@@ -174,29 +177,29 @@ OTHER_RUNS: tuple[PublishedRun, ...] = (
                  "tokens_per_s_per_device", 2973, "V",
                  "pytorch/torchtitan docs/performance.md (64 A100 version)",
                  mfu_as_published=0.582, fused_attention=True, source_key="torchtitan",
-                 framework="PyTorch FSDP",
+                 framework="torchtitan",
                  notes="torchtitan then counted the input embedding in N (58.2%)"),
     PublishedRun("torchtitan Llama 3 70B, 64 A100, full AC", SHAPES["llama3-70b"], _A100, 64, 8,
                  64, 8192, Layout(dp=64, mb=1, zero=3, recompute="full"),
                  "tokens_per_s_per_device", 331, "V",
                  "pytorch/torchtitan docs/performance.md (64 A100 version)",
                  mfu_as_published=0.517, fused_attention=True, source_key="torchtitan",
-                 framework="PyTorch FSDP"),
+                 framework="torchtitan"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W, 8,
                  8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5762, "V", _TITAN_NEW, fused_attention=True,
-                 source_key="torchtitan", framework="PyTorch FSDP",
+                 source_key="torchtitan", framework="torchtitan",
                  notes="500 W power cap: below the SXM peak of MFU"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP + Float8", SHAPES["llama3-8b"],
                  H100_96GB_500W, 8, 8, 16, 8192, Layout(dp=8, mb=2, zero=3,
                                                          recompute="selective"),
                  "tokens_per_s_per_device", 8532, "V", _TITAN_NEW, fused_attention=True,
-                 source_key="torchtitan", framework="PyTorch FSDP", dtype="fp8",
+                 source_key="torchtitan", framework="torchtitan", dtype="fp8",
                  notes="Float8 linear layers with torch.compile; MFU against the BF16 peak"),
     PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
                  128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5605, "V", _TITAN_NEW, setup_tag="U",
-                 fused_attention=True, source_key="torchtitan", framework="PyTorch FSDP",
+                 fused_attention=True, source_key="torchtitan", framework="torchtitan",
                  notes="local batch 2 and selective AC assumed as in Table 1"),
 )
 
@@ -358,9 +361,9 @@ def csv_assumptions(row: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     Korthikanti's abstract runs (S2-9, S2-10) give no batch: one sequence per pipeline
     (2240) and micro-batch 1 are assumed, as the planner did before the csv. Llama 3 405B
     (S10) names an interleaved schedule without V; its text fixes V (a chunk per layer).
-    PaLM's hybrid sharding (256-way FSDP inside a pod, 2-way data parallel over the pods) is not a layout
-    the planner models: one pod with half the batch is, and the cross-pod gradient exchange
-    is left out.
+    PaLM's hybrid sharding (256-way FSDP inside a pod, 2-way data parallel over the pods) is
+    not a layout the planner models: one pod with half the batch is, and the cross-pod
+    gradient exchange is left out.
     """
     if row["id"] in ("S2-9", "S2-10") and not row["global_batch_seqs"].strip():
         return ({**row, "global_batch_seqs": "2240", "micro_batch": "1", "VP": "1"},

@@ -35,6 +35,8 @@ from accelbench.analytics.efficiency import (
     moe_gemm_delta_s,
 )
 from accelbench.analytics.flops import (
+    every_other_mm_rerun_params,
+    forward_matmuls,
     hardware_flops_per_token,
     model_flops_per_token,
 )
@@ -295,6 +297,16 @@ def _tp_cp_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
     return tp_s, max(0.0, cp_s)
 
 
+def _selective_rerun_s(cfg: ModelConfig, cost: LayerCost, kernels: Kernels) -> float:
+    """What selective recompute reruns of a layer: the attention core (Korthikanti), or under
+    torchtitan's op-level policy every second matmul (by its share of the block's matmul
+    weights) and the memory-bound ops, but not the saved attention."""
+    if kernels.selective != "every_other_mm":
+        return cost.core_fwd
+    share = every_other_mm_rerun_params(cfg) / sum(w for w, _ in forward_matmuls(cfg))
+    return cost.gemm_fwd * share + cost.mem_fwd
+
+
 def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
                    efficiency: float | None) -> LayerSeconds:
     """One micro-batch of one layer (and of the head) on one rank, from the shapes of its
@@ -306,7 +318,7 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
     passes, rerun_passes = sparse_gemm_passes(setup, cluster.device)
     gemm = (cost.gemm_fwd + cost.gemm_bwd) * passes / 3
     model = cost.model - cost.gemm_fwd - cost.gemm_bwd + gemm
-    rerun = {"none": 0.0, "selective": cost.core_fwd,
+    rerun = {"none": 0.0, "selective": _selective_rerun_s(cfg, cost, setup.kernels),
              "full": cost.gemm_fwd * rerun_passes + cost.core_fwd + cost.mem_fwd
              }[layout.recompute]
     tp_s, cp_s = _tp_cp_seconds(cfg, cluster, setup, layout, cost)
@@ -438,5 +450,6 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     return StepBreakdown(
         n_micro * model_s, n_micro * rerun_s, n_micro * tp_s, n_micro * pp_s, dp_s, bubble_s,
         opt_s, tokens_per_s, per_device * model_flops / peak,
-        per_device * hardware_flops_per_token(cfg, setup.seq_len, layout.recompute) / peak,
+        per_device * hardware_flops_per_token(cfg, setup.seq_len, layout.recompute,
+                                              selective=setup.kernels.selective) / peak,
         n_micro * cp_s, n_micro * ep_s, widths.peak, fp8_util)
