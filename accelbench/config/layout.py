@@ -458,13 +458,6 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: f"sequence parallelism with {t.model.name}'s mixture-of-experts "
                            "blocks: the MoE layer does not take the sequence-sharded stream yet",
          lambda lay, t, m: "sp=off with an MoE model"),
-    Rule("pp with aux loss", RUNTIME, "layout.pp",
-         lambda lay, t, m: lay.pp > 1 and n_experts(t.model) > 0
-         and getattr(t.model, "aux_loss_coef", 0) > 0,
-         lambda lay, t, m: f"pp={lay.pp} with the load-balancing loss (aux_loss_coef="
-                           f"{t.model.aux_loss_coef}): accelbench's pipeline stages do not add "
-                           "it to the loss",
-         lambda lay, t, m: "pp=1, or the model with aux_loss_coef=0"),
 )
 RULES_BY_KEY = {rule.key: rule for rule in RULES}
 

@@ -27,7 +27,13 @@ from torch.utils.checkpoint import checkpoint
 from accelbench.config.model import ModelConfig, is_moe_layer, rotary_dims
 from accelbench.config.vocab import RECOMPUTE_KINDS
 from accelbench.models.mlp import MLP
-from accelbench.models.moe import MoE, aux_loss_of, recompute_contexts
+from accelbench.models.moe import (
+    MoE,
+    aux_loss_of,
+    recompute_contexts,
+    share_aux_grad_scale,
+    with_aux_term,
+)
 
 __all__ = ["GPT", "MLP", "Block", "set_recompute"]
 
@@ -179,6 +185,7 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):  # GPT-2's scaled init of residual projections
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        self.aux_grad_scale = share_aux_grad_scale(self)  # set by the loss's backward
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -205,10 +212,13 @@ class GPT(nn.Module):
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
+            self.aux_grad_scale.value = 0.0  # no loss: the aux losses add no gradient
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
-        if self.cfg.aux_loss_coef > 0 and self.cfg.is_moe:  # MoE: the load-balancing loss
-            loss = loss + self.cfg.aux_loss_coef * aux_loss_of(self.h)
+        if self.cfg.aux_loss_coef > 0 and self.cfg.is_moe:  # MoE: the load-balancing loss,
+            # its value here; its gradient through each layer's AuxLossAutoScaler (moe.py)
+            aux_term = self.cfg.aux_loss_coef * aux_loss_of(self.h)
+            loss = with_aux_term(loss, aux_term, self.aux_grad_scale)
         return logits, loss
 
     def set_recompute(self, mode: str) -> None:

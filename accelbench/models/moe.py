@@ -26,7 +26,12 @@ dropped (that expert adds nothing to that token) and counted. cf 0 is dropless.
 Auxiliary load-balancing loss (Switch Transformer eq. 4, in Mixtral's form as transformers
 computes it): E x sum_e f_e x P_e, with f_e the tokens that chose expert e among their top k
 (before drops) over T, and P_e the mean router probability of e (sigmoid scores normalised per
-token first). The model adds aux_loss_coef times the mean of its MoE layers' losses.
+token first). The model adds aux_loss_coef times the mean of its MoE layers' losses. Its
+gradient reaches the router through `AuxLossAutoScaler` on each layer's output (Megatron-Core's
+technique), not through the loss tensor: the output's backward also gives the layer's loss
+coef / L times the factor the backward gives the model's loss (`AuxLossGradScale`: set by the
+loss itself in one process, 1 / micro-batches by a pipeline stage), so the same mechanism works
+on a pipeline stage that never sees the loss. The loss's value still includes the term.
 
 Load: `tokens_routed` and `tokens_dropped` (per expert, this process's tokens) add up over
 forwards until `reset_load`; the rerun forward of full recompute does not count twice.
@@ -43,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from accelbench.config.model import ModelConfig
+from accelbench.config.model import ModelConfig, moe_layer_count
 from accelbench.models.mlp import MLP, activate
 
 
@@ -156,6 +161,10 @@ class MoE(nn.Module):
         self.dispatch: Dispatch = local_dispatch
         self.with_aux_loss = cfg.aux_loss_coef > 0
         self.aux_loss: torch.Tensor | None = None
+        # d(training loss)/d(this layer's aux loss) before the loss's own scaling: coef / L
+        self.aux_grad_weight = cfg.aux_loss_coef / max(moe_layer_count(cfg), 1)
+        self.aux_grad_scale = AuxLossGradScale()  # one per model: share_aux_grad_scale
+        self.aux_log: list[torch.Tensor] | None = None  # this layer's losses, when logging
         self.tokens_routed = torch.zeros(cfg.n_experts, dtype=torch.long)
         self.tokens_dropped = torch.zeros(cfg.n_experts, dtype=torch.long)
 
@@ -204,7 +213,14 @@ class MoE(nn.Module):
         self._count(routing)
         if self.with_aux_loss:
             self.aux_loss = load_balancing_loss(scores, routing, self.top_k)
+            self._log_aux_loss(self.aux_loss)
+            y = scale_aux_loss(y, self.aux_loss, self.aux_grad_weight, self.aux_grad_scale)
         return y.reshape(x.shape)
+
+    def _log_aux_loss(self, aux_loss: torch.Tensor) -> None:
+        """Keep the loss's value while a pipeline logs them (not a recompute's rerun)."""
+        if self.aux_log is not None and not _counting_paused:
+            self.aux_log.append(aux_loss.detach())
 
     @torch.no_grad()
     def _count(self, routing: Routing) -> None:
@@ -218,6 +234,99 @@ class MoE(nn.Module):
         """Start counting the per-expert load afresh."""
         self.tokens_routed.zero_()
         self.tokens_dropped.zero_()
+
+
+class AuxLossGradScale:
+    """The factor the backward under way gives the model's loss (1 / accumulation steps, an fp16
+    loss scale): the aux losses' gradients are their weight times it. One per model, shared by
+    its MoE layers; 0 until a loss sets it, so a backward of the logits alone adds none."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: torch.Tensor | float = 0.0
+
+
+class AuxLossAutoScaler(torch.autograd.Function):
+    """Identity on an MoE layer's output; its backward also gives the layer's aux loss the
+    gradient weight x scale.value, read when the backward runs (Megatron-Core's technique)."""
+
+    @staticmethod
+    def forward(ctx, output: torch.Tensor, aux_loss: torch.Tensor, weight: float,
+                scale: AuxLossGradScale) -> torch.Tensor:
+        ctx.weight, ctx.scale = weight, scale
+        ctx.aux_dtype, ctx.aux_device = aux_loss.dtype, aux_loss.device  # nothing saved
+        return output.view_as(output)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        value = torch.as_tensor(ctx.scale.value, dtype=ctx.aux_dtype, device=ctx.aux_device)
+        return grad_output, value * ctx.weight, None, None
+
+
+class LossGradProbe(torch.autograd.Function):
+    """The model's loss plus the (detached) aux term, for its value; in backward it records the
+    gradient the loss receives, before any MoE layer's backward (they all lie upstream)."""
+
+    @staticmethod
+    def forward(ctx, loss: torch.Tensor, aux_term: torch.Tensor,
+                scale: AuxLossGradScale) -> torch.Tensor:
+        ctx.scale = scale
+        return loss + aux_term
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        ctx.scale.value = grad.detach()
+        return grad, None, None
+
+
+@torch.compiler.disable  # run eagerly: the scale is read when the backward runs, not traced
+def scale_aux_loss(output: torch.Tensor, aux_loss: torch.Tensor, weight: float,
+                   scale: AuxLossGradScale) -> torch.Tensor:
+    """`output`, whose backward also backpropagates weight x scale.value into `aux_loss`."""
+    return AuxLossAutoScaler.apply(output, aux_loss, weight, scale)
+
+
+@torch.compiler.disable
+def with_aux_term(loss: torch.Tensor, aux_term: torch.Tensor,
+                  scale: AuxLossGradScale) -> torch.Tensor:
+    """loss + aux_term (detached) as the value; its backward sets scale.value to the loss's
+    gradient, which the layers' AuxLossAutoScaler multiply their weights by."""
+    return LossGradProbe.apply(loss, aux_term.detach(), scale)
+
+
+def share_aux_grad_scale(model: nn.Module) -> AuxLossGradScale:
+    """One AuxLossGradScale for every MoE layer of `model` (a GPT's, or a stage's)."""
+    scale = AuxLossGradScale()
+    for m in moe_layers(model):
+        m.aux_grad_scale = scale
+    return scale
+
+
+def set_aux_grad_scale(modules: Iterable[nn.Module], value: float) -> None:
+    """Give the MoE layers of `modules` a fixed factor: a pipeline stage's, whose loss (the
+    last stage's) is on another rank."""
+    for module in modules:
+        for m in moe_layers(module):
+            m.aux_grad_scale.value = value
+
+
+def start_aux_log(modules: Iterable[nn.Module]) -> None:
+    """From now on the MoE layers of `modules` keep every forward's aux loss value."""
+    for module in modules:
+        for m in moe_layers(module):
+            m.aux_log = [] if m.with_aux_loss else None
+
+
+def logged_aux_loss_sum(modules: Iterable[nn.Module], last: int,
+                        device: torch.device) -> torch.Tensor:
+    """Sum of the last `last` logged aux losses of every MoE layer of `modules` (float32)."""
+    total = torch.zeros((), dtype=torch.float32, device=device)
+    for module in modules:
+        for m in moe_layers(module):
+            for value in (m.aux_log or [])[-last:]:
+                total = total + value.float()
+    return total
 
 
 def load_balancing_loss(scores: torch.Tensor, routing: Routing, top_k: int) -> torch.Tensor:

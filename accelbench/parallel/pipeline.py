@@ -9,6 +9,13 @@ averages the gradients over dp with one all-reduce after the schedule has run al
 and at zero 2/3 FSDP2 shards each stage module (the schedule defers its reduce-scatter). A tied
 output head (GPT-2) is a second copy on the last stage whose gradient is summed with the
 embedding's after every step, as Megatron's embedding group does.
+
+The MoE load-balancing loss: each MoE layer's AuxLossAutoScaler (models/moe.py) backpropagates
+coef / L x 1 / n_micro into its aux loss during its stage's backward (what the one-process
+loss, cross-entropy plus coef x the mean over the L MoE layers, averaged over the
+micro-batches, gives it), so earlier stages train their routers without seeing the loss. The
+returned loss means what one process's does: the last stage's mean cross-entropy plus coef x
+the mean of every stage's aux losses, summed over the pp group with one all-reduce per step.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from torch.distributed.pipelining import (
 )
 
 from accelbench.config.layout import Layout, stage_layer_counts
+from accelbench.config.model import moe_layer_count
 from accelbench.models.gpt import GPT, Block, set_recompute
+from accelbench.models.moe import logged_aux_loss_sum, set_aux_grad_scale, start_aux_log
 from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.dist import expert_groups
 from accelbench.parallel.expert import apply_expert_parallel, is_expert_param
@@ -110,6 +119,9 @@ class PipelineRunner:
         self.is_first = 0 in self.stage_ids
         self.is_last = n_stages - 1 in self.stage_ids
         self.tied = model.cfg.tie_embeddings
+        self.device = device
+        self.aux_loss_coef = model.cfg.aux_loss_coef if model.cfg.is_moe else 0.0
+        self.n_moe_layers = moe_layer_count(model.cfg)
         self.modules: list[nn.Module] = []
         # ep > 1: the groups made once on every rank; each stage keeps its E / ep experts
         self.experts = expert_groups(layout, mesh) if layout.ep > 1 else None
@@ -164,12 +176,26 @@ class PipelineRunner:
         losses: list[torch.Tensor] = []
         args = (inputs,) if self.is_first else ()
         kwargs = {"target": targets, "losses": losses} if self.is_last else {}
+        if self.aux_loss_coef > 0:  # each micro-batch's loss is divided by n_micro (_loss_fn)
+            set_aux_grad_scale(self.modules, 1.0 / self.n_microbatches)
+            start_aux_log(self.modules)
         self.schedule.step(*args, **kwargs)
         self._average_dp_grads()
         self._sync_tied_grads()
+        aux_term = self._aux_loss_term() if self.aux_loss_coef > 0 else None
         if not self.is_last:
             return None
-        return torch.stack([loss.detach() for loss in losses]).sum()
+        loss = torch.stack([loss.detach() for loss in losses]).sum()
+        return loss if aux_term is None else loss + aux_term
+
+    def _aux_loss_term(self) -> torch.Tensor:
+        """coef x the mean over the model's MoE layers and the micro-batches of their aux
+        losses, for the logged loss: each rank sums its layers' last n_micro values (the first
+        step's shape inference runs one forward more, before the micro-batches), and one
+        all-reduce over pp adds the other stages'."""
+        total = logged_aux_loss_sum(self.modules, self.n_microbatches, self.device)
+        dist.all_reduce(total, group=self.parallel_mesh.get_group("pp"))
+        return self.aux_loss_coef * total / (self.n_moe_layers * self.n_microbatches)
 
     def _average_dp_grads(self) -> None:
         """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average;

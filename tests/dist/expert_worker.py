@@ -17,7 +17,7 @@ import torch.distributed as dist
 from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
-from accelbench.models.moe import Experts, Routing, expert_load, local_dispatch
+from accelbench.models.moe import Experts, Routing, expert_load, local_dispatch, moe_layers
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
@@ -34,6 +34,7 @@ from accelbench.parallel.pipeline import PipelineRunner
 D_MODEL, N_EXPERTS = 16, 4
 STEPS, SEQ, MICRO_BATCH, GAS = 4, 32, 2, 2
 LR, WEIGHT_DECAY, MAX_NORM, SEED = 1e-3, 0.1, 0.5, 1234
+AUX_COEF = 0.1  # 'aux...' cases: a load-balancing loss whose gradient shows in the norms
 MOE_CFG = get_preset("moe-tiny").with_changes(name="moe-tiny-test", n_positions=64,
                                               vocab_size=1024)
 # (tokens of this rank, the expert of each assignment): rank 1 sends every row to rank 0's
@@ -86,11 +87,19 @@ def dispatch_check(assignments: dict, group: dist.ProcessGroup) -> dict:
 
 def cfg_for(case: str):
     """moe-tiny, shortened; a case named 'capacity...' routes with capacity factor 1 (drops),
-    one with 'pp' in its name trains without the auxiliary loss."""
+    'aux...' weighs the load-balancing loss AUX_COEF, 'noaux...' trains without it."""
     if case.startswith("capacity"):
         return MOE_CFG.with_changes(capacity_factor=1.0)
-    # pipeline stages do not add the load-balancing loss (the 'pp with aux loss' rule)
-    return MOE_CFG.with_changes(aux_loss_coef=0.0) if "pp" in case else MOE_CFG
+    if case.startswith("aux"):
+        return MOE_CFG.with_changes(aux_loss_coef=AUX_COEF)
+    return MOE_CFG.with_changes(aux_loss_coef=0.0) if case.startswith("noaux") else MOE_CFG
+
+
+def router_grad_sq(modules) -> float:
+    """Sum of squares of the router weights' gradients held here (a shard's under zero 2/3)."""
+    grads = [m.router.weight.grad for module in modules for m in moe_layers(module)]
+    return sum(float((g.to_local() if hasattr(g, "to_local") else g).pow(2).sum())
+               for g in grads if g is not None)
 
 
 def data(global_batch: int) -> torch.Tensor:
@@ -107,7 +116,7 @@ def reference(cfg, dp: int) -> dict:
     model = GPT(cfg)
     opt, _ = make_optimizer(prepare_model(model, Layout(), None), Layout(), LR, WEIGHT_DECAY)
     batch = data(dp * GAS * MICRO_BATCH)
-    out: dict = {"loss": [], "grad_norm": []}
+    out: dict = {"loss": [], "grad_norm": [], "router_grad_sq": []}
     for step in range(STEPS):
         if step == 1:  # as the load after the first step (see train_case)
             reset_expert_load(model)
@@ -116,6 +125,7 @@ def reference(cfg, dp: int) -> dict:
             _, loss = model(xs[:, :-1], xs[:, 1:])
             (loss / (dp * GAS)).backward()
             total += float(loss.detach()) / (dp * GAS)
+        out["router_grad_sq"].append(router_grad_sq([model]))
         out["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                                      MAX_NORM)))
         opt.step()
@@ -152,12 +162,14 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
     opt, _ = make_optimizer(module, layout, LR, WEIGHT_DECAY)
     d = mesh.get_local_rank("dp")
     batch = data(layout.dp * GAS * MICRO_BATCH)[:, d * GAS * MICRO_BATCH:][:, :GAS * MICRO_BATCH]
-    out: dict = {"loss": [], "grad_norm": []}
+    out: dict = {"loss": [], "grad_norm": [], "router_grad_sq": []}
     for step in range(STEPS):
         if step == 1:  # a pipeline's first step also runs its shape inference's forward
             reset_expert_load(module)
         with profile_collectives(device) as comm:
             total = _step(module, layout, batch[step])
+        held = module.modules if isinstance(module, PipelineRunner) else [module]
+        out["router_grad_sq"].append(router_grad_sq(held))
         out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -219,8 +219,7 @@ def test_planner_and_runtime_agree_on_a_grid() -> None:
     assert seen == {rule.key for rule in RULES} - {"batch", "devices", "kv share"}
 
 
-EP_RULES = ("expert model", "experts", "expert data", "ep with zero-1", "sp with experts",
-            "pp with aux loss")
+EP_RULES = ("expert model", "experts", "expert data", "ep with zero-1", "sp with experts")
 
 
 def test_expert_parallel_is_carved_out_of_data_parallel() -> None:
@@ -237,8 +236,8 @@ def test_expert_parallel_is_carved_out_of_data_parallel() -> None:
 
 def test_expert_parallel_rules() -> None:
     """A dense model takes no ep; experts refuse an ep not dividing them or dp (arithmetic);
-    ZeRO-1 beside ep, sequence parallelism of MoE blocks and pipelines with the auxiliary loss
-    are the runtime's limits."""
+    ZeRO-1 beside ep and sequence parallelism of MoE blocks are the runtime's limits; a
+    pipeline with the auxiliary loss is built."""
     with pytest.raises(ConfigError, match="has none") as err:
         validate_layout(Layout(dp=2, ep=2), CFG, 2, 1)
     assert err.value.field == "layout.ep"
@@ -252,14 +251,13 @@ def test_expert_parallel_rules() -> None:
             (Layout(dp=3, ep=3), "experts", "ep", "does not divide the 8 experts"),
             (Layout(dp=2, ep=4), "expert data", "ep", "does not divide dp=2"),
             (Layout(dp=2, ep=2, zero=1), "ep with zero-1", "zero", "zero=1 with ep=2"),
-            (Layout(dp=2, tp=2, ep=2, sp=True), "sp with experts", "sp", "sequence-sharded"),
-            (Layout(dp=2, pp=2, ep=2), "pp with aux loss", "pp", "do not add it")):
+            (Layout(dp=2, tp=2, ep=2, sp=True), "sp with experts", "sp", "sequence-sharded")):
         with pytest.raises(ConfigError, match=words) as err:
             validate_layout(lay, moe, lay.world_size, 2)
         assert first_broken(lay, Target(moe, lay.world_size), 2).key == key
         assert err.value.field == f"layout.{field}"
-    no_aux = moe.with_changes(aux_loss_coef=0.0)
-    assert validate_layout(Layout(dp=2, pp=2, ep=2), no_aux, 4, 2).pp == 2
+    assert moe.aux_loss_coef > 0  # pipelines take the load-balancing loss (pipeline.py)
+    assert validate_layout(Layout(dp=2, pp=2, ep=2), moe, 4, 2).pp == 2
 
 def test_devices_and_batch_rules_reach_both() -> None:
     with pytest.raises(ConfigError, match="the world has 4"):
