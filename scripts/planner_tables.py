@@ -1,0 +1,66 @@
+"""Print docs/planner.md's validation tables (per run, per source) from the planner itself, so
+the page shows what `accelbench plan --validate` computes rather than figures copied by hand.
+
+Usage: .venv/bin/python scripts/planner_tables.py > /tmp/tables.md
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ORACLE = {"mfu": "{:.1%} MFU", "tokens_per_s_per_device": "{:,.0f} tok/s per device",
+          "tflops_per_device": "{:.0f} TFLOP/s per GPU"}
+
+
+def _validation() -> dict:
+    """`accelbench plan --validate --json`, run as a user would run it."""
+    command = str(Path(sys.executable).parent / "accelbench")
+    out = subprocess.run([command, "plan", "--validate", "--json"], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def run_table(data: dict) -> list[str]:
+    """One row per scored published run: in-sample and left-out errors side by side."""
+    left = {(r["run_id"], r["name"]): r for r in data["leave_one_source_out"]}
+    lines = ["| id | Run | Device | Published | Published MFU | Predicted MFU | Error | Left out "
+             "| Mem GB | Fits | Limit | Overlap | Oracle | Set-up |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["published"]:
+        out = left[(r["run_id"], r["name"])]
+        value = r["oracle_value"] * (100 if r["oracle_kind"] == "mfu" else 1)
+        shown = ORACLE[r["oracle_kind"]].format(r["oracle_value"] if r["oracle_kind"] == "mfu"
+                                                else value)
+        lines.append(
+            f"| {r['run_id'] or '-'} | {r['name']} | {r['device']} | {shown} "
+            f"| {r['observed_mfu']:.1%} | {r['predicted_mfu']:.1%} | {r['error']:+.1%} "
+            f"| {out['error']:+.1%} | {r['memory_gb']:.0f} | {'yes' if r['fits'] else 'no'} "
+            f"| {r['limiter']} | {r['overlap']} | {r['oracle_tag']} | {r['setup_tag']} |")
+    return lines
+
+
+def source_table(data: dict) -> list[str]:
+    """Median and worst |error| per source, in-sample and left out, and overall."""
+    frameworks = {r["source_key"]: f"{r['framework']} ({r['overlap']})"
+                  for r in data["published"]}
+    lines = ["| Source | Framework (overlap) | Runs | Median in-sample | Worst in-sample "
+             "| Median left out | Worst left out |", "|---|---|---|---|---|---|---|"]
+    for key, inside in data["by_source"].items():
+        out = data["by_source_left_out"][key]
+        lines.append(f"| {key} | {frameworks.get(key, 'all')} | {inside['n']} "
+                     f"| {inside['median_abs_error']:.1%} | {inside['worst_abs_error']:.1%} "
+                     f"| {out['median_abs_error']:.1%} | {out['worst_abs_error']:.1%} |")
+    return lines
+
+
+def main() -> None:
+    """Both tables, a blank line between."""
+    data = _validation()
+    print("\n".join(run_table(data) + [""] + source_table(data)))
+
+
+if __name__ == "__main__":
+    main()
