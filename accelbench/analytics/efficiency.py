@@ -241,16 +241,18 @@ def _mlp_shapes(cfg: ModelConfig, m: int, ffn: int) -> tuple[tuple[int, int, int
 
 
 @lru_cache(maxsize=4096)
-def moe_gemm_delta_s(rates: Rates, cfg: ModelConfig, tokens: int, tp: int, ep: int
-                     ) -> tuple[float, float]:
+def moe_gemm_delta_s(rates: Rates, cfg: ModelConfig, tokens: int, tp: int, ep: int,
+                     busiest: float = 1.0) -> tuple[float, float]:
     """(forward, backward) seconds an average layer adds to the dense layer's GEMMs: an MoE
     layer runs its router, shared experts and E / ep local experts of routed x ep / E rows
     each at the expert's width (moe_cost.routed_assignments; each GEMM at its own shape's
-    rate, its fixed cost counted per expert), in place of the dense MLP split over tp."""
+    rate, its fixed cost counted per expert), in place of the dense MLP split over tp. On the
+    busiest ep rank, which the step waits for, the experts' rows are `busiest` times as many
+    (moe_cost.busiest_rank_factor)."""
     fraction = moe_fraction(cfg)
     if not fraction:
         return 0.0, 0.0
-    per_expert = max(1, round(routed_assignments(cfg, tokens) * ep / cfg.n_experts))
+    per_expert = max(1, round(routed_assignments(cfg, tokens) * ep / cfg.n_experts * busiest))
     ex_fwd, ex_bwd = _gemms_s(rates, _mlp_shapes(cfg, per_expert, cfg.expert_ffn_dim))
     local = cfg.n_experts // ep
     shapes = ((tokens, cfg.d_model, cfg.n_experts),)

@@ -6,8 +6,9 @@ Conventions (the runtime's, accelbench/parallel/expert.py): ep is carved out of 
 layer's E routed experts are split over the ep ranks (E / ep whole experts each) and
 replicated over the dp / ep expert-data-parallel ranks, over which ZeRO shards their state;
 dense weights (attention, norms, router, shared experts) are sharded over dp as before. An
-MoE layer stays whole on every tensor rank (no expert tensor parallelism). Routing is taken
-as uniform: each expert gets tokens x k / E assignments (load imbalance is not modelled).
+MoE layer stays whole on every tensor rank (no expert tensor parallelism). Routing is uniform
+on average (each expert gets tokens x k / E assignments); the busiest expert-parallel rank,
+which the step waits for, gets a stated factor more (busiest_rank_factor: 1.0 = balanced).
 With a capacity factor cf > 0 every expert is padded to ceil(cf x T x k / E) assignments.
 The per-layer figures are averaged over the layers (moe_layer_count / n_layer of them MoE).
 """
@@ -41,6 +42,17 @@ def routed_assignments(cfg: ModelConfig, tokens: int) -> float:
     return float(tokens * cfg.moe_top_k)
 
 
+def busiest_rank_factor(cfg: ModelConfig, ep: int, imbalance: float) -> float:
+    """The busiest ep rank's routed assignments over the mean rank's, from the stated expert-load
+    imbalance (the busiest expert's over the mean, as the runtime records moe_load_imbalance:
+    an upper bound of the rank's, equal at one expert a rank). 1 on one rank (it holds every
+    assignment) and under a capacity factor (padding and drops bound each expert's rows);
+    never above ep (a rank cannot receive more than every rank's assignments)."""
+    if ep == 1 or cfg.capacity_factor > 0:
+        return 1.0
+    return min(float(imbalance), float(ep))
+
+
 def all_to_all_count(recompute: str) -> int:
     """All-to-alls per MoE layer and micro-batch (A2A_FORWARD/BACKWARD, + the rerun)."""
     rerun = A2A_FORWARD if recompute == "full" else 0
@@ -48,13 +60,15 @@ def all_to_all_count(recompute: str) -> int:
 
 
 def all_to_all_bytes_per_layer(cfg: ModelConfig, tokens: int, ep: int, dtype: str,
-                               recompute: str = "none") -> float:
-    """Bytes one rank sends per MoE layer and micro-batch: each all-to-all moves its routed
-    assignments' hidden vectors, (ep - 1) / ep of them to other ranks."""
+                               recompute: str = "none", imbalance: float = 1.0) -> float:
+    """Bytes the busiest rank moves per MoE layer and micro-batch: each all-to-all carries its
+    routed assignments' hidden vectors (busiest_rank_factor times the mean rank's: it receives
+    them in the dispatch, sends them back in the combine), (ep - 1) / ep of them remote."""
     if ep == 1:
         return 0.0
     one = routed_assignments(cfg, tokens) * cfg.d_model * training_widths(dtype).comm
-    return all_to_all_count(recompute) * one * (ep - 1) / ep
+    factor = busiest_rank_factor(cfg, ep, imbalance)
+    return all_to_all_count(recompute) * one * factor * (ep - 1) / ep
 
 
 def expert_params(cfg: ModelConfig) -> int:

@@ -59,6 +59,7 @@ class PlanInput:
     sparsity: float = 0.0
     sparsity_pattern: str = "unstructured"
     overlap: str = "megatron"
+    moe_imbalance: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,32 @@ def check_ep(model: ModelConfig, cluster: ClusterSpec,
             raise rule.error(layout, target, 1)
 
 
+def check_moe_imbalance(imbalance: float) -> None:
+    """The busiest expert's load over the mean: a finite number of at least 1 (1 = balanced)."""
+    require_finite("moe-imbalance", imbalance)
+    if imbalance < 1:
+        raise ConfigError("moe-imbalance", f"must be at least 1 (the busiest expert's load over "
+                          f"the mean), got {imbalance!r}", ">= 1 (1.0 = balanced)")
+
+
+def check_imbalance_model(model: ModelConfig, imbalance: float) -> None:
+    """An imbalance other than 1 only for a model with experts (a dense one would ignore it)."""
+    if imbalance != 1 and not model.n_experts:
+        raise ConfigError("moe-imbalance", f"{model.name} has no experts",
+                          "1.0 for a dense model, or a model with experts")
+
+
+def moe_imbalance_text(model: ModelConfig, imbalance: float) -> str:
+    """What the stated imbalance does to a plan of this model, in words."""
+    if model.capacity_factor > 0:
+        return (f"capacity factor {model.capacity_factor:g}: every expert padded to its "
+                "capacity, over it dropped, so the imbalance changes no time")
+    if imbalance == 1:
+        return "balanced routing (each expert tokens x k / E), as force-balanced benchmarks run"
+    return (f"the busiest expert-parallel rank's expert GEMMs and all-to-alls carry "
+            f"min({imbalance:g}, ep) x the mean rank's routed tokens (the step waits for it)")
+
+
 def _us(value: float | None) -> float | None:
     """Microseconds to seconds, None kept."""
     return None if value is None else value * 1e-6
@@ -184,7 +211,9 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
                         ("train-tokens", given.train_tokens)):
         require_positive(name, value)
     _check_links(given)
+    check_moe_imbalance(given.moe_imbalance)
     model = resolve_shape(given.model)
+    check_imbalance_model(model, given.moe_imbalance)
     if model.position == "learned" and given.seq > model.n_positions:
         raise ConfigError("seq", f"{given.seq} is longer than {model.name}'s "
                           f"{model.n_positions} positions", f"<= {model.n_positions}")
@@ -200,7 +229,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
     validate_sparsity([given.sparsity], given.sparsity_pattern, "magnitude", model.d_model)
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
                        given.fused_attention, given.sparsity, given.sparsity_pattern,
-                       given.overlap)
+                       given.overlap, moe_imbalance=given.moe_imbalance)
     return PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
                        given.train_tokens)
 

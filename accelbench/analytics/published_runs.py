@@ -403,7 +403,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = CSV_RUNS + OTHER_RUNS
 
 # --- Mixture-of-experts runs (moe_runs.csv): checked, none fitted ---
 
-_MOE_DEVICES = {"H100 SXM 80GB": "h100-sxm"}
+_MOE_DEVICES = {"H100 SXM 80GB": "h100-sxm", "B200 180GB": "b200"}
 
 
 def moe_run_from_row(row: dict[str, str]) -> PublishedRun:

@@ -12,7 +12,9 @@ behind compute is the set-up's stated overlap (OVERLAP_MODES). Under "megatron" 
 tensor-parallel collectives and pipeline sends are exposed; context parallelism's ring passes
 overlap the attention core they feed, only the rest is exposed; data-parallel traffic overlaps
 the backward it follows (ZeRO 0/1: the last micro-batch's backward; ZeRO 2: every backward;
-ZeRO 3: every forward and backward).
+ZeRO 3: every forward and backward); expert-parallel all-to-alls are exposed unless the mode
+hides them (A2A_OVERLAP_MODES). A mixture of experts' step waits for its busiest expert-parallel
+rank: its expert GEMMs and all-to-alls carry the set-up's moe_imbalance (moe_cost.py).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from accelbench.analytics.memory import (
 from accelbench.analytics.moe_cost import (
     all_to_all_bytes_per_layer,
     all_to_all_count,
+    busiest_rank_factor,
     moe_fraction,
     stage_split,
 )
@@ -68,10 +71,16 @@ OVERLAP_MODES = {
     "megatron": "Megatron-LM and PyTorch FSDP defaults: DP gradient reduction behind the "
                 "backward (ZeRO-3/FSDP gathers also behind the forward), CP ring passes behind "
                 "the attention core; TP collectives and PP sends exposed",
+    "megatron-a2a": "Megatron-Core with MoE all-to-all overlap (1F1B A2A overlap, "
+                    "--overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe): as megatron, "
+                    "plus each expert-parallel all-to-all behind the paired micro-batch's "
+                    "compute of the same layer",
     "megascale": "MegaScale (Jiang et al. 2024): as megatron, plus TP all-gathers and "
-                 "reduce-scatters behind the GEMMs beside them, PP sends behind compute, and "
-                 "DP's first gather behind the forward",
+                 "reduce-scatters behind the GEMMs beside them, PP sends behind compute, "
+                 "DP's first gather behind the forward, and EP all-to-alls as megatron-a2a",
 }
+# The modes that hide the expert-parallel all-to-all (megatron's alltoall dispatcher waits).
+A2A_OVERLAP_MODES = frozenset({"megatron-a2a", "megascale"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,9 @@ class TrainSetup:
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
     overlap: str = "megatron"  # what communication hides behind compute: OVERLAP_MODES
     kernels: Kernels = EAGER  # what the framework's kernels save for backward (memory.py)
+    # the busiest expert's routed assignments over the mean (1.0 balanced, as benchmarks that
+    # force-balance routing run; the runtime records moe_load_imbalance): moe_cost.py
+    moe_imbalance: float = 1.0
 
     @property
     def tokens_per_step(self) -> int:
@@ -147,7 +159,7 @@ class LayerSeconds:
     tp: float
     cp: float
     head: float
-    ep: float = 0.0  # an average layer's all-to-alls (MoE layers only)
+    ep: float = 0.0  # an average layer's all-to-alls left exposed (MoE layers only)
 
     @property
     def layer(self) -> float:
@@ -325,21 +337,27 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
     if not cfg.n_experts:
         return LayerSeconds(model, rerun, tp_s, cp_s, cost.head)
     tokens = setup.seq_len * layout.mb // layout.cp
-    moe_fwd, moe_bwd = moe_gemm_delta_s(rates, cfg, tokens, layout.tp, layout.ep)
+    busiest = busiest_rank_factor(cfg, layout.ep, setup.moe_imbalance)
+    moe_fwd, moe_bwd = moe_gemm_delta_s(rates, cfg, tokens, layout.tp, layout.ep, busiest)
     moe_rerun = moe_fwd if layout.recompute == "full" else 0.0
-    return LayerSeconds(model + moe_fwd + moe_bwd, rerun + moe_rerun, tp_s, cp_s, cost.head,
-                        all_to_all_s(cfg, cluster, setup, layout))
+    model, rerun = model + moe_fwd + moe_bwd, rerun + moe_rerun
+    a2a_s = all_to_all_s(cfg, cluster, setup, layout)
+    if setup.overlap in A2A_OVERLAP_MODES:  # behind the paired micro-batch's layer compute
+        a2a_s = max(0.0, a2a_s - model - rerun)
+    return LayerSeconds(model, rerun, tp_s, cp_s, cost.head, a2a_s)
 
 
 def all_to_all_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                  layout: Layout) -> float:
-    """An average layer's expert-parallel all-to-alls for one micro-batch, exposed (Megatron's
-    default token dispatcher waits for them): moe_cost.all_to_all_bytes_per_layer over the
-    ep group's span (ep consecutive data-parallel ranks, tp x cp x ep devices) on its link."""
+    """An average layer's expert-parallel all-to-alls for one micro-batch on the busiest rank
+    (moe_cost.all_to_all_bytes_per_layer with the set-up's moe_imbalance) over the ep group's
+    span (ep consecutive data-parallel ranks, tp x cp x ep devices) on its link; what the
+    overlap hides is taken off by the caller."""
     if layout.ep == 1:
         return 0.0
     tokens = setup.seq_len * layout.mb // layout.cp
-    volume = all_to_all_bytes_per_layer(cfg, tokens, layout.ep, setup.dtype, layout.recompute)
+    volume = all_to_all_bytes_per_layer(cfg, tokens, layout.ep, setup.dtype, layout.recompute,
+                                        setup.moe_imbalance)
     span = layout.spans()["cp"] * layout.ep
     bw, lat = cluster.link(span)
     ops = all_to_all_count(layout.recompute)

@@ -21,6 +21,7 @@ from accelbench.analytics.plan_input import (
     check_compute_source,
     check_efficiency,
     check_validate,
+    moe_imbalance_text,
     resolve_plan_input,
     run_plan,
 )
@@ -325,8 +326,14 @@ def plan(
     sparsity_pattern: str = typer.Option("unstructured", help="unstructured, or 2:4 (level "
                                          "0.5 only)."),
     overlap: str = typer.Option("megatron", help="What communication hides behind compute: "
-                                "none, megatron (DP behind backward, TP/PP exposed) or "
-                                "megascale (also TP and PP behind compute); docs/planner.md."),
+                                "none, megatron (DP behind backward, TP/PP/EP exposed), "
+                                "megatron-a2a (also the MoE all-to-all behind the paired "
+                                "micro-batch's compute) or megascale (also TP, PP and the "
+                                "all-to-all behind compute); docs/planner.md."),
+    moe_imbalance: float = typer.Option(1.0, help="Mixture of experts: the busiest expert's "
+                                        "routed tokens over the mean, >= 1 (1.0 balanced, as "
+                                        "force-balanced benchmarks run; a train record's "
+                                        "moe_load_imbalance is a measured one)."),
     profile: str = typer.Option(None, help="Time compute (and collectives inside a node) from "
                                 "a measured machine profile: a profile record id of --db, "
                                 "'latest', or a JSON file of `accelbench calibrate --json`."),
@@ -343,7 +350,7 @@ def plan(
         layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
         inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
         fused_attention=fused_attention, sparsity=sparsity, sparsity_pattern=sparsity_pattern,
-        overlap=overlap)
+        overlap=overlap, moe_imbalance=moe_imbalance)
     if validate:
         check_validate(given)
         if profile is not None:
@@ -362,9 +369,14 @@ def plan(
 
 
 def _assumptions(request: PlanRequest) -> dict[str, str]:
-    """Where the compute rates come from and what the overlap hides, as the plan states them."""
-    return {"compute": compute_source(request.cluster),
-            f"overlap {request.setup.overlap}": OVERLAP_MODES[request.setup.overlap]}
+    """Where the compute rates come from, what the overlap hides and, for a mixture of experts,
+    the load imbalance, as the plan states them."""
+    stated = {"compute": compute_source(request.cluster),
+              f"overlap {request.setup.overlap}": OVERLAP_MODES[request.setup.overlap]}
+    if request.model.n_experts:
+        stated[f"moe imbalance {request.setup.moe_imbalance:g}"] = moe_imbalance_text(
+            request.model, request.setup.moe_imbalance)
+    return stated
 
 
 def _header(outcome: PlanOutcome) -> str:

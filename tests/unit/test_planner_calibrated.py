@@ -215,7 +215,7 @@ def test_measured_steps_through_a_profile_by_hand() -> None:
 
 @pytest.mark.parametrize(("args", "line"), [
     (["--overlap", "bogus"], "error: overlap: unknown value 'bogus' (allowed: none, megatron, "
-                             "megascale)"),
+                             "megatron-a2a, megascale)"),
     (["--profile", "/no/such/profile.json"], "error: profile: '/no/such/profile.json' is not a "
                                              "record id, 'latest' or a file"),
     (["--profile", "3", "--db", "/no/such.db"], "error: profile: no results store at"),

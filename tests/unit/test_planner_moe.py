@@ -127,19 +127,19 @@ def test_published_moe_runs_are_checked_with_sources_never_fitted() -> None:
     from accelbench.analytics.published import validate_all
     from accelbench.analytics.published_runs import MOE_NOT_MODELLED, MOE_RUNS
 
-    (mixtral,) = MOE_RUNS
+    mixtral = MOE_RUNS[0]  # the others: tests/unit/test_moe_published_rows.py
     assert mixtral.run_id == "M1-1" and "Megatron-Core MoE README" in mixtral.source
     assert mixtral.layout == Layout(dp=16, pp=4, vp=8, ep=8, zero=1, mb=1,
                                     pp_schedule="interleaved_1f1b")
     # 468 TFLOP/s without recompute is 468 / 989.4 of the H100's dense BF16 peak
     peak = mixtral.device.peak_flops_per_s("bf16")
     assert mixtral.published_mfu() == pytest.approx(468e12 / peak)
-    assert {u.run_id for u in MOE_NOT_MODELLED} == {"M2-1", "M3-1", "M4-1"}
+    assert {"M2-1", "M3-1", "M4-1"} <= {u.run_id for u in MOE_NOT_MODELLED}
     assert all(u.reason for u in MOE_NOT_MODELLED)
     checked = validate_all([])
-    assert [r.run_id for r in checked.moe] == ["M1-1"]
+    assert [r.run_id for r in checked.moe] == [r.run_id for r in MOE_RUNS]
     assert {"M2-1", "M3-1", "M4-1"} <= {u.run_id for u in checked.not_modelled}
-    assert checked.summary()["moe"]["n"] == 1
+    assert checked.summary()["moe"]["n"] == len(MOE_RUNS)
 
 
 def test_a_measured_moe_run_is_planned_not_listed() -> None:
