@@ -65,6 +65,7 @@ class ValidationRow:
     fp8_peak_utilisation: float | None = None
     framework: str = ""  # the run's framework and the overlap it was predicted with
     overlap: str = ""
+    published_memory_gib: float | None = None  # the source's peak per device, where given
 
     @property
     def error(self) -> float:
@@ -108,7 +109,8 @@ def validate_published(efficiency: float | None = None,
             result.step.tokens_per_s / run.n_devices, result.memory.total / GB,
             result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag, run.source,
             run.oracle_kind, run.oracle_value, run.fused_attention, run.run_id, run.source_key,
-            run.notes, result.step.fp8_peak_utilisation, run.framework, run.overlap))
+            run.notes, result.step.fp8_peak_utilisation, run.framework, run.overlap,
+            run.published_memory_gib))
     return rows
 
 

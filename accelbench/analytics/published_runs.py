@@ -110,6 +110,9 @@ class PublishedRun:
     source_key: str = ""
     dtype: str = "bf16"
     framework: str = "Megatron-LM"  # a FRAMEWORKS key
+    # the peak memory per device the source reports (torchtitan: the allocator's reserved
+    # peak, GiB), set against the planner's estimate in validation
+    published_memory_gib: float | None = None
 
     @property
     def overlap(self) -> str:
@@ -189,17 +192,20 @@ OTHER_RUNS: tuple[PublishedRun, ...] = (
                  8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5762, "V", _TITAN_NEW, fused_attention=True,
                  source_key="torchtitan", framework="torchtitan",
+                 published_memory_gib=82.4,
                  notes="500 W power cap: below the SXM peak of MFU"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP + Float8", SHAPES["llama3-8b"],
                  H100_96GB_500W, 8, 8, 16, 8192, Layout(dp=8, mb=2, zero=3,
                                                          recompute="selective"),
                  "tokens_per_s_per_device", 8532, "V", _TITAN_NEW, fused_attention=True,
-                 source_key="torchtitan", framework="torchtitan", dtype="fp8",
+                 source_key="torchtitan", framework="torchtitan",
+                 published_memory_gib=76.8, dtype="fp8",
                  notes="Float8 linear layers with torch.compile; MFU against the BF16 peak"),
     PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
                  128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
                  "tokens_per_s_per_device", 5605, "V", _TITAN_NEW, setup_tag="U",
                  fused_attention=True, source_key="torchtitan", framework="torchtitan",
+                 published_memory_gib=67.0,
                  notes="local batch 2 and selective AC assumed as in Table 1"),
 )
 
