@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from accelbench.analytics.flops import attention_core_forward_per_token
+from accelbench.analytics.flops import attention_core_forward_per_token, block_flops
 from accelbench.analytics.kernels import gemm_flops
 from accelbench.analytics.memory import kv_width_per_rank
 from accelbench.analytics.moe_cost import moe_fraction, routed_assignments
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
-from accelbench.analytics.profile import MachineProfile
+from accelbench.analytics.profile import MachineProfile, curve_key
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB
@@ -96,6 +96,15 @@ class BuiltinRates:
         """A memory-bound op moving `n_bytes`."""
         return n_bytes / self.bytes_per_s
 
+    def head_extra_s(self, cfg: ModelConfig, tokens: int, tp: int) -> float:
+        """No loss or embedding term in the built-in curves (their published fits hold
+        without one)."""
+        return 0.0
+
+    def block_s(self, cfg: ModelConfig, seq: int, mb: int) -> tuple[float, float] | None:
+        """No measured layers in the built-in curves."""
+        return None
+
 
 class ProfileRates:
     """A measured machine profile's curves for one precision (hashed by identity, so that the
@@ -120,6 +129,31 @@ class ProfileRates:
     def stream_s(self, n_bytes: float) -> float:
         """A memory-bound op at the profile's copy bandwidth for its size."""
         return n_bytes / self.profile.memory_bytes_per_s("copy", n_bytes)
+
+    def head_extra_s(self, cfg: ModelConfig, tokens: int, tp: int) -> float:
+        """What a micro-batch spends around the head beyond its GEMM, where the profile
+        measured it: the loss over the rank's V/tp logits and the token embedding (and a
+        learned position table's), forward and backward; 0 for a curve it lacks."""
+        p, seconds = self.profile, 0.0
+        if p.has(curve_key("loss", self.dtype)):
+            seconds += p.loss_time_s(self.dtype, tokens, cfg.vocab_size // tp)
+        if p.has(curve_key("embedding", "fp32")):
+            seconds += p.embedding_time_s(tokens, cfg.vocab_size, cfg.d_model,
+                                          cfg.tie_embeddings)
+            if cfg.position == "learned":
+                seconds += p.embedding_time_s(tokens, cfg.n_positions, cfg.d_model, False)
+        return seconds
+
+    def block_s(self, cfg: ModelConfig, seq: int, mb: int) -> tuple[float, float] | None:
+        """(forward, backward) seconds of one whole layer from measured block cells of this
+        shape and precision (`calibrate --from-block`), read at its FLOPs; None without."""
+        fwd_key, bwd_key = (self.profile.block_key(self.dtype, phase, cfg, seq)
+                            for phase in ("forward", "backward"))
+        if not (self.profile.has(fwd_key) and self.profile.has(bwd_key)):
+            return None
+        flops = block_flops(cfg, seq, mb)
+        return (flops.forward / (self.profile.curve(fwd_key).at(flops.forward) * self.peak),
+                flops.backward / (self.profile.curve(bwd_key).at(flops.backward) * self.peak))
 
 
 Rates = BuiltinRates | ProfileRates
@@ -230,8 +264,21 @@ def _layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: 
                               + tokens * act) * width)
     head_fwd, head_bwd = _gemms_s(rates, ((tokens, cfg.d_model, cfg.vocab_size // tp),),
                                   block=False)
-    return LayerCost(gemm_fwd, gemm_bwd, core_fwd, core_bwd, mem_fwd,
-                     BACKWARD_TRAFFIC * mem_fwd, head_fwd + head_bwd)
+    head = head_fwd + head_bwd + rates.head_extra_s(cfg, tokens, tp)
+    cost = LayerCost(gemm_fwd, gemm_bwd, core_fwd, core_bwd, mem_fwd,
+                     BACKWARD_TRAFFIC * mem_fwd, head)
+    measured = rates.block_s(cfg, seq, mb) if tp == cp == 1 else None
+    return cost if measured is None else _scaled_to(cost, *measured)
+
+
+def _scaled_to(cost: LayerCost, fwd_s: float, bwd_s: float) -> LayerCost:
+    """The layer's operations scaled so that its forward and its backward take the measured
+    whole layer's seconds (the split between GEMMs, core and streaming ops kept, for
+    recompute and overlap)."""
+    f = fwd_s / (cost.gemm_fwd + cost.core_fwd + cost.mem_fwd)
+    b = bwd_s / (cost.gemm_bwd + cost.core_bwd + cost.mem_bwd)
+    return LayerCost(cost.gemm_fwd * f, cost.gemm_bwd * b, cost.core_fwd * f,
+                     cost.core_bwd * b, cost.mem_fwd * f, cost.mem_bwd * b, cost.head)
 
 
 def _mlp_shapes(cfg: ModelConfig, m: int, ffn: int) -> tuple[tuple[int, int, int], ...]:

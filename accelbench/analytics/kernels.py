@@ -18,6 +18,10 @@ from accelbench.config.model import ModelConfig
 # fp32 AdamW: param, grad, exp_avg, exp_avg_sq read; param and both moments written (4 B each)
 ADAMW_BYTES_PER_PARAM = 28
 STREAM_OPS = ("copy", "adamw")
+# the train loop's update (bench/train/steps.py): the global gradient norm reads every
+# gradient (4 B), the clip scales them in place (read and write, 8 B), then fp32 AdamW (28 B)
+OPTIMIZER_BYTES_PER_PARAM = 4 + 8 + ADAMW_BYTES_PER_PARAM
+LOSS_BYTES = 4  # the loss runs in fp32 (models/gpt.py: cross_entropy(logits.float()))
 ATTENTION_DIRECTIONS = ("forward", "backward")
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 LAYER_GEMMS = ("qkv", "attn_out", "mlp_up", "mlp_down")
@@ -79,6 +83,35 @@ def stream_bytes(op: str, numel: int, bytes_per_value: int) -> float:
     if op == "copy":
         return 2.0 * numel * bytes_per_value
     return float(ADAMW_BYTES_PER_PARAM * numel)
+
+
+def loss_bytes(tokens: int, vocab: int, bytes_per_value: int) -> float:
+    """Cross-entropy over (tokens x vocab) logits, forward and backward, as the model runs it:
+    log-softmax reads the fp32 logits and writes log-probabilities (2 values an element); the
+    backward fills the gradient of the log-probabilities with zeros (1), and the log-softmax
+    backward reads it and the log-probabilities and writes the logits' gradient (3); logits of
+    a narrower dtype are cast to fp32 first and their gradient back (read b, write 4, read 4,
+    write b). The per-token gather of the targets is left out (tokens, not tokens x vocab)."""
+    elements = tokens * vocab
+    cast = 0 if bytes_per_value == LOSS_BYTES else 2 * (bytes_per_value + LOSS_BYTES)
+    return float(elements * (6 * LOSS_BYTES + cast))
+
+
+def embedding_bytes(tokens: int, rows: int, width: int, tied: bool,
+                    bytes_per_value: int = 4) -> float:
+    """A token embedding's forward and backward: the gather reads and writes tokens x width;
+    the dense backward zero-fills the rows x width gradient, then adds each token's gradient
+    into its row (read the gradient, read and write the row: 3 x tokens x width); a table tied
+    to the output head adds the head's gradient out of place (read two, write one: 3 x rows x
+    width)."""
+    values = 5 * tokens * width + rows * width * (4 if tied else 1)
+    return float(values * bytes_per_value)
+
+
+def optimizer_bytes(n_params: int) -> float:
+    """One update of the train loop over n fp32 parameters: the gradient norm, the clip and
+    AdamW (OPTIMIZER_BYTES_PER_PARAM)."""
+    return float(OPTIMIZER_BYTES_PER_PARAM * n_params)
 
 
 def bus_factor(op: str, ranks: int) -> float:

@@ -28,6 +28,9 @@ from accelbench.hardware.specs import DeviceSpec
 STEP_RUN_KEYS = ("kind", "model", "seq_len", "micro_batch", "dtype", "threads", "measured_s")
 # accelbench's own model: SDPA attention, no dropout, eager SwiGLU and loss
 ACCELBENCH_KERNELS = Kernels(dropout=False)
+# This machine's cells ran one torch thread per core (a launched rank: one thread, as many
+# ranks as cores); gloo's reduction then has no idle core to overlap on: nothing is hidden.
+CPU_OVERLAP = "none"
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,12 @@ def with_collectives(compute: MachineProfile, profiles: list[MachineProfile]) ->
     return compute
 
 
+def without_blocks(profile: MachineProfile) -> MachineProfile:
+    """The profile less its measured whole-layer (block) curves."""
+    curves = {k: c for k, c in profile.curves.items() if not k.startswith("block:")}
+    return profile if len(curves) == len(profile.curves) else replace(profile, curves=curves)
+
+
 def pick_profile(profiles: dict[int, MachineProfile], threads: int) -> MachineProfile:
     """The profile measured at `threads` torch threads (one line naming those there are)."""
     if threads not in profiles:
@@ -96,15 +105,16 @@ def predict_step_s(run: dict[str, Any], profile: MachineProfile) -> float:
     """Predicted seconds of the run's measured unit: a block's forward + backward (one layer,
     its whole batch), or a training step on one node of n_devices ranks."""
     cfg, dtype = run["model"], str(run["dtype"])
-    if run["kind"] == "block":
-        cost = layer_cost(ProfileRates(profile, dtype), cfg, int(run["seq_len"]),
-                          int(run["micro_batch"]), 1, 1, False, dtype, True)
+    if run["kind"] == "block":  # never from block curves: they may be made of this very cell
+        cost = layer_cost(ProfileRates(without_blocks(profile), dtype), cfg,
+                          int(run["seq_len"]), int(run["micro_batch"]), 1, 1, False, dtype, True)
         return cost.model
     layout = _layout(run)
     n = layout.world_size
     cluster = ClusterSpec(profile_device(profile), n, 1, 1.0, 0.0, 1.0, 0.0, profile=profile)
     setup = TrainSetup(layout.dp * layout.mb * int(run.get("gas", 1)), int(run["seq_len"]),
-                       dtype, fused_attention=True, kernels=ACCELBENCH_KERNELS)
+                       dtype, fused_attention=True, overlap=CPU_OVERLAP,
+                       kernels=ACCELBENCH_KERNELS)
     return estimate_step(cfg, cluster, setup, layout).step_s
 
 

@@ -18,11 +18,24 @@ import statistics
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from accelbench.analytics.kernels import attention_flops, bus_factor, gemm_flops
+from accelbench.analytics.kernels import (
+    attention_flops,
+    bus_factor,
+    embedding_bytes,
+    gemm_flops,
+    loss_bytes,
+    optimizer_bytes,
+)
+from accelbench.analytics.precision import BYTES_PER_VALUE
 from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig
 
-POINT_OPS = ("gemm", "attention", "memory", "collective")
-EFFICIENCY_OPS = ("gemm", "attention")  # their curves are fractions of the precision's peak
+# a step's own costs outside its layers (loss, embedding, optimizer: bytes/s against bytes per
+# call) and whole measured layers (block: efficiency against FLOPs per call, `accelbench
+# calibrate --from-block`)
+POINT_OPS = ("gemm", "attention", "memory", "loss", "embedding", "optimizer", "collective",
+             "block")
+EFFICIENCY_OPS = ("gemm", "attention", "block")  # fractions of the precision's peak
 
 
 @dataclass(frozen=True)
@@ -34,8 +47,8 @@ class Point:
     curve: str  # curve_key(...)
     label: str  # what ran, e.g. "mlp_up 1024x768x3072"
     dtype: str
-    size: float  # FLOPs per call (gemm), sequence (attention), bytes (memory, collective)
-    work: float  # FLOPs (gemm, attention), bytes (memory), bus bytes (collective)
+    size: float  # FLOPs per call (gemm, block), sequence (attention), bytes (the others)
+    work: float  # FLOPs (gemm, attention, block), bus bytes (collective), bytes (the others)
     time_s_median: float
     time_s_min: float
     time_s_max: float
@@ -61,9 +74,16 @@ def point_from_dict(data: dict[str, Any]) -> Point:
 
 
 def curve_key(op: str, *parts: object) -> str:
-    """'gemm:bf16:forward', 'attention:bf16:forward:d64', 'memory:copy',
-    'collective:all_reduce'."""
+    """'gemm:bf16:forward', 'attention:bf16:forward:d64', 'memory:copy', 'loss:fp32',
+    'embedding:fp32', 'optimizer:adamw', 'collective:all_reduce',
+    'block:fp32:forward:h768-f3072-a12-s256'."""
     return ":".join((op, *map(str, parts)))
+
+
+def block_shape(cfg: ModelConfig, seq: int) -> str:
+    """What a block curve is measured for (its width, MLP width, heads and sequence): the
+    curve is read at other batches of this shape only."""
+    return f"h{cfg.d_model}-f{cfg.ffn_dim}-a{cfg.n_head}-s{seq}"
 
 
 @dataclass(frozen=True)
@@ -159,6 +179,32 @@ class MachineProfile:
     def memory_bytes_per_s(self, op: str, bytes_per_call: float) -> float:
         """Bandwidth of a streaming op ('copy', 'adamw') moving this many bytes."""
         return self.curve(curve_key("memory", op)).at(bytes_per_call)
+
+    def has(self, key: str) -> bool:
+        """Whether the profile measured this curve."""
+        return key in self.curves
+
+    def bytes_time_s(self, key: str, n_bytes: float) -> float:
+        """Seconds of a call moving `n_bytes` on a bytes/s curve, read at that size."""
+        return n_bytes / self.curve(key).at(n_bytes)
+
+    def loss_time_s(self, dtype: str, tokens: int, vocab: int) -> float:
+        """Cross-entropy over (tokens x vocab) logits of `dtype`, forward and backward."""
+        return self.bytes_time_s(curve_key("loss", dtype),
+                                 loss_bytes(tokens, vocab, BYTES_PER_VALUE[dtype]))
+
+    def embedding_time_s(self, tokens: int, rows: int, width: int, tied: bool) -> float:
+        """An fp32 embedding's gather and gradient (a tied table's head gradient added)."""
+        return self.bytes_time_s(curve_key("embedding", "fp32"),
+                                 embedding_bytes(tokens, rows, width, tied))
+
+    def optimizer_time_s(self, n_params: float) -> float:
+        """The train loop's update over n parameters: gradient norm, clip, AdamW."""
+        return self.bytes_time_s(curve_key("optimizer", "adamw"), optimizer_bytes(n_params))
+
+    def block_key(self, dtype: str, phase: str, cfg: ModelConfig, seq: int) -> str:
+        """The curve of measured whole layers of this shape, phase and precision."""
+        return curve_key("block", dtype, phase, block_shape(cfg, seq))
 
     def bus_bytes_per_s(self, op: str, message_bytes: float) -> float:
         """Bus bandwidth of a collective at this message size."""

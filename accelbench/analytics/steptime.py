@@ -19,6 +19,7 @@ rank: its expert GEMMs and all-to-alls carry the set-up's moe_imbalance (moe_cos
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from accelbench.analytics import comm
@@ -42,6 +43,7 @@ from accelbench.analytics.flops import (
     hardware_flops_per_token,
     model_flops_per_token,
 )
+from accelbench.analytics.kernels import ADAMW_BYTES_PER_PARAM
 from accelbench.analytics.memory import (
     EAGER,
     Kernels,
@@ -381,7 +383,8 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
         if params and ranks > 1:
             grad_bytes = params * training_widths(setup.dtype).grads
             volume = comm.dp_bytes_per_rank(grad_bytes, ranks, layout.zero, n_micro, layout.pp)
-            total += collectives_s(cluster, layout.spans()["dp"], op, volume, ranks, ops)
+            total += collectives_s(cluster, layout.spans()["dp"], op, volume, ranks,
+                                   _dp_ops(cluster, layout, grad_bytes, ops))
     if setup.overlap == "none":
         return total
     backward = slot_model_s * 2 / 3 + slot_rerun_s
@@ -392,6 +395,20 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     if setup.overlap == "megascale":  # the first gather also behind the first forward
         window = max(window, slot_model_s + slot_rerun_s)
     return max(0.0, total - window)
+
+
+# torch DistributedDataParallel's gradient buckets (its bucket_cap_mb default, 25 MiB)
+DDP_BUCKET_BYTES = 25 * 2**20
+
+
+def _dp_ops(cluster: ClusterSpec, layout: Layout, grad_bytes: float, ops: int) -> int:
+    """Collectives of the data-parallel reduction: the analytics' count (one all-reduce under
+    ZeRO 0/1); with a measured profile, whose bandwidth depends on the message, a layout the
+    runtime wraps in torch DDP (ZeRO 0/1, no tp, pp or ep: parallel/apply.py) reduces one
+    bucket of DDP_BUCKET_BYTES at a time."""
+    if cluster.profile is None or layout.zero > 1 or max(layout.tp, layout.pp, layout.ep) > 1:
+        return ops
+    return max(ops, math.ceil(grad_bytes / DDP_BUCKET_BYTES))
 
 
 def _largest_stage_split(cfg: ModelConfig, layout: Layout) -> tuple[float, float]:
@@ -407,17 +424,21 @@ def _largest_stage_split(cfg: ModelConfig, layout: Layout) -> tuple[float, float
 
 def _optimizer_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                  layout: Layout) -> float:
-    """Adam/SGD update streams weights, grads and states once (read and write), HBM-bound."""
+    """Adam/SGD update streams weights, grads and states once (read and write), HBM-bound;
+    with a profile: its measured update (norm, clip and AdamW: optimizer:adamw), else its
+    AdamW streaming curve at the bytes that curve counts (kernels.ADAMW_BYTES_PER_PARAM)."""
     dense, expert = _largest_stage_split(cfg, layout)
     n_local = dense + expert
     if layout.zero >= 1:
         n_local = (dense + expert * layout.ep) / (layout.dp * layout.cp)
+    profile = cluster.profile
+    if profile is not None and profile.has("optimizer:adamw"):  # the train loop's, measured
+        return profile.optimizer_time_s(n_local)
+    if profile is not None and profile.has("memory:adamw"):  # AdamW alone, counted as measured
+        return profile.bytes_time_s("memory:adamw", ADAMW_BYTES_PER_PARAM * n_local)
     widths = training_widths(setup.dtype)
     states = optimizer_bytes_per_param(setup.dtype, setup.optimizer)
     bytes_moved = n_local * (widths.weights + widths.grads + 2 * states)
-    profile = cluster.profile
-    if profile is not None and "memory:adamw" in profile.curves:
-        return bytes_moved / profile.memory_bytes_per_s("adamw", bytes_moved)
     bw = (cluster.device.memory_bw_gb_per_s or 1000.0) * GB * HBM_EFFICIENCY
     return bytes_moved / bw
 

@@ -12,7 +12,7 @@ from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_sp
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
-from accelbench.results.profile import profile_table
+from accelbench.results.profile import profile_table, profile_with_blocks
 from accelbench.results.recorder import Recorder
 from accelbench.results.store import ResultStore
 
@@ -32,22 +32,30 @@ def calibrate(
     memory_sizes: str = typer.Option("", help="fp32 buffer sizes, e.g. 16MiB,64MiB."),
     collectives: str = typer.Option(_DEFAULT.collectives, help="Collectives to time."),
     message_sizes: str = typer.Option("", help="Collective message sizes, e.g. 4KiB,1MiB."),
+    optimizer_params: str = typer.Option("", help="Optimizer update sizes, e.g. 16M,128M."),
     nproc: int = typer.Option(0, help="Collective processes (0: every device; 2 on a CPU)."),
     threads: int = typer.Option(0, help="CPU threads of GEMM, attention, memory (0: torch's)."),
     repeats: int = typer.Option(_DEFAULT.repeats, help="Timed repetitions per point."),
     warmup: int = typer.Option(_DEFAULT.warmup, help="Untimed warm-up calls per point."),
     timeout: float = typer.Option(_DEFAULT.timeout_s, help="Seconds the collectives may take."),
     quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes (seconds on a CPU)."),
+    from_block: bool = typer.Option(False, "--from-block", help="Measure nothing: store the "
+                                    "newest profile (at --threads) plus the block records."),
     db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
     json_out: bool = typer.Option(False, "--json", help="Print the profile record as JSON."),
 ) -> None:
-    """Time GEMMs, fused attention, memory bandwidth and collectives; store the profile."""
+    """Time GEMMs, fused attention, memory, the loss, embedding, optimizer and collectives;
+    store the profile."""
+    if from_block:
+        _from_block(db, threads, json_out)
+        return
     target = resolve_device(device)
     spec = build_calibrate_spec(CalibrateOptions(
         device=device, ops=ops, dtype=dtype, model=model, tokens=tokens, gemm_passes=gemm_passes,
         seq=seq,
         head_dim=head_dim, memory_ops=memory_ops, memory_sizes=memory_sizes,
-        collectives=collectives, message_sizes=message_sizes, nproc=nproc, threads=threads,
+        collectives=collectives, message_sizes=message_sizes, optimizer_params=optimizer_params,
+        nproc=nproc, threads=threads,
         repeats=repeats,
         warmup=warmup, timeout_s=timeout, quick=quick), target.type)
     check_emit(json_out, False, None)
@@ -66,6 +74,19 @@ def calibrate(
         raise typer.Exit(stop.exit_code) from None
     if record.reason:
         console.print(Text(f"note: {record.reason}"))
+    table_console(json_out).print(profile_table(record))
+    emit([record], json_out, False)
+    recorder.close()
+
+
+def _from_block(db: Path | None, threads: int, json_out: bool) -> None:
+    """Store the newest profile refined with the store's block records, and print it."""
+    check_emit(json_out, False, None)
+    store = ResultStore(db)
+    outcome, env = profile_with_blocks(store, threads)
+    recorder = Recorder(store, env)
+    record = recorder(outcome)
+    console.print(Text(f"note: {record.reason}"))
     table_console(json_out).print(profile_table(record))
     emit([record], json_out, False)
     recorder.close()

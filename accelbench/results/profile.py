@@ -1,5 +1,6 @@
 """A stored machine profile read back: the newest 'profile' record of a store (or one by id)
-as analytics.profile.MachineProfile, the dataclass the planner reads."""
+as analytics.profile.MachineProfile, the dataclass the planner reads; and a profile refined
+with the store's measured block cells (`accelbench calibrate --from-block`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from rich.text import Text
 from accelbench.analytics.profile import (
     MachineProfile,
     Point,
+    block_shape,
+    curve_key,
+    point_dict,
     point_from_dict,
     profile_from_metrics,
 )
+from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig
 from accelbench.results.record import Record
 from accelbench.results.store import ResultStore
 from accelbench.results.table import add_plain_row, plain_table
@@ -68,3 +74,62 @@ def profile_table(record: Record) -> Table:
     table.caption = Text("; ".join(f"{d} peak {peaks[d] / 1e12:.3f} TFLOP/s ({labels.get(d)})"
                                for d in sorted(peaks)) or "no precision peak")
     return table
+
+
+def block_points(records: list[Record]) -> list[Point]:
+    """Each successful block record as two points, its forward and its backward, on the block
+    curve of its precision and shape (analytics.profile.block_shape): the phase's FLOPs per
+    call (the record's, analytics/flops.py block_flops) and its timings."""
+    points = []
+    for record in records:
+        s, m = record.spec, record.metrics
+        if record.kind != "block" or record.status != "ok" or "model" not in s:
+            continue
+        cfg, seq = ModelConfig(**s["model"]), int(s["seq_len"])
+        for phase in ("forward", "backward"):
+            flops, median = m.get(f"{phase}_flops"), m.get(f"{phase}_time_s_median")
+            if not flops or not median:
+                continue
+            points.append(Point(
+                "block", curve_key("block", s["dtype"], phase, block_shape(cfg, seq)),
+                f"block {cfg.name} b={s['batch']} s={seq} {phase} (record {record.id})",
+                s["dtype"], float(flops), float(flops), float(median),
+                float(m[f"{phase}_time_s_min"]), float(m[f"{phase}_time_s_max"]),
+                float(m[f"{phase}_time_s_iqr"]), int(m[f"{phase}_samples"]),
+                {"batch": s["batch"], "seq": seq, "record_id": record.id}))
+    return points
+
+
+def _same_machine(record: Record, base: Record, threads: int) -> bool:
+    """A record of the base profile's device, at the profile's torch threads."""
+    env, base_env = record.environment, base.environment
+    return (env.get("device_name") == base_env.get("device_name")
+            and env.get("host") == base_env.get("host")
+            and int(env.get("torch_threads") or 0) == threads)
+
+
+def profile_with_blocks(store: ResultStore, threads: int = 0) -> tuple[Outcome, dict]:
+    """A new profile outcome (and its environment): the newest measured profile at `threads`
+    torch threads (0: the newest of any), its own points kept, plus a block curve point for
+    each successful block record of the same machine at those threads. Its spec names the
+    base profile and the block records. No block record there: one line, exit 2."""
+    profiles = [r for r in store.query(kind=PROFILE_KIND, status="ok")
+                if not threads or int(r.metrics.get("threads") or 0) == threads]
+    if not profiles:
+        at = f" at {threads} threads" if threads else ""
+        raise ConfigError("from-block", f"no measured profile{at} in '{store.path}'",
+                          "run 'accelbench calibrate' on this machine first")
+    base = profiles[-1]
+    at = int(base.metrics.get("threads") or 0)
+    blocks = [r for r in store.query(kind="block", status="ok") if _same_machine(r, base, at)]
+    points = block_points(blocks)
+    if not points:
+        raise ConfigError("from-block", f"no block record of this machine at {at} threads in "
+                          f"'{store.path}'", f"run 'accelbench block' at {at} threads first")
+    kept = [p for p in base.metrics.get("points") or [] if p.get("op") != "block"]
+    metrics = {**base.metrics, "points": kept + [point_dict(p) for p in points]}
+    ids = sorted({r.id for r in blocks})
+    spec = {**base.spec, "from_block": ids, "base_profile": base.id}
+    reason = (f"profile {base.id} with {len(points)} block points from records "
+              f"{', '.join(map(str, ids))}")
+    return Outcome(PROFILE_KIND, "ok", spec, metrics, reason=reason), base.environment

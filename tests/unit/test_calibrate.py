@@ -207,7 +207,7 @@ def test_no_profile_in_a_store_is_one_line(tmp_path):
 
 @pytest.mark.parametrize(("args", "line"), [
     (("--ops", "gemm,fft"), "error: ops: unknown value 'fft' (allowed: gemm, attention, memory, "
-                            "collective)"),
+                            "loss, embedding, optimizer, collective)"),
     (("--dtype", "fp64"), "error: dtype: unknown value 'fp64'"),
     (("--gemm-passes", "forward,dw"), "error: gemm-passes: unknown value 'dw'"),
     (("--tokens", "0,128"), "error: tokens: must be positive, got 0"),

@@ -10,6 +10,11 @@ import torch
 from accelbench.analytics.profile import Point, latencies_s, point_dict, reference_peaks
 from accelbench.bench.calibrate.collective import measure_collectives
 from accelbench.bench.calibrate.compute import measure_attention, measure_gemms, measure_memory
+from accelbench.bench.calibrate.overheads import (
+    measure_embedding,
+    measure_loss,
+    measure_optimizer,
+)
 from accelbench.bench.calibrate.spec import KIND, CalibrateSpec
 from accelbench.bench.dtypes import dtype_support
 from accelbench.bench.guard import is_oom
@@ -45,8 +50,14 @@ def _compute_steps(spec: CalibrateSpec, device: torch.device, notes: list[str]) 
         if "attention" in spec.ops:
             steps.append((f"attention {dtype}",
                           lambda d=dtype: measure_attention(spec, device, d)))
+        if "loss" in spec.ops:
+            steps.append((f"loss {dtype}", lambda d=dtype: measure_loss(spec, device, d)))
     if "memory" in spec.ops:
         steps.append(("memory", lambda: measure_memory(spec, device)))
+    if "embedding" in spec.ops:
+        steps.append(("embedding", lambda: measure_embedding(spec, device)))
+    if "optimizer" in spec.ops:
+        steps.append(("optimizer", lambda: measure_optimizer(spec, device)))
     return steps
 
 

@@ -14,7 +14,7 @@ from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_li
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware import device as devices
 
-OPS = ("gemm", "attention", "memory", "collective")
+OPS = ("gemm", "attention", "memory", "loss", "embedding", "optimizer", "collective")
 KIND = "profile"
 FP32_BYTES = 4  # memory and collective buffers are fp32
 # (full, quick) defaults; accelerators add larger sizes, where their curves flatten
@@ -23,9 +23,11 @@ _DEFAULTS = {
     "seq": ("256,512,1024", "128,256"),
     "memory_sizes": ("16MiB,64MiB", "4MiB,16MiB"),
     "message_sizes": ("4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB", "4KiB,64KiB,1MiB"),
+    "optimizer_params": ("16M,128M", "1M,4M"),
 }
 _ACCELERATOR_EXTRA = {"tokens": ",8192", "seq": ",4096", "memory_sizes": ",1GiB",
-                      "message_sizes": ",256MiB"}
+                      "message_sizes": ",256MiB", "optimizer_params": ",1G"}
+_COUNT_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class CalibrateOptions:
     memory_sizes: str = ""
     collectives: str = ",".join(COLLECTIVE_OPS)
     message_sizes: str = ""
+    optimizer_params: str = ""
     nproc: int = 0  # 0: every device of the kind (two CPU processes on a CPU)
     threads: int = 0  # CPU threads of the single-device points; 0: torch's default
     repeats: int = 5
@@ -68,6 +71,7 @@ class CalibrateSpec:
     memory_bytes: tuple[int, ...]
     collectives: tuple[str, ...]
     message_bytes: tuple[int, ...]
+    optimizer_params: tuple[int, ...]
     nproc: int
     threads: int
     repeats: int
@@ -102,6 +106,22 @@ def parse_byte_list(field: str, text: str) -> tuple[int, ...]:
     if len(set(sizes)) != len(sizes):
         raise ConfigError(field, f"a size given twice in {text!r}", "each size once")
     return sizes
+
+
+def parse_count_list(field: str, text: str) -> tuple[int, ...]:
+    """'16M,128M' -> (16000000, 128000000): positive counts with an optional K, M or G
+    (powers of ten), each given once."""
+    items = [item.strip().upper() for item in text.split(",")]
+    counts = []
+    for item in items:
+        number, suffix = (item[:-1], item[-1]) if item and item[-1] in "KMG" else (item, "")
+        if not number.isdigit() or int(number) < 1:
+            raise ConfigError(field, f"needs positive counts separated by commas, got {text!r}",
+                              "e.g. 16M,128M (K, M, G: powers of ten)")
+        counts.append(int(number) * _COUNT_SUFFIX[suffix])
+    if len(set(counts)) != len(counts):
+        raise ConfigError(field, f"a count given twice in {text!r}", "each count once")
+    return tuple(counts)
 
 
 def _check_counts(options: CalibrateOptions) -> None:
@@ -155,6 +175,8 @@ def build_calibrate_spec(options: CalibrateOptions, device_type: str) -> Calibra
         collectives=parse_choice_list("collectives", options.collectives, COLLECTIVE_OPS),
         message_bytes=parse_byte_list("message-sizes",
                                       _default("message_sizes", options, accelerator)),
+        optimizer_params=parse_count_list(
+            "optimizer-params", _default("optimizer_params", options, accelerator)),
         nproc=options.nproc or default_nproc(device_type), threads=options.threads,
         repeats=options.repeats,
         warmup=options.warmup, timeout_s=options.timeout_s, quick=options.quick)
