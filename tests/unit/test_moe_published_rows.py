@@ -12,7 +12,8 @@ import pytest
 from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.published import validate_all
 from accelbench.analytics.published_runs import MOE_NOT_MODELLED, MOE_RUNS
-from accelbench.config.layout import Layout
+from accelbench.config.layout import ARITHMETIC, Layout, Target, first_broken
+from accelbench.config.presets import resolve_model
 
 
 def _rows() -> list[dict[str, str]]:
@@ -23,7 +24,7 @@ def _rows() -> list[dict[str, str]]:
 
 def test_every_row_has_a_source_tags_and_is_check_only() -> None:
     rows = _rows()
-    assert len({r["id"] for r in rows}) == len(rows) >= 8
+    assert len({r["id"] for r in rows}) == len(rows) >= 9
     for row in rows:
         assert row["source"] and row["url"].startswith("https://"), row["id"]
         assert row["oracle_tag"] in ("V", "V*", "D") and row["setup_tag"] in ("V", "U")
@@ -37,7 +38,16 @@ def test_every_row_is_scored_or_listed_with_its_reason() -> None:
     assert {"M1-1", "M5-1"} <= scored
     for run_id in ("M5-2", "M5-3", "M6-1"):
         assert "GB200 is not in the device table" in listed[run_id]
-    assert "EP 8 exceeds dp" in listed["M5-3"]
+    assert "EP 8 exceeds dp" in listed["M5-3"] and "EP 8 exceeds dp" in listed["M5-4"]
+
+
+def test_the_stated_ep_reason_is_the_layout_rules_own() -> None:
+    # Mixtral 8x22B at 64k: TP2 x PP4 x CP8 on 256 devices leaves dp = 4 for EP 8
+    layout = Layout(dp=4, tp=2, pp=4, vp=14, cp=8, ep=8, mb=1, sp=True,
+                    pp_schedule="interleaved_1f1b")
+    target = Target(resolve_model("mixtral-8x22b"), 256, 65536, 64)
+    broken = first_broken(layout, target, 16, (ARITHMETIC,))
+    assert broken is not None and "ep=8 does not divide dp=4" in broken.reason(layout, target, 16)
 
 
 def test_nemo_b200_mixtral_row_as_published() -> None:
