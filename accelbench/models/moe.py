@@ -260,8 +260,13 @@ class AuxLossAutoScaler(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
-        value = torch.as_tensor(ctx.scale.value, dtype=ctx.aux_dtype, device=ctx.aux_device)
-        return grad_output, value * ctx.weight, None, None
+        value = ctx.scale.value  # a tensor on the loss's device, or a stage's float: no copy
+        if isinstance(value, torch.Tensor):
+            grad_aux = (value * ctx.weight).to(ctx.aux_dtype).reshape(())
+        else:
+            grad_aux = torch.full((), value * ctx.weight, dtype=ctx.aux_dtype,
+                                  device=ctx.aux_device)
+        return grad_output, grad_aux, None, None
 
 
 class LossGradProbe(torch.autograd.Function):
