@@ -448,16 +448,6 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: "zero=1 with tp > 1 (ZeroRedundancyOptimizer does not take "
                            "tensor-parallel DTensor parameters)",
          lambda lay, t, m: "zero=0, 2 or 3 with tp > 1"),
-    Rule("ep with zero-1", RUNTIME, "layout.zero", lambda lay, t, m: lay.ep > 1 and lay.zero == 1,
-         lambda lay, t, m: f"zero=1 with ep={lay.ep} (ZeroRedundancyOptimizer over dp would "
-                           "hand one rank's experts to another; ZeRO-1 over the expert-data-"
-                           "parallel group is not built)",
-         lambda lay, t, m: "zero=0, 2 or 3 with ep > 1"),
-    Rule("sp with experts", RUNTIME, "layout.sp",
-         lambda lay, t, m: lay.sp and n_experts(t.model) > 0,
-         lambda lay, t, m: f"sequence parallelism with {t.model.name}'s mixture-of-experts "
-                           "blocks: the MoE layer does not take the sequence-sharded stream yet",
-         lambda lay, t, m: "sp=off with an MoE model"),
 )
 RULES_BY_KEY = {rule.key: rule for rule in RULES}
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -159,6 +159,9 @@ class MoE(nn.Module):
         self.shared = MLP(cfg, width) if cfg.n_shared_experts else None
         self.shared_gate = nn.Linear(cfg.d_model, 1, bias=False) if cfg.moe_shared_gate else None
         self.dispatch: Dispatch = local_dispatch
+        # sequence parallelism (parallel/tp.py): x is this tp rank's sequence shard, and this
+        # sums a tensor over the tp ranks' shards (identity backward); None: x is the sequence
+        self.sequence_sum: Callable[[torch.Tensor], torch.Tensor] | None = None
         self.with_aux_loss = cfg.aux_loss_coef > 0
         self.aux_loss: torch.Tensor | None = None
         # d(training loss)/d(this layer's aux loss) before the loss's own scaling: coef / L
@@ -205,6 +208,8 @@ class MoE(nn.Module):
         scores = self.scores(flat)
         routing = self.route(flat, scores)
         y = self.dispatch(flat, routing, self.experts)
+        if self.sequence_sum is not None:  # load and aux loss: the whole sequence's, not double
+            routing = whole_sequence(routing, self.sequence_sum, self.top_k)  # counted over tp
         if self.shared is not None:
             shared = self.shared(flat)
             if self.shared_gate is not None:
@@ -212,7 +217,7 @@ class MoE(nn.Module):
             y = y + shared
         self._count(routing)
         if self.with_aux_loss:
-            self.aux_loss = load_balancing_loss(scores, routing, self.top_k)
+            self.aux_loss = load_balancing_loss(scores, routing, self.top_k, self.sequence_sum)
             self._log_aux_loss(self.aux_loss)
             y = scale_aux_loss(y, self.aux_loss, self.aux_grad_weight, self.aux_grad_scale)
         return y.reshape(x.shape)
@@ -334,14 +339,28 @@ def logged_aux_loss_sum(modules: Iterable[nn.Module], last: int,
     return total
 
 
-def load_balancing_loss(scores: torch.Tensor, routing: Routing, top_k: int) -> torch.Tensor:
+def load_balancing_loss(scores: torch.Tensor, routing: Routing, top_k: int,
+                        sequence_sum: Callable[[torch.Tensor], torch.Tensor] | None = None
+                        ) -> torch.Tensor:
     """E x sum_e f_e P_e: f_e the share of tokens whose top k held e (drops included), P_e the
-    mean (per-token normalised) score of e."""
+    mean (per-token normalised) score of e. Under sequence parallelism (routing of the whole
+    sequence, whole_sequence) P_e sums the tp ranks' shards, so each computes the one loss."""
     n_experts = scores.shape[-1]
     chosen = (routing.tokens_per_expert + routing.dropped_per_expert).to(scores.dtype)
     fraction = chosen / routing.n_tokens
     probs = scores / scores.sum(-1, keepdim=True)
-    return n_experts * torch.sum(fraction * probs.mean(0))
+    mean = probs.mean(0) if sequence_sum is None else sequence_sum(probs.sum(0)) / routing.n_tokens
+    return n_experts * torch.sum(fraction * mean)
+
+
+def whole_sequence(routing: Routing, sequence_sum: Callable[[torch.Tensor], torch.Tensor],
+                   top_k: int) -> Routing:
+    """Sequence parallelism: this shard's routing with the per-expert counts and the token count
+    of the whole sequence (summed over the tp ranks' shards), for the load counters (each tp
+    rank then holds its replica's load, as without sp) and the auxiliary loss."""
+    load = sequence_sum(torch.stack((routing.tokens_per_expert, routing.dropped_per_expert)))
+    return replace(routing, tokens_per_expert=load[0], dropped_per_expert=load[1],
+                   n_tokens=int(load.sum()) // top_k)
 
 
 def moe_layers(model: nn.Module) -> list[MoE]:

@@ -15,6 +15,9 @@ Expert parallelism (ep > 1): each rank keeps its E / ep experts of every MoE lay
 (parallel/expert.py); at zero 0 DataParallelGradSync takes DDP's place, averaging dense
 gradients over dp and expert gradients over the expert-data-parallel group; at zero 2/3 the
 experts are FSDP2-sharded over the expert-data-parallel group, the rest over dp.
+Sequence parallelism with MoE layers: each tp rank routed its own sequence shard, so the MoE
+parameters' gradients are summed over tp (parallel/tp.py): by DataParallelGradSync at zero 0,
+by FSDP2's all-reduce hook of each MoE layer (its own unit) and of its experts at zero 2/3.
 """
 
 from __future__ import annotations
@@ -28,10 +31,34 @@ from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.config.layout import Layout
 from accelbench.models.gpt import GPT, Block, set_recompute
+from accelbench.models.moe import MoE
 from accelbench.parallel.dist import ExpertGroups
 from accelbench.parallel.expert import place_experts, shard_experts
 from accelbench.parallel.grad_sync import DataParallelGradSync
-from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
+from accelbench.parallel.tp import (
+    apply_sequence_parallel_edges,
+    apply_tensor_parallel,
+    moe_sequence_params,
+    sum_over_tp_hook,
+)
+
+
+def _fully_shard(module: nn.Module, blocks: list[Block], layout: Layout, mesh: DeviceMesh,
+                 experts: ExpertGroups | None) -> nn.Module:
+    """ZeRO 2/3: FSDP2 per block then root over dp; under ep the experts first, over their
+    expert-data-parallel group; under sp an MoE layer is a unit of its own whose (and whose
+    experts') reduce-scattered gradients are summed over tp by an all-reduce hook."""
+    reshard = layout.zero == 3
+    tp_sum = sum_over_tp_hook(mesh.get_group("tp")) if layout.sp else None
+    if experts is not None:
+        shard_experts(blocks, layout, experts, next(module.parameters()).device.type, tp_sum)
+    for block in blocks:
+        if tp_sum is not None and isinstance(block.mlp, MoE):
+            fully_shard(block.mlp, mesh=mesh["dp"], reshard_after_forward=reshard)
+            block.mlp.set_all_reduce_hook(tp_sum)
+        fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard)
+    fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)
+    return module
 
 
 def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
@@ -39,16 +66,13 @@ def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
     """DDP (zero 0/1; zero 0 with tp or ep: DataParallelGradSync) or FSDP2 per block then root
     (zero 2/3) over the dp mesh dimension."""
     if layout.zero >= 2:
-        reshard = layout.zero == 3
-        if experts is not None:  # experts over their own (expert-data-parallel) group first
-            shard_experts(blocks, layout, experts, next(module.parameters()).device.type)
-        for block in blocks:
-            fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard)
-        fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)
-        return module
-    if experts is not None:  # DDP would average different ranks' experts together
-        module.grad_sync = DataParallelGradSync(module, mesh.get_group("dp"), layout.dp,
-                                                experts.edp_group)
+        return _fully_shard(module, blocks, layout, mesh, experts)
+    sequence = moe_sequence_params(blocks) if layout.sp else []  # sp: tp ranks' own tokens
+    if experts is not None or sequence:  # DDP would average different ranks' experts together
+        module.grad_sync = DataParallelGradSync(
+            module, mesh.get_group("dp"), layout.dp,
+            experts.edp_group if experts is not None else None,
+            sequence, mesh.get_group("tp") if sequence else None)
         return module
     if layout.dp == 1 and layout.zero == 0:
         return module
@@ -66,7 +90,8 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
 
     model must be built identically on every rank (same seed) and already on this rank's device;
     for pp > 1 use accelbench.parallel.pipeline.PipelineRunner instead. The returned module
-    carries `parallel_mesh` and `parallel_layout` for make_optimizer and clip_grad_norm_.
+    carries `parallel_mesh`, `parallel_layout` and `expert_groups` (None at ep 1) for
+    make_optimizer and clip_grad_norm_.
     With no process group (mesh None) the layout must split nothing: one device, zero 0.
     """
     if layout.pp > 1:
@@ -89,6 +114,7 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
         wrapped = wrap_data_parallel(model, blocks, layout, mesh, experts)
     wrapped.parallel_mesh = mesh
     wrapped.parallel_layout = layout
+    wrapped.expert_groups = experts  # ZeRO-1 under ep shards the experts' state over edp
     return wrapped
 
 

@@ -20,6 +20,8 @@ parallel/dist.py for the ep and expert-data-parallel groups and grad_sync.py for
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -127,10 +129,12 @@ def place_experts(model: nn.Module, layout: Layout, mesh) -> ExpertGroups | None
 
 
 def shard_experts(blocks: list[nn.Module], layout: Layout, groups: ExpertGroups,
-                  device_type: str) -> None:
+                  device_type: str, tp_sum: Callable[[torch.Tensor], None] | None = None
+                  ) -> None:
     """ZeRO-2/3 under ep: each MoE layer's experts FSDP2-sharded over the expert-data-parallel
     group (before the blocks are, over dp); their reduce-scatter divided by dp, as the ep
-    group's tokens are already summed into them (the rule of grad_sync.py)."""
+    group's tokens are already summed into them (the rule of grad_sync.py). tp_sum (sequence
+    parallelism): the all-reduce hook that sums the shard over the tp ranks' sequence shards."""
     mesh = DeviceMesh.from_group(groups.edp_group, device_type)
     for moe in (m for block in blocks for m in moe_layers(block)):
         fully_shard(moe.experts, mesh=mesh, reshard_after_forward=layout.zero == 3)
@@ -140,6 +144,8 @@ def shard_experts(blocks: list[nn.Module], layout: Layout, groups: ExpertGroups,
         # where torch (2.13) would divide twice (its copy path and the post-division)
         if groups.edp_size > 1:
             moe.experts.set_force_sum_reduction_for_comms(True)
+        if tp_sum is not None:
+            moe.experts.set_all_reduce_hook(tp_sum)
         for p in moe.experts.parameters():  # fully_shard made new (DTensor) parameters
             setattr(p, EXPERT_SHARDS_ATTR, layout.ep)
 

@@ -10,6 +10,10 @@ Expert parallelism (parallel/expert.py) uses it too, with DDP's place: the dense
 averaged over dp as above; each expert-parallel rank's expert gradients already sum the tokens
 of its ep group (the all-to-all's backward brought them), so they are summed over the
 expert-data-parallel group (the dp / ep ranks holding the same experts) and divided by dp.
+
+Sequence parallelism with MoE layers (parallel/tp.py): each tp rank's MoE parameters saw only
+its sequence shard's tokens, so their gradients are first summed over the tp group (then
+averaged over dp or expert data parallel as above); this runs at dp = 1 too.
 """
 
 from __future__ import annotations
@@ -36,19 +40,24 @@ def average_grads(params: list[nn.Parameter], group: dist.ProcessGroup, size: in
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat, group=group)
-    flat /= size
+    if size != 1:
+        flat /= size
     for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
         g.copy_(piece.view_as(g))
 
 
 class DataParallelGradSync:
     """All-reduce the gradients over dp once per step, after the last micro-batch's backward;
-    expert-parallel experts' over `expert_group` (expert data parallel), also divided by dp."""
+    expert-parallel experts' over `expert_group` (expert data parallel), also divided by dp;
+    `sequence_params` (sp's MoE parameters) summed over `sequence_group` (tp) first."""
 
     def __init__(self, module: nn.Module, group: dist.ProcessGroup, size: int,
-                 expert_group: dist.ProcessGroup | None = None) -> None:
+                 expert_group: dist.ProcessGroup | None = None,
+                 sequence_params: list[nn.Parameter] | None = None,
+                 sequence_group: dist.ProcessGroup | None = None) -> None:
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.group, self.size = group, size
+        self.sequence_params, self.sequence_group = sequence_params or [], sequence_group
         expert = [expert_group is not None and is_expert_param(p) for p in self.params]
         self.buckets = [([p for p, e in zip(self.params, expert, strict=True) if not e], group),
                         ([p for p, e in zip(self.params, expert, strict=True) if e], expert_group)]
@@ -63,6 +72,8 @@ class DataParallelGradSync:
         self._ready += 1
         if self._ready == len(self.params):
             self._ready = 0
+            if self.sequence_params:  # a sum (size 1): each tp rank's shard of the tokens
+                average_grads(self.sequence_params, self.sequence_group, 1)
             for params, group in self.buckets:
                 if params:
                     average_grads(params, group, self.size)

@@ -13,7 +13,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.distributed.tensor import DTensor, Replicate
 
 from accelbench.config.layout import Layout
-from accelbench.parallel.expert import EXPERT_SHARDS_ATTR
+from accelbench.parallel.expert import EXPERT_SHARDS_ATTR, is_expert_param
 
 TIED_COPY_ATTR = "accelbench_tied_copy"  # a pipeline's second copy of a tied weight
 BETAS = (0.9, 0.95)
@@ -56,20 +56,75 @@ def adamw(groups: list[dict], lr: float, zero_group=None) -> tuple[torch.optim.O
     raise RuntimeError("no AdamW kernel for these parameters: " + "; ".join(errors))
 
 
-def make_optimizer(model: nn.Module, layout: Layout, lr: float,
-                   weight_decay: float) -> tuple[torch.optim.Optimizer, str]:
+class ExpertZeroOptimizer:
+    """ZeRO-1 under expert parallelism: one ZeroRedundancyOptimizer per kind of parameter, each
+    over the ranks that hold the same parameters (dense over dp, this rank's experts over the
+    expert-data-parallel group), so no rank is handed another rank's experts. Steps, zeroes and
+    exposes param_groups (the lr schedule and the fp16 scaler) and state as one optimizer."""
+
+    def __init__(self, parts: list[ZeroRedundancyOptimizer]) -> None:
+        self.parts = parts
+
+    @property
+    def param_groups(self) -> list[dict]:
+        """Every part's groups, the same dicts (an lr set here reaches each part's step)."""
+        return [g for part in self.parts for g in part.param_groups]
+
+    @property
+    def state(self) -> dict:
+        """This rank's AdamW state of its shards of both kinds (each parameter in one part); a
+        plain dict, as looking a parameter up in the wrong part's defaultdict would add it."""
+        return {p: s for part in self.parts for p, s in part.optim.state.items()}
+
+    def step(self, closure: None = None) -> None:
+        """Each part updates its shard and broadcasts it over its own group."""
+        for part in self.parts:
+            part.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop (or zero) the gradients of every part's parameters."""
+        for part in self.parts:
+            part.zero_grad(set_to_none=set_to_none)
+
+
+def _zero_over_expert_groups(params: list[nn.Parameter], weight_decay: float, lr: float,
+                             dp_group, edp_group) -> tuple[ExpertZeroOptimizer, str]:
+    """ZeRO-1 with ep: dense parameters' state sharded over dp, experts' over their
+    expert-data-parallel group (a part with no parameters, such as a stage without MoE
+    layers, is left out)."""
+    parts, kernels = [], []
+    for expert, group in ((False, dp_group), (True, edp_group)):
+        chosen = [p for p in params if is_expert_param(p) == expert]
+        if chosen:
+            part, kernel = adamw(param_groups(chosen, weight_decay), lr, group)
+            parts.append(part)
+            kernels.append(kernel)
+    return ExpertZeroOptimizer(parts), "/".join(dict.fromkeys(kernels))
+
+
+def make_optimizer(model: nn.Module, layout: Layout, lr: float, weight_decay: float
+                   ) -> tuple[torch.optim.Optimizer | ExpertZeroOptimizer, str]:
     """AdamW over a module from prepare_model or a PipelineRunner, and its label; ZeRO-1 wraps
-    it in ZeroRedundancyOptimizer over the dp group (needs the `parallel_mesh` those carry)."""
-    groups = param_groups(_unique_params(model), weight_decay)
-    zero_group = None
-    if layout.zero == 1:
-        mesh = getattr(model, "parallel_mesh", None)
-        if mesh is None:
-            raise ValueError("zero=1 needs the model from prepare_model or a PipelineRunner")
-        zero_group = mesh.get_group("dp")
-    optimizer, kernel = adamw(groups, lr, zero_group)
-    sharded = " ZeRO-1 sharded" if zero_group is not None else ""
-    return optimizer, f"AdamW ({kernel}){sharded}"
+    it in ZeroRedundancyOptimizer over the dp group (needs the `parallel_mesh` those carry),
+    under ep one over dp for the dense parameters and one over the expert-data-parallel group
+    for the experts (the `expert_groups` they carry)."""
+    params = _unique_params(model)
+    if layout.zero != 1:
+        optimizer, kernel = adamw(param_groups(params, weight_decay), lr)
+        return optimizer, f"AdamW ({kernel})"
+    mesh = getattr(model, "parallel_mesh", None)
+    if mesh is None:
+        raise ValueError("zero=1 needs the model from prepare_model or a PipelineRunner")
+    experts = getattr(model, "expert_groups", None)
+    if layout.ep > 1:
+        if experts is None:
+            raise ValueError("zero=1 with ep > 1 needs the expert groups prepare_model or a "
+                             "PipelineRunner made")
+        optimizer, kernel = _zero_over_expert_groups(params, weight_decay, lr,
+                                                     mesh.get_group("dp"), experts.edp_group)
+        return optimizer, f"AdamW ({kernel}) ZeRO-1 sharded (experts over expert data parallel)"
+    optimizer, kernel = adamw(param_groups(params, weight_decay), lr, mesh.get_group("dp"))
+    return optimizer, f"AdamW ({kernel}) ZeRO-1 sharded"
 
 
 def _local_grad(grad: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -131,6 +186,7 @@ def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> float:
 def local_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
     """Bytes of parameters, gradients and optimizer state stored on this rank (local shards)."""
     inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's local AdamW
+    # (ExpertZeroOptimizer's state is both of its parts' already)
     out = {"param_bytes": 0, "grad_bytes": 0, "optim_state_bytes": 0}
     for p in model.parameters():
         out["param_bytes"] += _tensor_bytes(p)

@@ -44,7 +44,11 @@ from accelbench.parallel.dist import expert_groups
 from accelbench.parallel.expert import apply_expert_parallel, is_expert_param
 from accelbench.parallel.grad_sync import average_grads
 from accelbench.parallel.optim import TIED_COPY_ATTR
-from accelbench.parallel.tp import apply_sequence_parallel_stage_edges, apply_tensor_parallel
+from accelbench.parallel.tp import (
+    apply_sequence_parallel_stage_edges,
+    apply_tensor_parallel,
+    moe_sequence_params,
+)
 
 _SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B,
               "interleaved_1f1b": ScheduleInterleaved1F1B}
@@ -125,6 +129,7 @@ class PipelineRunner:
         self.modules: list[nn.Module] = []
         # ep > 1: the groups made once on every rank; each stage keeps its E / ep experts
         self.experts = expert_groups(layout, mesh) if layout.ep > 1 else None
+        self.expert_groups = self.experts  # as prepare_model's module carries them
         stages = []
         for s in self.stage_ids:
             module = GPTStage(model, stage_layers(layout, model.cfg.n_layer, s),
@@ -199,7 +204,10 @@ class PipelineRunner:
 
     def _average_dp_grads(self) -> None:
         """zero 0/1: one all-reduce of all this rank's gradients over dp, then the average;
-        under ep the experts' over the expert-data-parallel group (grad_sync.py's rule)."""
+        under ep the experts' over the expert-data-parallel group (grad_sync.py's rule); under
+        sp the MoE layers' summed over tp first (each tp rank routed its sequence shard)."""
+        if self.layout.sp and self.layout.zero < 2:
+            average_grads(moe_sequence_params(self.modules), self.parallel_mesh.get_group("tp"), 1)
         if self.layout.dp == 1 or self.layout.zero >= 2:
             return
         params = list(self.parameters())

@@ -16,6 +16,18 @@ stored twice and the gradients need no extra reduction. Sequence parallelism (Ko
 al.) shards the norms (LayerNorm or RMSNorm) and the residual stream along the sequence:
 all-gather before the column-parallel layers, reduce-scatter after the row-parallel ones.
 Embeddings and the output head stay replicated.
+
+Mixture-of-experts blocks: attention as above; the MoE layer (router, experts, shared experts)
+is replicated over tp, not split. Without sp every tp rank routes and computes the whole
+sequence. With sp (Megatron-Core's approach) each tp rank routes only its sequence shard (the
+stream stays Shard(1) around the layer: no expert row is computed twice), with ep over the ep
+group of its tp coordinate; the per-expert counts and the auxiliary loss's mean scores are
+summed over tp (sum_over_group), so the load counters hold the whole sequence's load and every
+tp rank computes the one auxiliary loss. The MoE parameters' gradients then hold only the
+shard's tokens: they are summed over tp after the backward (moe_sequence_params: zero 0/1 in
+grad_sync.py and the pipeline's reduction; zero 2/3 in FSDP2's all-reduce hook of the MoE
+units, sum_over_tp_hook), as Megatron-Core all-reduces its sequence-parallel parameters'
+gradients.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
+    PrepareModuleInputOutput,
     PrepareModuleOutput,
     RowwiseParallel,
     SequenceParallel,
@@ -36,6 +49,7 @@ from torch.distributed.tensor.parallel import (
 
 from accelbench.models.gpt import Attention, Block
 from accelbench.models.mlp import MLP
+from accelbench.models.moe import MoE, moe_layers
 
 
 def kv_share(kv_heads: int, tp: int) -> int:
@@ -136,20 +150,63 @@ def _make_tp_mlp(mlp: nn.Module, tp: int) -> None:
         _permute_rows(mlp.c_fc, gate_up_rank_order(mlp.c_proj.in_features, tp))
 
 
-def block_plan(sp: bool) -> dict[str, object]:
-    """parallelize_module plan of one Block (module paths relative to the block)."""
+def block_plan(sp: bool, moe: bool = False) -> dict[str, object]:
+    """parallelize_module plan of one Block (module paths relative to the block); an MoE
+    block's mlp is not split: under sp it takes and gives back the local sequence shard."""
     if not sp:
-        return {"attn.c_attn": ColwiseParallel(), "attn.c_proj": RowwiseParallel(),
-                "mlp.c_fc": ColwiseParallel(), "mlp.c_proj": RowwiseParallel()}
+        plan = {"attn.c_attn": ColwiseParallel(), "attn.c_proj": RowwiseParallel()}
+        return plan if moe else {**plan, "mlp.c_fc": ColwiseParallel(),
+                                 "mlp.c_proj": RowwiseParallel()}
     seq = Shard(1)
-    return {
+    plan = {
         "ln_1": SequenceParallel(),
         "attn.c_attn": ColwiseParallel(input_layouts=seq),
         "attn.c_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
         "ln_2": SequenceParallel(),
-        "mlp.c_fc": ColwiseParallel(input_layouts=seq),
-        "mlp.c_proj": RowwiseParallel(output_layouts=seq, use_local_output=False),
     }
+    if moe:
+        return {**plan, "mlp": PrepareModuleInputOutput(
+            input_layouts=(seq,), desired_input_layouts=(seq,), use_local_input=True,
+            output_layouts=(seq,), desired_output_layouts=(seq,), use_local_output=False)}
+    return {**plan, "mlp.c_fc": ColwiseParallel(input_layouts=seq),
+            "mlp.c_proj": RowwiseParallel(output_layouts=seq, use_local_output=False)}
+
+
+class _SumOverGroup(torch.autograd.Function):
+    """All-reduce (sum) over a group; backward: the gradient as it is (each rank's shard feeds
+    the one loss every rank computes: Megatron's reduce_from_tensor_model_parallel_region)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        total = x.detach().clone()
+        dist.all_reduce(total, group=group)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
+def sum_over_group(group: dist.ProcessGroup):
+    """The MoE layer's sequence_sum under sp: a tensor summed over the tp ranks' shards."""
+    def total(x: torch.Tensor) -> torch.Tensor:
+        return _SumOverGroup.apply(x, group)
+    return total
+
+
+def moe_sequence_params(modules: list[nn.Module]) -> list[nn.Parameter]:
+    """Under sp, the parameters of the MoE layers (routing their tp rank's sequence shard),
+    whose gradients must be summed over tp; call after the experts are placed (ep)."""
+    return [p for module in modules for m in moe_layers(module) for p in m.parameters()
+            if p.requires_grad]
+
+
+def sum_over_tp_hook(group: dist.ProcessGroup):
+    """FSDP2's all-reduce hook (set_all_reduce_hook) of an MoE unit under sp: its reduce-
+    scattered gradient shard summed over the tp ranks' sequence shards (ZeRO 2/3)."""
+    def hook(reduce_output: torch.Tensor) -> None:
+        dist.all_reduce(reduce_output, group=group)
+    return hook
 
 
 def apply_tensor_parallel(blocks: list[Block], mesh: DeviceMesh, sp: bool) -> None:
@@ -164,7 +221,10 @@ def apply_tensor_parallel(blocks: list[Block], mesh: DeviceMesh, sp: bool) -> No
     for block in blocks:
         _make_tp_attention(block.attn, tp)
         _make_tp_mlp(block.mlp, tp)
-        parallelize_module(block, tp_mesh, block_plan(sp))  # type: ignore[arg-type]
+        moe = isinstance(block.mlp, MoE)
+        parallelize_module(block, tp_mesh, block_plan(sp, moe))  # type: ignore[arg-type]
+        if moe and sp:
+            block.mlp.sequence_sum = sum_over_group(tp_mesh.get_group())
         if kv_group is not None:  # after the plan's hooks, which hand on local tensors
             q_width = block.attn.n_head * block.attn.head_dim
             block.attn.c_attn.register_forward_hook(_gather_kv_hook(q_width, kv_group))

@@ -28,7 +28,7 @@ from accelbench.parallel.expert import (
     reset_expert_load,
 )
 from accelbench.parallel.gather import gather_rank_results
-from accelbench.parallel.optim import clip_grad_norm_, make_optimizer
+from accelbench.parallel.optim import clip_grad_norm_, local_state_bytes, make_optimizer
 from accelbench.parallel.pipeline import PipelineRunner
 
 D_MODEL, N_EXPERTS = 16, 4
@@ -177,7 +177,8 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
     out.update(moe_load=rank_expert_load(module), comm_by_name=comm.by_name_s,
                **{name: mesh.get_local_rank(name) for name in ("pp", "dp", "tp")},
                expert_params=sum(p.numel() for p in module.parameters()
-                                 if is_expert_param(p)))
+                                 if is_expert_param(p)),
+               state_bytes=local_state_bytes(module, opt))
     return {"ranks": gather_rank_results(out), "reference": reference(cfg, layout.dp)}
 
 
