@@ -110,22 +110,28 @@ def _same_machine(record: Record, base: Record, threads: int) -> bool:
 
 def profile_with_blocks(store: ResultStore, threads: int = 0) -> tuple[Outcome, dict]:
     """A new profile outcome (and its environment): the newest measured profile at `threads`
-    torch threads (0: the newest of any), its own points kept, plus a block curve point for
-    each successful block record of the same machine at those threads. Its spec names the
-    base profile and the block records. No block record there: one line, exit 2."""
+    torch threads (0: the newest with block records at its thread count), its own points
+    kept, plus a block curve point for each successful block record of the same machine at
+    those threads. Its spec names the base profile and the block records. No profile, or no
+    block record at a profile's threads: one line, exit 2."""
     profiles = [r for r in store.query(kind=PROFILE_KIND, status="ok")
                 if not threads or int(r.metrics.get("threads") or 0) == threads]
     if not profiles:
         at = f" at {threads} threads" if threads else ""
         raise ConfigError("from-block", f"no measured profile{at} in '{store.path}'",
                           "run 'accelbench calibrate' on this machine first")
-    base = profiles[-1]
-    at = int(base.metrics.get("threads") or 0)
-    blocks = [r for r in store.query(kind="block", status="ok") if _same_machine(r, base, at)]
-    points = block_points(blocks)
-    if not points:
-        raise ConfigError("from-block", f"no block record of this machine at {at} threads in "
-                          f"'{store.path}'", f"run 'accelbench block' at {at} threads first")
+    block_records = store.query(kind="block", status="ok")
+    for base in reversed(profiles):
+        at = int(base.metrics.get("threads") or 0)
+        blocks = [r for r in block_records if _same_machine(r, base, at)]
+        points = block_points(blocks)
+        if points:
+            break
+    else:
+        counts = sorted({int(r.metrics.get("threads") or 0) for r in profiles})
+        raise ConfigError("from-block", f"no block record of this machine at "
+                          f"{' or '.join(map(str, counts))} threads in '{store.path}'",
+                          "run 'accelbench block' at a profile's thread count first")
     kept = [p for p in base.metrics.get("points") or [] if p.get("op") != "block"]
     metrics = {**base.metrics, "points": kept + [point_dict(p) for p in points]}
     ids = sorted({r.id for r in blocks})
