@@ -30,8 +30,8 @@ CASES_2 = {"aux_tp2_sp": "tp=2,sp=on", "ep2_zero1": "dp=2,ep=2,zero=1"}
 CASES_4 = {"aux_dp2_tp2_ep2_sp": "dp=2,tp=2,ep=2,sp=on",
            "aux_dp2_tp2_ep2_sp_zero3": "dp=2,tp=2,ep=2,sp=on,zero=3",
            "aux_tp2_sp_pp2": "tp=2,sp=on,pp=2",
-           "dp4_ep2_zero1": "dp=4,ep=2,zero=1"}
-ZERO1 = ("ep2_zero1", "dp4_ep2_zero1")
+           "dp4_ep2_zero1": "dp=4,ep=2,zero=1", "dp2_pp2_ep2_zero1": "dp=2,pp=2,ep=2,zero=1"}
+ZERO1 = ("ep2_zero1", "dp4_ep2_zero1")  # pp = 1: every rank holds the whole model's dense part
 
 
 def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
