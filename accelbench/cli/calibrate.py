@@ -39,6 +39,8 @@ def calibrate(
     warmup: int = typer.Option(_DEFAULT.warmup, help="Untimed warm-up calls per point."),
     timeout: float = typer.Option(_DEFAULT.timeout_s, help="Seconds the collectives may take."),
     quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes (seconds on a CPU)."),
+    concurrent: bool = typer.Option(False, "--concurrent", help="Compute points on all --nproc "
+                                    "ranks at once, one thread each (a launched rank's view)."),
     from_block: bool = typer.Option(False, "--from-block", help="Measure nothing: store the "
                                     "newest profile (at --threads) plus the block records."),
     db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
@@ -57,7 +59,7 @@ def calibrate(
         collectives=collectives, message_sizes=message_sizes, optimizer_params=optimizer_params,
         nproc=nproc, threads=threads,
         repeats=repeats,
-        warmup=warmup, timeout_s=timeout, quick=quick), target.type)
+        warmup=warmup, timeout_s=timeout, quick=quick, concurrent=concurrent), target.type)
     check_emit(json_out, False, None)
     recorder = Recorder(ResultStore(db), environment(target))
     console.print(Text(f"calibrate {','.join(spec.ops)} on {target} "

@@ -185,3 +185,28 @@ def test_this_machines_cells_are_predicted_with_nothing_overlapped():
     step = _step(profile, Layout(dp=2, mb=2))  # overlap none
     assert predict_step_s(run, profile) == pytest.approx(step.step_s)
     assert step.dp_comm_exposed_s > 0
+
+
+def test_concurrent_compute_points_come_from_launched_ranks(monkeypatch, capsys, tmp_path):
+    """--concurrent: the compute benchmarks run on both launched ranks at once, one thread
+    each, and rank 0's points make the profile (what a launched training rank sees)."""
+    db = tmp_path / "c.db"
+    code, out, err = run_main(
+        monkeypatch, capsys, "calibrate", "--device", "cpu", "--concurrent", "--ops",
+        "loss,optimizer", "--dtype", "fp32", "--model", "gpt2-tiny", "--tokens", "16",
+        "--optimizer-params", "10K", "--repeats", "2", "--warmup", "1", "--db", str(db))
+    assert code == 0, err
+    [record] = ResultStore(db).query(kind="profile")
+    assert record.spec["concurrent"] is True and record.metrics["threads"] == 1
+    assert record.reason.startswith("compute on 2 ranks at once (rank 0's times)")
+    assert sorted(p["curve"] for p in record.metrics["points"]) == ["loss:fp32",
+                                                                     "optimizer:adamw"]
+    loss = next(p for p in record.metrics["points"] if p["curve"] == "loss:fp32")
+    assert loss["work"] == loss_bytes(16, 50257, 4) and loss["samples"] == 2
+
+
+def test_concurrent_with_more_threads_is_one_line_and_exit_2(monkeypatch, capsys):
+    code, out, err = run_main(monkeypatch, capsys, "calibrate", "--concurrent", "--threads", "2")
+    assert code == 2 and out == ""
+    assert err.strip() == ("error: threads: --concurrent runs one thread a rank, got 2 "
+                           "(allowed: 1 (or leave it out) with --concurrent)")

@@ -3,29 +3,17 @@ outcome (config.schema ProfileMetrics) whose points rebuild the curves of analyt
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from accelbench.analytics.profile import Point, latencies_s, point_dict, reference_peaks
 from accelbench.bench.calibrate.collective import measure_collectives
-from accelbench.bench.calibrate.compute import measure_attention, measure_gemms, measure_memory
-from accelbench.bench.calibrate.overheads import (
-    measure_embedding,
-    measure_loss,
-    measure_optimizer,
-)
+from accelbench.bench.calibrate.concurrent import Peaks, measure_concurrent
 from accelbench.bench.calibrate.spec import KIND, CalibrateSpec
-from accelbench.bench.dtypes import dtype_support
-from accelbench.bench.guard import is_oom
+from accelbench.bench.calibrate.steps import compute_steps, dtype_peaks, run_steps
 from accelbench.bench.outcome import Outcome, Progress
-from accelbench.bench.peak import resolve_peak
 from accelbench.config.schema import ProfileMetrics, metrics_dict
 from accelbench.hardware import device as devices
-from accelbench.hardware.detect import detect_spec
 from accelbench.parallel.procs import Interrupted, signal_name
-
-Step = tuple[str, Callable[[], list[Point]]]
 
 
 class CalibrationInterrupted(Interrupted):  # noqa: N818 - an Interrupted, as CellInterrupted is
@@ -37,47 +25,6 @@ class CalibrationInterrupted(Interrupted):  # noqa: N818 - an Interrupted, as Ce
         self.outcome = outcome
 
 
-def _compute_steps(spec: CalibrateSpec, device: torch.device, notes: list[str]) -> list[Step]:
-    """The single-device steps, a precision the device cannot run noted and left out."""
-    steps: list[Step] = []
-    for dtype in spec.dtypes:
-        why = dtype_support(device, dtype)
-        if why:
-            notes.append(f"{dtype} left out: {why}")
-            continue
-        if "gemm" in spec.ops:
-            steps.append((f"GEMM {dtype}", lambda d=dtype: measure_gemms(spec, device, d)))
-        if "attention" in spec.ops:
-            steps.append((f"attention {dtype}",
-                          lambda d=dtype: measure_attention(spec, device, d)))
-        if "loss" in spec.ops:
-            steps.append((f"loss {dtype}", lambda d=dtype: measure_loss(spec, device, d)))
-    if "memory" in spec.ops:
-        steps.append(("memory", lambda: measure_memory(spec, device)))
-    if "embedding" in spec.ops:
-        steps.append(("embedding", lambda: measure_embedding(spec, device)))
-    if "optimizer" in spec.ops:
-        steps.append(("optimizer", lambda: measure_optimizer(spec, device)))
-    return steps
-
-
-def _run_steps(steps: list[Step], device: torch.device, notes: list[str],
-               progress: Progress | None) -> list[Point]:
-    """Each step in turn; one that runs out of device memory is noted and the rest go on."""
-    points: list[Point] = []
-    for i, (label, step) in enumerate(steps):
-        if progress:
-            progress(i, len(steps), label)
-        try:
-            points += step()
-        except (RuntimeError, MemoryError) as err:
-            if not is_oom(err):
-                raise
-            notes.append(f"{label}: out of memory ({str(err).splitlines()[0][:200]})")
-            devices.empty_cache(device)
-    return points
-
-
 def _best(points: list[Point], op: str, by: str) -> dict[str, float]:
     """The highest rate among the points of one op, by dtype or by collective."""
     out: dict[str, float] = {}
@@ -86,18 +33,6 @@ def _best(points: list[Point], op: str, by: str) -> dict[str, float]:
             key = p.dtype if by == "dtype" else p.shape["collective"]
             out[key] = max(out.get(key, 0.0), p.rate_per_s)
     return out
-
-
-def dtype_peaks(points: list[Point], device: torch.device) -> dict[str, tuple[float | None,
-                                                                             str]]:
-    """Each compute precision's peak as every MFU of this machine takes it (bench/peak.py):
-    the datasheet's dense peak, else a measured GEMM peak with its label."""
-    sheet = detect_spec(device)
-    peaks = {}
-    for dtype in sorted({p.dtype for p in points if p.op in ("gemm", "attention")}):
-        peak = resolve_peak(sheet, device, dtype, False)
-        peaks[dtype] = (peak.flops_per_s, peak.label)
-    return peaks
 
 
 def profile_metrics(points: list[Point], peaks_given: dict[str, tuple[float | None, str]],
@@ -120,19 +55,23 @@ def profile_metrics(points: list[Point], peaks_given: dict[str, tuple[float | No
 
 def run_calibration(spec: CalibrateSpec, device: torch.device,
                     progress: Progress | None = None) -> Outcome:
-    """Every asked micro-benchmark on `device` (collectives on spec.nproc launched ranks);
-    status 'ok' with the points, or 'error' when nothing could be measured."""
+    """Every asked micro-benchmark on `device` (collectives on spec.nproc launched ranks; the
+    compute benchmarks too, all at once, with spec.concurrent); status 'ok' with the points,
+    or 'error' when nothing could be measured."""
     notes: list[str] = []
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(spec.threads or threads_before)
-    try:
-        points = _run_steps(_compute_steps(spec, device, notes), device, notes, progress)
+    if spec.concurrent:
         if progress:
-            progress(1, 1, "peaks")
-        peaks = dtype_peaks(points, device)
-        threads = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(threads_before)
+            progress(0, 1, f"compute on {spec.nproc} processes at once")
+        try:
+            points, peaks, more = measure_concurrent(spec, device.type)
+        except Interrupted as stop:
+            why = f"interrupted by {signal_name(stop.signum)} during the compute ranks"
+            raise CalibrationInterrupted(stop.signum, _outcome(
+                spec, device, "interrupted", profile_metrics([], {}, why, 1), [why])) from None
+        notes += more
+        threads = spec.threads
+    else:
+        points, peaks, threads = _local_compute(spec, device, notes, progress)
     collective_reason = ""
     if "collective" in spec.ops:
         if progress:
@@ -150,6 +89,21 @@ def run_calibration(spec: CalibrateSpec, device: torch.device,
             notes.append(collective_reason)
     metrics = profile_metrics(points, peaks, collective_reason, threads)
     return _outcome(spec, device, "ok" if points else "error", metrics, notes)
+
+
+def _local_compute(spec: CalibrateSpec, device: torch.device, notes: list[str],
+                   progress: Progress | None) -> tuple[list[Point], Peaks, int]:
+    """(points, peaks, torch threads) of the compute benchmarks in this process, at
+    spec.threads (0: torch's default)."""
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(spec.threads or threads_before)
+    try:
+        points = run_steps(compute_steps(spec, device, notes), device, notes, progress)
+        if progress:
+            progress(1, 1, "peaks")
+        return points, dtype_peaks(points, device), torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads_before)
 
 
 def _outcome(spec: CalibrateSpec, device: torch.device, status: str, metrics: ProfileMetrics,

@@ -4,7 +4,7 @@ before anything runs, and the defaults that keep a CPU run near a minute."""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from accelbench.analytics.kernels import COLLECTIVE_OPS, GEMM_PASSES, STREAM_OPS
 from accelbench.config.errors import ConfigError
@@ -53,6 +53,7 @@ class CalibrateOptions:
     warmup: int = 2
     timeout_s: float = 300.0
     quick: bool = False
+    concurrent: bool = False  # compute points on every launched rank at once (CPU ranks)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class CalibrateSpec:
     warmup: int
     timeout_s: float
     quick: bool
+    concurrent: bool = False
 
     def to_dict(self) -> dict:
         """The record's spec (the model as its config)."""
@@ -85,6 +87,13 @@ class CalibrateSpec:
         data["model"] = self.model.to_dict()
         data["workload"] = KIND
         return data
+
+
+def spec_from_dict(data: dict) -> CalibrateSpec:
+    """A spec back from to_dict (a launched rank's job)."""
+    names = {f.name for f in fields(CalibrateSpec)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
+    return CalibrateSpec(**{**values, "model": ModelConfig(**data["model"])})
 
 
 def _default(name: str, options: CalibrateOptions, accelerator: bool) -> str:
@@ -138,6 +147,9 @@ def _check_counts(options: CalibrateOptions) -> None:
                           "0 (torch's default) or a thread count")
     if not options.timeout_s > 0:
         raise ConfigError("timeout", f"must be positive, got {options.timeout_s}", "> 0 s")
+    if options.concurrent and options.threads not in (0, 1):
+        raise ConfigError("threads", f"--concurrent runs one thread a rank, got {options.threads}",
+                          "1 (or leave it out) with --concurrent")
 
 
 def default_nproc(device_type: str) -> int:
@@ -177,6 +189,8 @@ def build_calibrate_spec(options: CalibrateOptions, device_type: str) -> Calibra
                                       _default("message_sizes", options, accelerator)),
         optimizer_params=parse_count_list(
             "optimizer-params", _default("optimizer_params", options, accelerator)),
-        nproc=options.nproc or default_nproc(device_type), threads=options.threads,
+        nproc=options.nproc or default_nproc(device_type),
+        threads=1 if options.concurrent else options.threads,
         repeats=options.repeats,
-        warmup=options.warmup, timeout_s=options.timeout_s, quick=options.quick)
+        warmup=options.warmup, timeout_s=options.timeout_s, quick=options.quick,
+        concurrent=options.concurrent)
