@@ -10,17 +10,12 @@ rank; tp=4 has two ranks share each), 'mqa' one key/value head (shared by every 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from accelbench.parallel.launch import launch_torchrun
+from tests.dist.launch_cases import run_cases
 
 pytestmark = pytest.mark.dist
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 LOSS_RTOL = 1e-5  # as test_parallel.py: fp32 reduction order only
 NORM_RTOL = 1e-4
 CASES_2 = {
@@ -43,21 +38,13 @@ CASES_4 = {
 LAUNCHES = ((2, CASES_2), (3, CASES_3), (4, CASES_4))
 
 
-def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
-    out = tmp_path / f"results_{nproc}.json"
-    argv = [str(HERE / "worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
-    result = launch_torchrun(nproc, argv, timeout_s=200, cwd=str(ROOT))
-    assert result.ok, result.error or result.output
-    return json.loads(out.read_text())
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     """The launches, once per module: 2, 3 and 4 processes."""
     tmp = tmp_path_factory.mktemp("llama")
     out: dict = {}
     for nproc, cases in LAUNCHES:
-        out.update(_run(nproc, cases, tmp))
+        out.update(run_cases("worker.py", nproc, cases, tmp, 200))
     return out
 
 

@@ -3,12 +3,12 @@ rank is reported by the launcher within its deadline (gloo, 2 and 4 CPU processe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from accelbench.parallel.launch import launch_torchrun
+from tests.dist.launch_cases import run_cases
 
 pytestmark = pytest.mark.dist
 
@@ -34,21 +34,20 @@ CASES_4 = {
     "neox_dp_tp_sp_zero3": "dp=2,tp=2,sp=1,zero=3", "neox_tp_sp_pp": "tp=2,sp=1,pp=2",
 }
 CASES_8 = {"dp_tp_pp": "dp=2,tp=2,pp=2", "dp_tp_sp_pp_zero3": "dp=2,tp=2,sp=1,pp=2,zero=3"}
+PROFILED = ("ddp", "zero3", "tp", "pp_1f1b")  # test_collective_time_measured's cases
 
 
-def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
-    out = tmp_path / f"results_{nproc}.json"
-    argv = [str(HERE / "worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
-    result = launch_torchrun(nproc, argv, timeout_s=170, cwd=str(ROOT))
-    assert result.ok, result.error or result.output
-    return json.loads(out.read_text())
+def _profiling(cases: dict[str, str]) -> dict[str, str]:
+    """The cases with the worker's 'collectives' flag on those PROFILED."""
+    return {k: f"{v}:collectives" if k in PROFILED else v for k, v in cases.items()}
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     """The launches, once per module: 2 processes, then 4, then 8."""
     tmp = tmp_path_factory.mktemp("dist")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp), **_run(8, CASES_8, tmp)}
+    return {k: v for n, cases in ((2, CASES_2), (4, CASES_4), (8, CASES_8))
+            for k, v in run_cases("worker.py", n, _profiling(cases), tmp, 170).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:
@@ -96,7 +95,8 @@ def test_ranks_gathered_with_coordinates(results):
 
 def test_collective_time_measured(results):
     """The profiler sees time in gloo collectives when ranks communicate."""
-    for case in ("ddp", "zero3", "tp", "pp_1f1b"):
+    for case in PROFILED:
+        assert len(results[case]["ranks"][0]["collective_s"]) == 5, case
         assert all(t > 0 for t in results[case]["ranks"][0]["collective_s"]), case
 
 

@@ -2,8 +2,11 @@
 process (the reference), recorded per rank and written as JSON by rank 0.
 
 Usage: torchrun --nproc-per-node N tests/dist/worker.py OUT.json case1 case2 ...
-A case is 'name:layout' with the layout string of accelbench.config.layout.parse_layout; the
-name's first word picks the model (config_for): 'neox' GenSLM's GPT-NeoX form (rotary on a
+A case is 'name:layout' or 'name:layout:collectives' with the layout string of
+accelbench.config.layout.parse_layout; 'collectives' profiles every step and records the time
+in collectives (the profiler costs several times a tiny step's CPU time: only where a test
+reads it).
+The name's first word picks the model (config_for): 'neox' GenSLM's GPT-NeoX form (rotary on a
 quarter of each head, parallel attention and MLP, untied head), 'llama', 'mqa' and 'gqa8'
 Llama-style forms with grouped-query attention, anything else GPT-2.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -96,8 +100,9 @@ def _groups(model: torch.nn.Module) -> list[dict]:
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
-def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
-    """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank."""
+def run_case(layout_text: str, device: torch.device, cfg=CFG, profiled: bool = False) -> dict:
+    """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank, and
+    with `profiled` the seconds in collectives of each step."""
     gas = gas_for(layout_text)
     layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, layout_world(), gas)
     mesh = make_mesh(layout, device)
@@ -116,12 +121,13 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG) -> dict:
     for step in range(STEPS):
         x, y = data[step, rows, :-1], data[step, rows, 1:]
         t0 = time.perf_counter()
-        with profile_collectives(device) as comm:
+        with profile_collectives(device) if profiled else nullcontext() as comm:
             if layout.pp > 1:
                 loss = module.step(x, y)
             else:
                 loss, fwd_bytes = accumulate(module, x, y, gas)
-        out.setdefault("collective_s", []).append(comm.time_s)
+        if profiled:
+            out.setdefault("collective_s", []).append(comm.time_s)
         out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
         opt.step()
         if step == 0:
@@ -162,15 +168,19 @@ def main() -> None:
     torch.set_num_threads(1)
     out_path, cases = sys.argv[1], sys.argv[2:]
     _, device = init_distributed("cpu", timeout_s=120)
-    results = {}
+    results, references = {}, {}
+    rank0 = torch.distributed.get_rank() == 0
     for case in cases:
-        name, _, layout_text = case.partition(":")
+        name, layout_text, *flags = case.split(":")
         cfg = config_for(name)
-        ranks = gather_rank_results(run_case(layout_text, device, cfg))
-        dp = parse_layout(layout_text, RUNTIME_KEYS).dp
-        ref = reference(batches(dp * gas_for(layout_text) * MICRO_BATCH), cfg)
-        results[name] = {"layout": layout_text, "ranks": ranks, "reference": ref}
-    if torch.distributed.get_rank() == 0:
+        ranks = gather_rank_results(run_case(layout_text, device, cfg, "collectives" in flags))
+        if rank0:  # one process's run, once per model and global batch (the same on any rank)
+            dp = parse_layout(layout_text, RUNTIME_KEYS).dp
+            key = (cfg.name, dp * gas_for(layout_text) * MICRO_BATCH)
+            if key not in references:
+                references[key] = reference(batches(key[1]), cfg)
+            results[name] = {"layout": layout_text, "ranks": ranks, "reference": references[key]}
+    if rank0:
         with open(out_path, "w") as f:
             json.dump(results, f)
     teardown(together=True)
