@@ -185,8 +185,8 @@ def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> float:
 
 def local_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
     """Bytes of parameters, gradients and optimizer state stored on this rank (local shards)."""
-    inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's local AdamW
-    # (ExpertZeroOptimizer's state is both of its parts' already)
+    # ZeroRedundancyOptimizer's local AdamW; ExpertZeroOptimizer's state holds both its parts'
+    inner = getattr(optimizer, "optim", optimizer)
     out = {"param_bytes": 0, "grad_bytes": 0, "optim_state_bytes": 0}
     for p in model.parameters():
         out["param_bytes"] += _tensor_bytes(p)

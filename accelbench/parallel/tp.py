@@ -24,7 +24,7 @@ stream stays Shard(1) around the layer: no expert row is computed twice), with e
 group of its tp coordinate; the per-expert counts and the auxiliary loss's mean scores are
 summed over tp (sum_over_group), so the load counters hold the whole sequence's load and every
 tp rank computes the one auxiliary loss. The MoE parameters' gradients then hold only the
-shard's tokens: they are summed over tp after the backward (moe_sequence_params: zero 0/1 in
+shard's tokens: they are summed over tp after the backward (moe_sequence_params: zero 0 in
 grad_sync.py and the pipeline's reduction; zero 2/3 in FSDP2's all-reduce hook of the MoE
 units, sum_over_tp_hook), as Megatron-Core all-reduces its sequence-parallel parameters'
 gradients.
