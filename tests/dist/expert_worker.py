@@ -24,6 +24,7 @@ from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_repl
 from accelbench.parallel.expert import (
     ExpertParallelDispatch,
     is_expert_param,
+    placed_moe_layers,
     rank_expert_load,
     reset_expert_load,
 )
@@ -149,6 +150,18 @@ def _step(module, layout, batch: torch.Tensor) -> torch.Tensor | None:
     return total
 
 
+def count_expert_rows(module) -> list[int]:
+    """[rows this rank's experts have computed], counted by a hook on each MoE layer's Experts
+    (under sp each tp rank's shard only; under ep the rows its peers sent it)."""
+    rows = [0]
+
+    def hook(_experts, args, _out) -> None:
+        rows[0] += args[0].shape[0]
+    for moe in placed_moe_layers(module):
+        moe.experts.register_forward_hook(hook)
+    return rows
+
+
 def train_case(text: str, device: torch.device, cfg) -> dict:
     """STEPS AdamW steps under an ep layout: this rank's view (losses, grad norms, load, the
     all-to-all time of the last step) gathered, beside one process's reference."""
@@ -160,12 +173,14 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
     else:
         module = prepare_model(GPT(cfg), layout, mesh)
     opt, _ = make_optimizer(module, layout, LR, WEIGHT_DECAY)
+    rows = count_expert_rows(module)
     d = mesh.get_local_rank("dp")
     batch = data(layout.dp * GAS * MICRO_BATCH)[:, d * GAS * MICRO_BATCH:][:, :GAS * MICRO_BATCH]
     out: dict = {"loss": [], "grad_norm": [], "router_grad_sq": []}
     for step in range(STEPS):
         if step == 1:  # a pipeline's first step also runs its shape inference's forward
             reset_expert_load(module)
+            rows[0] = 0
         with profile_collectives(device) as comm:
             total = _step(module, layout, batch[step])
         held = module.modules if isinstance(module, PipelineRunner) else [module]
@@ -178,7 +193,7 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
                **{name: mesh.get_local_rank(name) for name in ("pp", "dp", "tp")},
                expert_params=sum(p.numel() for p in module.parameters()
                                  if is_expert_param(p)),
-               state_bytes=local_state_bytes(module, opt))
+               state_bytes=local_state_bytes(module, opt), expert_rows=rows[0])
     return {"ranks": gather_rank_results(out), "reference": reference(cfg, layout.dp)}
 
 

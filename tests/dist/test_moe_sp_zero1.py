@@ -79,6 +79,16 @@ def test_routed_tokens_summed_over_ranks_equal_one_process(results, case):
             assert rank["moe_load"]["routed"] == peer["moe_load"]["routed"]
 
 
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+def test_every_routed_row_is_computed_once(results, case):
+    """The rows the ranks' experts computed, summed over all ranks, are the assignments one
+    process routed (dropless): under sp no tp rank computes another's tokens (without sp each
+    of the tp ranks would compute them all: tp times as many), under ep each row only once, on
+    its expert's rank."""
+    ref, ranks = results[case]["reference"], results[case]["ranks"]
+    assert sum(r["expert_rows"] for r in ranks) == sum(map(sum, ref["routed"])) > 0, case
+
+
 @pytest.mark.parametrize("case", ZERO1)
 def test_zero1_with_ep_shards_the_optimizer_state(results, case):
     """Each rank keeps AdamW state for part of what it holds, and the ranks' states together
