@@ -34,9 +34,10 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def average_grads(params: list[nn.Parameter], group: dist.ProcessGroup, size: int) -> None:
-    """One flat all-reduce of these parameters' local gradients over `group`, then the mean."""
+    """One flat all-reduce of these parameters' local gradients over `group`, then the mean;
+    nothing over a group of one with nothing to divide (sp's MoE sum at dp = 1 skips the rest)."""
     grads = [_local(p.grad) for p in params if p.grad is not None]
-    if not grads:
+    if not grads or (size == 1 and dist.get_world_size(group) == 1):
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat, group=group)
