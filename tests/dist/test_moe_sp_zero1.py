@@ -12,18 +12,13 @@ auxiliary loss under sp shows in the losses and gradient norms.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from accelbench.bench.train.metrics import summed_expert_load
-from accelbench.parallel.launch import launch_torchrun
+from tests.dist.launch_cases import run_cases
 
 pytestmark = pytest.mark.dist
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 LOSS_RTOL, NORM_RTOL = 1e-5, 1e-4  # as tests/dist/test_expert_parallel.py, and why
 ADAM_STATES, FP32_BYTES = 2, 4  # exp_avg and exp_avg_sq per element (the step is a scalar)
 CASES_2 = {"aux_tp2_sp": "tp=2,sp=on", "ep2_zero1": "dp=2,ep=2,zero=1"}
@@ -34,19 +29,12 @@ CASES_4 = {"aux_dp2_tp2_ep2_sp": "dp=2,tp=2,ep=2,sp=on",
 ZERO1 = ("ep2_zero1", "dp4_ep2_zero1")  # pp = 1: every rank holds the whole model's dense part
 
 
-def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
-    out = tmp_path / f"moe_sp_zero1_{nproc}.json"
-    argv = [str(HERE / "expert_worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
-    result = launch_torchrun(nproc, argv, timeout_s=240, cwd=str(ROOT))
-    assert result.ok, result.error or result.output
-    return json.loads(out.read_text())
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     """Two launches: 2 processes, then 4."""
     tmp = tmp_path_factory.mktemp("moe_sp_zero1")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+    return {**run_cases("expert_worker.py", 2, CASES_2, tmp, 240),
+            **run_cases("expert_worker.py", 4, CASES_4, tmp, 240)}
 
 
 def _rel(a: list[float], b: list[float]) -> float:
