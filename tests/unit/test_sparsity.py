@@ -12,6 +12,7 @@ from accelbench.analytics.flops import (
     two_four_compressed_bytes,
     two_four_skipped_flops_per_token,
 )
+from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
@@ -38,11 +39,13 @@ from accelbench.models.sparsity import (
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
 ONE = Layout(dp=1)
+# a peak given, as a datasheet's would be (the CPU's GEMM peak: ~10 s a sweep on 2 cores)
+GIVEN = (SweepPeak("fp32", 1e11, "fp32", "given"),)
 
 
 def _spec(**changes):
     base = dict(model=TINY, seq_lens=(32,), micro_batches=(2,), dtypes=("fp32",), steps=4,
-                warmup_steps=1, device="cpu", lr=1e-2, lr_warmup_steps=0)
+                warmup_steps=1, device="cpu", lr=1e-2, lr_warmup_steps=0, peaks=GIVEN)
     base.update(changes)
     return TrainSpec(**base)
 
