@@ -5,6 +5,7 @@ import torch
 
 import accelbench.bench.block as block_mod
 from accelbench.bench.block import BlockSpec, run_block_sweep
+from accelbench.bench.peak import SweepPeak
 from accelbench.config.presets import get_preset
 from accelbench.config.schema import metric_names
 from accelbench.hardware.environment import environment
@@ -87,5 +88,6 @@ def test_error_in_one_cell_is_recorded(tmp_path, monkeypatch):
         raise RuntimeError("something else broke")
 
     monkeypatch.setattr(block_mod, "time_block", broken)
-    outcomes = run_block_sweep(_spec(batches=(1,)), _recorder(tmp_path))
+    given = (SweepPeak("fp32", 1e11, "fp32", "given"),)  # no GEMM peak measured (~10 s here)
+    outcomes = run_block_sweep(_spec(batches=(1,), peaks=given), _recorder(tmp_path))
     assert outcomes[0].status == "error" and "something else broke" in outcomes[0].reason
