@@ -23,7 +23,7 @@ from functools import lru_cache
 from accelbench.analytics.flops import attention_core_forward_per_token, block_flops
 from accelbench.analytics.kernels import gemm_flops
 from accelbench.analytics.memory import kv_width_per_rank
-from accelbench.analytics.moe_cost import moe_fraction, routed_assignments
+from accelbench.analytics.moe_cost import moe_fraction, moe_tokens, routed_assignments
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.profile import MachineProfile, curve_key
 from accelbench.config.errors import ConfigError
@@ -289,22 +289,24 @@ def _mlp_shapes(cfg: ModelConfig, m: int, ffn: int) -> tuple[tuple[int, int, int
 
 @lru_cache(maxsize=4096)
 def moe_gemm_delta_s(rates: Rates, cfg: ModelConfig, tokens: int, tp: int, ep: int,
-                     busiest: float = 1.0) -> tuple[float, float]:
+                     busiest: float = 1.0, sp: bool = False) -> tuple[float, float]:
     """(forward, backward) seconds an average layer adds to the dense layer's GEMMs: an MoE
     layer runs its router, shared experts and E / ep local experts of routed x ep / E rows
     each at the expert's width (moe_cost.routed_assignments; each GEMM at its own shape's
     rate, its fixed cost counted per expert), in place of the dense MLP split over tp. On the
     busiest ep rank, which the step waits for, the experts' rows are `busiest` times as many
-    (moe_cost.busiest_rank_factor)."""
+    (moe_cost.busiest_rank_factor). Under sequence parallelism each tensor rank routes its
+    own tokens / tp (moe_cost.moe_tokens); without it every tensor rank runs them all."""
     fraction = moe_fraction(cfg)
     if not fraction:
         return 0.0, 0.0
-    per_expert = max(1, round(routed_assignments(cfg, tokens) * ep / cfg.n_experts * busiest))
+    routed = moe_tokens(tokens, tp, sp)
+    per_expert = max(1, round(routed_assignments(cfg, routed) * ep / cfg.n_experts * busiest))
     ex_fwd, ex_bwd = _gemms_s(rates, _mlp_shapes(cfg, per_expert, cfg.expert_ffn_dim))
     local = cfg.n_experts // ep
-    shapes = ((tokens, cfg.d_model, cfg.n_experts),)
+    shapes = ((routed, cfg.d_model, cfg.n_experts),)
     if cfg.n_shared_experts:
-        shapes += _mlp_shapes(cfg, tokens, cfg.n_shared_experts * cfg.expert_ffn_dim)
+        shapes += _mlp_shapes(cfg, routed, cfg.n_shared_experts * cfg.expert_ffn_dim)
     sh_fwd, sh_bwd = _gemms_s(rates, shapes)
     dense_fwd, dense_bwd = _gemms_s(rates, _mlp_shapes(cfg, tokens, cfg.ffn_dim // tp))
     return (fraction * (local * ex_fwd + sh_fwd - dense_fwd),

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from accelbench.analytics.flops import forward_matmuls
-from accelbench.analytics.moe_cost import moe_fraction, routed_assignments, stage_split
+from accelbench.analytics.moe_cost import (
+    moe_fraction,
+    moe_tokens,
+    routed_assignments,
+    stage_split,
+)
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
 from accelbench.config.layout import Layout, rank_layer_counts
@@ -67,21 +72,22 @@ def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False,
 
 
 def moe_activation_delta(cfg: ModelConfig, tokens: int, tp: int,
-                         fused_mlp: bool = False) -> float:
+                         fused_mlp: bool = False, sp: bool = False) -> float:
     """Bytes an average layer saves beyond the dense layer's count (moe_cost.moe_fraction of
     the layers are MoE): an MoE layer saves, per routed assignment (capacity padding
     included), its permuted input (2h) and its expert's intermediates, plus its shared
     experts' intermediates and its router's scores (2 x E per token), in place of the dense
-    MLP's intermediates (split over tp)."""
+    MLP's intermediates (split over tp). Under sequence parallelism the MoE part is of this
+    rank's tokens / tp (moe_cost.moe_tokens)."""
     fraction = moe_fraction(cfg)
     if not fraction:
         return 0.0
+    own = moe_tokens(tokens, tp, sp)
     per_assignment = 2 * cfg.d_model + mlp_saved_per_token(cfg, fused_mlp, cfg.expert_ffn_dim)
-    routed = routed_assignments(cfg, tokens) * per_assignment
-    shared = tokens * mlp_saved_per_token(cfg, fused_mlp,
-                                          cfg.n_shared_experts * cfg.expert_ffn_dim)
+    routed = routed_assignments(cfg, own) * per_assignment
+    shared = own * mlp_saved_per_token(cfg, fused_mlp, cfg.n_shared_experts * cfg.expert_ffn_dim)
     dense = tokens * mlp_saved_per_token(cfg, fused_mlp) / tp
-    return fraction * (routed + shared + 2 * tokens * cfg.n_experts - dense)
+    return fraction * (routed + shared + 2 * own * cfg.n_experts - dense)
 
 
 def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int = 1,
@@ -141,7 +147,7 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
                                                        kernels)
     kept = replicated / replicated_div + split / tp
     if cfg.n_experts:
-        kept += moe_activation_delta(cfg, seq_len * micro_batch, tp, kernels.fused_mlp)
+        kept += moe_activation_delta(cfg, seq_len * micro_batch, tp, kernels.fused_mlp, sp)
     if recompute == "none" and not fused_attention:
         kept += scores / tp
     return kept * scale

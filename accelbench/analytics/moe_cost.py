@@ -33,6 +33,13 @@ def moe_fraction(cfg: ModelConfig) -> float:
     return moe_layer_count(cfg) / cfg.n_layer if cfg.n_experts else 0.0
 
 
+def moe_tokens(tokens: int, tp: int, sp: bool) -> int:
+    """Tokens an MoE layer routes on one rank of `tokens` per tensor-parallel group: its own
+    sequence shard under sequence parallelism (the runtime's and Megatron-Core's), all of them
+    on every tensor rank without."""
+    return tokens // tp if sp else tokens
+
+
 def routed_assignments(cfg: ModelConfig, tokens: int) -> float:
     """(token, expert) pairs the routed experts process for `tokens` tokens of one rank:
     tokens x k dropless, or E x ceil(cf x tokens x k / E) padded to capacity."""

@@ -56,6 +56,7 @@ from accelbench.analytics.moe_cost import (
     all_to_all_count,
     busiest_rank_factor,
     moe_fraction,
+    moe_tokens,
     stage_split,
 )
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
@@ -340,7 +341,8 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
         return LayerSeconds(model, rerun, tp_s, cp_s, cost.head)
     tokens = setup.seq_len * layout.mb // layout.cp
     busiest = busiest_rank_factor(cfg, layout.ep, setup.moe_imbalance)
-    moe_fwd, moe_bwd = moe_gemm_delta_s(rates, cfg, tokens, layout.tp, layout.ep, busiest)
+    moe_fwd, moe_bwd = moe_gemm_delta_s(rates, cfg, tokens, layout.tp, layout.ep, busiest,
+                                        layout.sp)
     moe_rerun = moe_fwd if layout.recompute == "full" else 0.0
     model, rerun = model + moe_fwd + moe_bwd, rerun + moe_rerun
     a2a_s = all_to_all_s(cfg, cluster, setup, layout)
@@ -357,7 +359,7 @@ def all_to_all_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     overlap hides is taken off by the caller."""
     if layout.ep == 1:
         return 0.0
-    tokens = setup.seq_len * layout.mb // layout.cp
+    tokens = moe_tokens(setup.seq_len * layout.mb // layout.cp, layout.tp, layout.sp)
     volume = all_to_all_bytes_per_layer(cfg, tokens, layout.ep, setup.dtype, layout.recompute,
                                         setup.moe_imbalance)
     span = layout.spans()["cp"] * layout.ep
