@@ -6,6 +6,7 @@ from accelbench.analytics.comm (ideal_comm_bytes_per_step, the planner's model).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,9 +21,16 @@ from accelbench.analytics.comm import (
     tp_bytes_per_layer,
 )
 from accelbench.analytics.memory import BYTES_PER_VALUE
+from accelbench.analytics.moe_cost import (
+    all_to_all_bytes_per_layer,
+    dense_mlp_params,
+    expert_params,
+    moe_tokens,
+    shared_params,
+)
 from accelbench.analytics.params import block_params
-from accelbench.config.layout import Layout, rank_layer_counts
-from accelbench.config.model import ModelConfig
+from accelbench.config.layout import Layout, rank_layer_counts, stage_layer_counts
+from accelbench.config.model import ModelConfig, is_moe_layer
 from accelbench.parallel.tp import kv_share
 
 # Profiler event names of collectives: the c10d op (any backend), and backend-level records.
@@ -131,7 +139,8 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
     grad_bytes_per_replica: gradient bytes of this rank's model shard before any ZeRO split
     (what DDP all-reduces or FSDP reduce-scatters). Pipeline sends are those of a middle stage:
     whole b*s*h activations between stages, or 1/tp of them under sequence parallelism (each
-    tp rank sends its sequence shard).
+    tp rank sends its sequence shard). Expert parallelism: the planner's all-to-all bytes
+    (moe_cost.all_to_all_bytes_per_layer, uniform routing) of the busiest rank's MoE layers.
     """
     layers_per_rank = max(rank_layers(cfg, layout, r) for r in range(layout.pp))  # uneven too
     tp_bytes = (tp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, recompute)
@@ -141,32 +150,39 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
                 * pp_sends_per_microbatch(layout.vp) * n_micro if layout.pp > 1 else 0.0)
     dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, layout.dp, layout.zero, n_micro)
                 if layout.dp > 1 else 0.0)
+    ep_bytes = (all_to_all_bytes_per_layer(cfg, moe_tokens(seq_len * micro_batch, layout.tp,
+                                                          layout.sp), layout.ep, dtype, recompute)
+                * max(len(rank_moe_layers(cfg, layout, r)) for r in range(layout.pp)) * n_micro
+                if layout.ep > 1 else 0.0)
     return {"tp_bytes_per_step": tp_bytes, "pp_bytes_per_step": pp_bytes,
-            "dp_bytes_per_step": dp_bytes, "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes}
+            "dp_bytes_per_step": dp_bytes, "ep_bytes_per_step": ep_bytes,
+            "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes + ep_bytes}
 
 
 # What this implementation sends (measured with the profiler at dp=2, gas=2, gloo; see
 # docs/parallel.md): parameters and gradients are fp32 (autocast keeps fp32 master weights),
 # and so is the residual stream, hence pipeline messages and SP's all-gathers of norm outputs.
 FP32_BYTES = 4
-COMM_KINDS = ("tp", "pp", "dp", "tied")
+INT64_BYTES = 8  # expert parallelism's per-expert row counts
+COMM_KINDS = ("tp", "pp", "dp", "tied", "ep")
 
 
 @dataclass(frozen=True)
 class CommCall:
     """Collectives of one kind that one rank issues per optimizer step."""
 
-    kind: str  # what for: 'tp', 'pp' (stage messages), 'dp', 'tied' (embedding and head copy)
-    op: str  # all_reduce, all_gather, reduce_scatter, broadcast or send
-    buffer_bytes: float  # one call's whole (unsharded) buffer
+    kind: str  # 'tp', 'pp' (stage messages), 'dp', 'tied' (embedding and head copy), 'ep'
+    op: str  # all_reduce, all_gather, reduce_scatter, broadcast, send or all_to_all
+    buffer_bytes: float  # one call's whole (unsharded) buffer; all_to_all: this rank's input
     calls: float  # calls per optimizer step
     group_size: int
 
 
 def call_bytes_sent(call: CommCall, backend: str = "nccl") -> float:
     """Bytes one rank sends for these calls: ring all-reduce 2(n-1)/n of the buffer, all-gather,
-    reduce-scatter and broadcast (n-1)/n, a send the buffer. gloo runs a reduce-scatter as an
-    all-reduce of the whole buffer (seen in the profiler), so it costs an all-reduce there."""
+    reduce-scatter, broadcast and all-to-all (n-1)/n, a send the buffer. gloo runs a
+    reduce-scatter as an all-reduce of the whole buffer (seen in the profiler), so it costs an
+    all-reduce there."""
     op = "all_reduce" if call.op == "reduce_scatter" and backend == "gloo" else call.op
     n = call.group_size
     factor = 1.0 if op == "send" else (n - 1) / n * (2 if op == "all_reduce" else 1)
@@ -181,46 +197,85 @@ def rank_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> int:
     return counts[pp_rank]
 
 
-def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> float:
-    """Parameters one rank holds before any ZeRO split: its blocks with the TP-split matrices
-    and column biases over tp, norms and row-parallel biases whole; embeddings (first stage),
-    final norm and head (last stage) whole on every tensor rank; under pp a tied head is a copy."""
+def rank_moe_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> list[int]:
+    """Indices of the MoE blocks a pipeline rank holds (stage s is chunk s // pp of rank
+    s % pp, its layers following the earlier stages')."""
+    counts = stage_layer_counts(layout, cfg.n_layer)
+    if counts is None:
+        raise ValueError(f"layout {layout.label()} does not split {cfg.n_layer} layers")
+    starts = [sum(counts[:s]) for s in range(len(counts))]
+    return [layer for s in range(pp_rank, len(counts), layout.pp)
+            for layer in range(starts[s], starts[s] + counts[s]) if is_moe_layer(cfg, layer)]
+
+
+def _dense_block_local(cfg: ModelConfig, tp: int) -> float:
+    """One dense block on one tensor rank: the TP-split matrices and column biases over tp;
+    two norms and the two row-parallel output biases (if any) whole; the fused QKV rows
+    (shared key/value heads too, each rank a part) split evenly over tp."""
+    whole = 2 * cfg.norm_params + (2 * cfg.d_model if cfg.bias else 0)
+    return (block_params(cfg) - whole) / tp + whole
+
+
+def _moe_block_local(cfg: ModelConfig, layout: Layout) -> tuple[float, float]:
+    """(dense, expert) parameters of one MoE block on one rank: the dense block without its
+    TP-split MLP (its output bias whole), plus router and shared experts whole on every tensor
+    rank (parallel/tp.py keeps an MoE layer whole), and E / ep routed experts."""
+    row_bias = cfg.d_model if cfg.bias else 0
+    mlp_local = (dense_mlp_params(cfg) - row_bias) / layout.tp + row_bias
+    dense = _dense_block_local(cfg, layout.tp) - mlp_local + shared_params(cfg)
+    return dense, cfg.n_experts // layout.ep * expert_params(cfg)
+
+
+def local_param_split(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> tuple[float, float]:
+    """(dense, expert) parameters one rank holds before any ZeRO split: its blocks (dense ones
+    split over tp; MoE ones as _moe_block_local); embeddings (first stage), final norm and head
+    (last stage) whole on every tensor rank; under pp a tied head is a copy. Expert: this rank's
+    routed experts, whose gradients the runtime reduces over the expert-data-parallel group."""
     h = cfg.d_model
-    # two norms and the two row-parallel output biases (if any): whole on every tp rank; the
-    # fused QKV rows (shared key/value heads too, each rank a part) split evenly over tp
-    whole = 2 * cfg.norm_params + (2 * h if cfg.bias else 0)
-    block = (block_params(cfg) - whole) / layout.tp + whole
-    count = rank_layers(cfg, layout, pp_rank) * block
+    n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
+    dense = (rank_layers(cfg, layout, pp_rank) - n_moe) * _dense_block_local(cfg, layout.tp)
+    expert = 0.0
+    if n_moe:
+        moe_dense, moe_expert = _moe_block_local(cfg, layout)
+        dense, expert = dense + n_moe * moe_dense, n_moe * moe_expert
     if pp_rank == 0:
-        count += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
+        dense += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
     if pp_rank == layout.pp - 1:
-        count += cfg.norm_params + (cfg.vocab_size * h if layout.pp > 1 or not cfg.tie_embeddings
+        dense += cfg.norm_params + (cfg.vocab_size * h if layout.pp > 1 or not cfg.tie_embeddings
                                     else 0)
-    return count
+    return dense, expert
+
+
+def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> float:
+    """Parameters one rank holds before any ZeRO split (local_param_split's two parts)."""
+    return sum(local_param_split(cfg, layout, pp_rank))
 
 
 def _tp_calls(cfg: ModelConfig, layout: Layout, act_bytes_fp32: float, compute_bytes: int,
               n_micro: int, recompute: str, pp_rank: int) -> list[CommCall]:
     """Per layer and micro-batch: 2 forward collectives in the compute dtype (row-parallel
     outputs) and 2 backward in fp32 (input gradients of the column-parallel layers, whose
-    input, a norm output, is fp32); full recompute reruns the forward ones. SP splits each
-    all-reduce into all-gather + reduce-scatter and gathers at the model's edges in fp32.
+    input, a norm output, is fp32); an MoE layer, whose MLP is not split, 1 of each (its
+    attention's). Full recompute reruns the forward ones. SP splits each all-reduce into
+    all-gather + reduce-scatter and gathers at the model's edges in fp32.
     Key/value heads shared by r ranks add a gather of the head in forward and a reduce-scatter
     of its gradient in backward, per layer, within the r ranks (_kv_calls)."""
     if layout.tp == 1:
         return []
     t, layers = layout.tp, rank_layers(cfg, layout, pp_rank) * n_micro
+    n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
+    sites = 2 * layers - n_moe * n_micro  # split collectives per direction
     act_compute = act_bytes_fp32 / FP32_BYTES * compute_bytes
-    fwd = 4 if recompute == "full" else 2
+    fwd = 2 * sites if recompute == "full" else sites
     kv = _kv_calls(cfg, t, act_compute, layers, recompute)
     if not layout.sp:
-        return [CommCall("tp", "all_reduce", act_compute, fwd * layers, t),
-                CommCall("tp", "all_reduce", act_bytes_fp32, 2 * layers, t)] + kv
+        return [CommCall("tp", "all_reduce", act_compute, fwd, t),
+                CommCall("tp", "all_reduce", act_bytes_fp32, sites, t)] + kv
     edges = (pp_rank == 0) + (pp_rank == layout.pp - 1)  # embedding grads, head input
-    return [CommCall("tp", "all_gather", act_bytes_fp32, fwd * layers + edges * n_micro, t),
-            CommCall("tp", "reduce_scatter", act_compute, fwd * layers, t),
-            CommCall("tp", "all_gather", act_compute, 2 * layers, t),
-            CommCall("tp", "reduce_scatter", act_bytes_fp32, 2 * layers, t)] + kv
+    return [CommCall("tp", "all_gather", act_bytes_fp32, fwd + edges * n_micro, t),
+            CommCall("tp", "reduce_scatter", act_compute, fwd, t),
+            CommCall("tp", "all_gather", act_compute, sites, t),
+            CommCall("tp", "reduce_scatter", act_bytes_fp32, sites, t)] + kv
 
 
 def _kv_calls(cfg: ModelConfig, tp: int, act_compute: float, layers: int,
@@ -249,24 +304,87 @@ def _pp_calls(layout: Layout, act_bytes_fp32: float, n_micro: int,
     return [CommCall("pp", "send", message, sends * n_micro, 2)]
 
 
-def _dp_calls(layout: Layout, grad_bytes: float, n_micro: int) -> list[CommCall]:
+def _dp_calls(layout: Layout, grad_bytes: float, n_micro: int, group_size: int | None = None,
+              fsdp: bool = True) -> list[CommCall]:
     """ZeRO 0: one all-reduce per step (DDP's no_sync, or one flat all-reduce); ZeRO 1 adds
     ZeroRedundancyOptimizer's broadcast of the updated parameters; FSDP2 (ZeRO 2/3) gathers
     and reduce-scatters every micro-batch, ZeRO-3 gathers again for the backward. Under pp
     the schedule keeps FSDP's parameters gathered through a step's micro-batches after a
-    backward and defers the reduce-scatter to the step's end."""
-    n = layout.dp
-    if n == 1:
+    backward and defers the reduce-scatter to the step's end. group_size: dp, or the
+    expert-data-parallel group's dp / ep for the experts; FSDP2 over a group of one (fsdp
+    False) issues nothing, while the all-reduce and ZeRO-1's broadcasts still run."""
+    n = layout.dp if group_size is None else group_size
+    if layout.dp == 1 or not grad_bytes:
         return []
     reduce = CommCall("dp", "all_reduce", grad_bytes, 1, n)
     if layout.zero <= 1:
         return [reduce] + ([CommCall("dp", "broadcast", grad_bytes, 1, n)] if layout.zero else [])
+    if not fsdp:
+        return []
     if layout.pp > 1:
         gathers, scatters = (n_micro + 1 if layout.zero == 3 else 1), 1
     else:
         gathers, scatters = (2 * n_micro if layout.zero == 3 else n_micro), n_micro
     return [CommCall("dp", "all_gather", grad_bytes, gathers, n),
             CommCall("dp", "reduce_scatter", grad_bytes, scatters, n)]
+
+
+def _data_parallel_calls(layout: Layout, dense_bytes: float, expert_bytes: float,
+                         n_micro: int) -> list[CommCall]:
+    """Gradients reduced as the runtime does: at ep 1 all of them over dp as one; under ep the
+    dense ones over dp and the experts over their expert-data-parallel group (dp / ep ranks:
+    grad_sync.py and the pipeline at zero 0, ExpertZeroOptimizer's two parts at zero 1, FSDP2
+    with the experts sharded over that group at zero 2/3)."""
+    if layout.ep == 1:
+        return _dp_calls(layout, dense_bytes + expert_bytes, n_micro)
+    edp = layout.dp // layout.ep
+    return (_dp_calls(layout, dense_bytes, n_micro)
+            + _dp_calls(layout, expert_bytes, n_micro, edp, fsdp=edp > 1))
+
+
+def _sp_moe_calls(cfg: ModelConfig, layout: Layout, dense_moe_bytes: float,
+                  expert_bytes: float, n_micro: int) -> list[CommCall]:
+    """Sequence parallelism: each tp rank routed its sequence shard, so the MoE layers'
+    gradients (router, shared and this rank's experts) are summed over tp: at zero 0/1 once per
+    step, whole; at zero 2/3 by FSDP2's all-reduce hook on each reduce-scattered shard (the MoE
+    unit's over dp, the experts' over their group, or with the unit at ep 1)."""
+    if not (layout.sp and layout.tp > 1 and (dense_moe_bytes or expert_bytes)):
+        return []
+    if layout.zero <= 1:
+        return [CommCall("tp", "all_reduce", dense_moe_bytes + expert_bytes, 1, layout.tp)]
+    scatters = 1 if layout.pp > 1 else n_micro
+    edp = layout.dp // layout.ep
+    if layout.ep == 1:
+        shard = (dense_moe_bytes + expert_bytes) / layout.dp
+    else:
+        shard = dense_moe_bytes / layout.dp + expert_bytes / edp
+    return [CommCall("tp", "all_reduce", shard, scatters, layout.tp)]
+
+
+def _ep_calls(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
+              n_micro: int, compute_bytes: int, recompute: str, pp_rank: int) -> list[CommCall]:
+    """Expert parallelism's all-to-alls over the ep group, per MoE layer and micro-batch: the
+    per-expert row counts (E int64) once per forward; the routed rows (d_model values each) in
+    the dispatch (fp32: a norm output) and its gradient, in the combine (the experts' output,
+    compute dtype) and its gradient; full recompute reruns the forward's. How many rows a rank
+    sends and receives depends on the routing: the buffers are the expectation under uniform
+    routing, each rank its tokens x k rows (of which (ep-1)/ep leave it), capped by the
+    capacity (the runtime drops, not pads); the ep group's summed buffers are exact."""
+    n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
+    if layout.ep == 1 or not n_moe:
+        return []
+    tokens = moe_tokens(seq_len * micro_batch, layout.tp, layout.sp)
+    rows = float(tokens * cfg.moe_top_k)
+    if cfg.capacity_factor > 0:
+        rows = min(rows, cfg.n_experts * math.ceil(cfg.capacity_factor * rows / cfg.n_experts))
+    forwards = 2 if recompute == "full" else 1  # 2 x forwards + 2 = moe_cost's count
+    per_step = n_moe * n_micro
+    return [CommCall("ep", "all_to_all", INT64_BYTES * cfg.n_experts, forwards * per_step,
+                     layout.ep),
+            CommCall("ep", "all_to_all", rows * cfg.d_model * FP32_BYTES,
+                     (forwards + 1) * per_step, layout.ep),
+            CommCall("ep", "all_to_all", rows * cfg.d_model * compute_bytes,
+                     (forwards + 1) * per_step, layout.ep)]
 
 
 def _tied_calls(cfg: ModelConfig, layout: Layout, pp_rank: int) -> list[CommCall]:
@@ -283,12 +401,20 @@ def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
                         pp_rank: int = 0) -> list[CommCall]:
     """The collectives one rank at pipeline position pp_rank issues per step in this
     implementation (scalar ones, the loss and the gradient norm, and SP's small all-reduces
-    of norm and bias gradients left out)."""
+    of norm and bias gradients left out, and under sp the MoE layers' small sums of their
+    per-expert counts and mean router scores over tp)."""
     act = FP32_BYTES * micro_batch * seq_len * cfg.d_model
-    grad_bytes = FP32_BYTES * local_param_count(cfg, layout, pp_rank)
-    return (_tp_calls(cfg, layout, act, BYTES_PER_VALUE[dtype], n_micro, recompute, pp_rank)
-            + _pp_calls(layout, act, n_micro, pp_rank) + _dp_calls(layout, grad_bytes, n_micro)
-            + _tied_calls(cfg, layout, pp_rank))
+    compute_bytes = BYTES_PER_VALUE[dtype]
+    dense, expert = (FP32_BYTES * n for n in local_param_split(cfg, layout, pp_rank))
+    n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
+    moe_dense = FP32_BYTES * n_moe * shared_params(cfg)
+    return (_tp_calls(cfg, layout, act, compute_bytes, n_micro, recompute, pp_rank)
+            + _sp_moe_calls(cfg, layout, moe_dense, expert, n_micro)
+            + _pp_calls(layout, act, n_micro, pp_rank)
+            + _data_parallel_calls(layout, dense, expert, n_micro)
+            + _tied_calls(cfg, layout, pp_rank)
+            + _ep_calls(cfg, layout, seq_len, micro_batch, n_micro, compute_bytes, recompute,
+                        pp_rank))
 
 
 def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
