@@ -132,12 +132,15 @@ def bubble_fraction_measured(step_time_pp_s: float, step_time_single_s: float, p
 
 def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
                         n_micro: int, dtype: str, grad_bytes_per_replica: float,
-                        recompute: str = "none") -> dict[str, float]:
+                        recompute: str = "none",
+                        expert_grad_bytes_per_replica: float = 0.0) -> dict[str, float]:
     """Megatron's ideal bytes one rank sends per optimizer step, by kind (the planner's
     accelbench.analytics.comm formulas), recorded beside what this implementation sends.
 
     grad_bytes_per_replica: gradient bytes of this rank's model shard before any ZeRO split
-    (what DDP all-reduces or FSDP reduce-scatters). Pipeline sends are those of a middle stage:
+    (what DDP all-reduces or FSDP reduce-scatters); expert_grad_bytes_per_replica: under ep
+    the routed experts' part, reduced over the dp / ep ranks holding the same experts (as the
+    planner's steptime does). Pipeline sends are those of a middle stage:
     whole b*s*h activations between stages, or 1/tp of them under sequence parallelism (each
     tp rank sends its sequence shard). Expert parallelism: the planner's all-to-all bytes
     (moe_cost.all_to_all_bytes_per_layer, uniform routing) of the busiest rank's MoE layers.
@@ -150,6 +153,9 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
                 * pp_sends_per_microbatch(layout.vp) * n_micro if layout.pp > 1 else 0.0)
     dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, layout.dp, layout.zero, n_micro)
                 if layout.dp > 1 else 0.0)
+    edp = layout.dp // layout.ep
+    if expert_grad_bytes_per_replica and edp > 1:
+        dp_bytes += dp_bytes_per_rank(expert_grad_bytes_per_replica, edp, layout.zero, n_micro)
     ep_bytes = (all_to_all_bytes_per_layer(cfg, moe_tokens(seq_len * micro_batch, layout.tp,
                                                           layout.sp), layout.ep, dtype, recompute)
                 * max(len(rank_moe_layers(cfg, layout, r)) for r in range(layout.pp)) * n_micro

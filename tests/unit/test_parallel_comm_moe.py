@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer
+from accelbench.bench.train import metrics
+from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import (
@@ -132,3 +134,20 @@ def test_tensor_parallel_moe_layers_split_only_their_attention():
     hook = [c for c in sp3 if c.kind == "tp" and c.op == "all_reduce"]
     shard = 4 * 2 * (8 * H + EXPERT) / 2 + 4 * 2 * 4 * EXPERT  # MoE unit / dp, experts / 1
     assert [(c.buffer_bytes, c.calls) for c in hook] == [(shard, M)]
+
+
+def test_the_record_keeps_both_volumes_with_experts_reduced_over_their_group():
+    """The training record's two dicts (metrics._comm) for dp = 4, ep = 2: the ideal reduces
+    dense gradients over dp and each rank's experts (half of them) over the ep pairs, so at
+    zero 0 both volumes equal 1.5 psi + the experts' bytes; the ideal's all-to-all is the
+    planner's fp32 rows (4 per layer and micro-batch), this implementation's adds the counts."""
+    spec = TrainSpec(MOE, seq_lens=(32,), micro_batches=(2,), gas=(M,), dtypes=("fp32",),
+                     device="cpu")
+    cell = TrainCell(seq_len=32, micro_batch=2, gas=M, dtype="fp32", recompute="none")
+    record = metrics._comm(spec, cell, Layout(dp=4, ep=2), "gloo")
+    sent = record["comm_bytes_per_step_per_rank"]
+    ideal = record["comm_bytes_per_step_ideal_per_rank"]
+    dp = 1.5 * 4 * DENSE + 4 * 2 * 4 * EXPERT
+    assert sent["dp_bytes_per_step"] == ideal["dp_bytes_per_step"] == dp
+    assert ideal["ep_bytes_per_step"] == 2 * M * 4 * ROW_FP32 / 2
+    assert sent["ep_bytes_per_step"] == ideal["ep_bytes_per_step"] + 2 * M * COUNTS / 2

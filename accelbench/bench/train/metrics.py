@@ -18,12 +18,14 @@ from accelbench.analytics.flops import (
     two_four_skipped_flops_per_token,
 )
 from accelbench.analytics.metrics import tflops, utilisation
+from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
 from accelbench.bench.dtypes import compute_dtype
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import summarize
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
+from accelbench.config.model import moe_layer_count
 from accelbench.config.schema import TrainMetrics
 from accelbench.parallel.collectives import (
     bubble_fraction_theory,
@@ -111,15 +113,20 @@ def _step_times(ranks: list[dict], warmup_steps: int) -> dict:
 
 
 def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dict:
-    """Bytes per step: what this implementation sends (the busiest pipeline position's ranks)
-    and, for comparison, Megatron's ideal volume the planner assumes."""
+    """Bytes per step: what this implementation sends (the busiest pipeline position's ranks;
+    under ep its all-to-all rows are the uniform-routing expectation) and, for comparison,
+    Megatron's ideal volume the planner assumes (under ep the routed experts, 1 / (ep x pp) of
+    them a rank, reduced over dp / ep)."""
     pp_rank, sent = busiest_rank_comm_bytes(spec.model, layout, cell.seq_len, cell.micro_batch,
                                             cell.gas, compute_dtype(cell.dtype),  # fp8: bf16
                                             cell.recompute, backend)
-    grad_bytes = GRAD_BYTES_PER_PARAM * total_params(spec.model) / (layout.tp * layout.pp)
-    ideal = ideal_comm_bytes_per_step(spec.model, layout, cell.seq_len, cell.micro_batch,
-                                      cell.gas, compute_dtype(cell.dtype), grad_bytes,
-                                      cell.recompute)
+    cfg = spec.model
+    experts = (moe_layer_count(cfg) * cfg.n_experts * expert_params(cfg)
+               if cfg.n_experts and layout.ep > 1 else 0)
+    grad_bytes = GRAD_BYTES_PER_PARAM * (total_params(cfg) - experts) / (layout.tp * layout.pp)
+    ideal = ideal_comm_bytes_per_step(cfg, layout, cell.seq_len, cell.micro_batch, cell.gas,
+                                      compute_dtype(cell.dtype), grad_bytes, cell.recompute,
+                                      GRAD_BYTES_PER_PARAM * experts / (layout.ep * layout.pp))
     return {"comm_bytes_per_step_per_rank": sent, "comm_bytes_pp_rank": pp_rank,
             "comm_bytes_per_step_ideal_per_rank": ideal,
             "pipeline_bubble_fraction_theory": bubble_fraction_theory(layout.pp, cell.gas,
