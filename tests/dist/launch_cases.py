@@ -1,6 +1,8 @@
-"""One torchrun launch of a case worker (tests/dist/worker.py and its like): every case of one
-world size runs in that launch, one after the other in one process group, since each launch
-costs seconds of Python and torch imports per rank; rank 0 writes the results as JSON."""
+"""One torchrun launch of a case worker (tests/dist/worker.py and its like) per world size:
+every case of that size runs in it, one after the other in one process group, since a launch
+costs ~3 s of Python and torch imports per rank on 2 cores. Test modules that share a worker
+register their cases when they are imported (pytest collects every module before it runs a
+test), so one launch serves all of them; rank 0 writes the results as JSON."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from accelbench.parallel.launch import launch_torchrun
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
+_WANTED: dict[tuple[str, int], dict[str, str]] = {}  # (worker, nproc) -> {name: spec}
+_DONE: dict[tuple[str, int], dict] = {}
 
 
 def run_cases(worker: str, nproc: int, cases: dict[str, str], out_dir: Path,
@@ -22,3 +26,20 @@ def run_cases(worker: str, nproc: int, cases: dict[str, str], out_dir: Path,
     result = launch_torchrun(nproc, argv, timeout_s=timeout_s, cwd=str(ROOT))
     assert result.ok, result.error or result.output
     return json.loads(out.read_text())
+
+
+def want(worker: str, launches: tuple[tuple[int, dict[str, str]], ...]) -> None:
+    """Register a module's cases by world size (at import), for shared_results to launch."""
+    for nproc, cases in launches:
+        wanted = _WANTED.setdefault((worker, nproc), {})
+        clash = {k for k in cases if wanted.get(k, cases[k]) != cases[k]}
+        assert not clash, f"case names registered twice with different specs: {clash}"
+        wanted.update(cases)
+
+
+def shared_results(worker: str, nproc: int, out_dir: Path, timeout_s: float = 200) -> dict:
+    """The results of every case registered for (worker, nproc), from one launch per session."""
+    key = (worker, nproc)
+    if key not in _DONE:
+        _DONE[key] = run_cases(worker, nproc, _WANTED[key], out_dir, timeout_s)
+    return _DONE[key]

@@ -1,7 +1,8 @@
 """Every layout of the runtime trains a Llama-style model (RMSNorm, SwiGLU, rotary, untied head,
 no biases) with grouped-query attention as one process does, and uneven pipeline stages
 (pp_first / pp_last, Megatron's split) do too, for GPT-2 and Llama (gloo, 2, 3 and 4 CPU
-processes; the models and the 5 steps are tests/dist/worker.py's).
+processes; the models and the 5 steps are tests/dist/worker.py's; the 2- and 4-process cases
+run in test_parallel.py's launches when both modules are collected: launch_cases.want).
 
 Key/value heads: 'llama' has 4 query heads on 2 key/value heads (tp=2 splits them, one per
 rank; tp=4 has two ranks share each), 'mqa' one key/value head (shared by every tensor rank),
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import run_cases
+from tests.dist.launch_cases import shared_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -36,16 +37,14 @@ CASES_4 = {
     "llama_dp_pp_zero3_uneven": "dp=2,pp=2,zero=3,pp_last=1",
 }
 LAUNCHES = ((2, CASES_2), (3, CASES_3), (4, CASES_4))
+want("worker.py", LAUNCHES)  # one launch per size, shared with test_parallel.py
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """The launches, once per module: 2, 3 and 4 processes."""
+    """The cases' results: 2, 3 and 4 processes (launched once per session)."""
     tmp = tmp_path_factory.mktemp("llama")
-    out: dict = {}
-    for nproc, cases in LAUNCHES:
-        out.update(run_cases("worker.py", nproc, cases, tmp, 200))
-    return out
+    return {k: v for n, _ in LAUNCHES for k, v in shared_results("worker.py", n, tmp).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.parallel.launch import launch_torchrun
-from tests.dist.launch_cases import run_cases
+from tests.dist.launch_cases import shared_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -42,12 +42,15 @@ def _profiling(cases: dict[str, str]) -> dict[str, str]:
     return {k: f"{v}:collectives" if k in PROFILED else v for k, v in cases.items()}
 
 
+LAUNCHES = tuple((n, _profiling(cases)) for n, cases in ((2, CASES_2), (4, CASES_4), (8, CASES_8)))
+want("worker.py", LAUNCHES)  # one launch per size, shared with test_llama_layouts.py
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """The launches, once per module: 2 processes, then 4, then 8."""
+    """The cases' results: 2 processes, then 4, then 8 (launched once per session)."""
     tmp = tmp_path_factory.mktemp("dist")
-    return {k: v for n, cases in ((2, CASES_2), (4, CASES_4), (8, CASES_8))
-            for k, v in run_cases("worker.py", n, _profiling(cases), tmp, 170).items()}
+    return {k: v for n, _ in LAUNCHES for k, v in shared_results("worker.py", n, tmp).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:
