@@ -1,7 +1,8 @@
 """What a parallel step spends on communication: measured time in collectives (profiler),
 pipeline bubble against the (p-1)/m theory, and bytes per step: what this implementation sends
 (comm_bytes_per_step, checked against the profiler's collectives) and Megatron's ideal volume
-from accelbench.analytics.comm (ideal_comm_bytes_per_step, the planner's model).
+from accelbench.analytics.comm (ideal_comm_bytes_per_step, the planner's model); expert
+parallelism's all-to-all is a kind of its own (ep), its routed rows the uniform-routing expectation.
 """
 
 from __future__ import annotations
@@ -156,13 +157,22 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
     edp = layout.dp // layout.ep
     if expert_grad_bytes_per_replica and edp > 1:
         dp_bytes += dp_bytes_per_rank(expert_grad_bytes_per_replica, edp, layout.zero, n_micro)
-    ep_bytes = (all_to_all_bytes_per_layer(cfg, moe_tokens(seq_len * micro_batch, layout.tp,
-                                                          layout.sp), layout.ep, dtype, recompute)
-                * max(len(rank_moe_layers(cfg, layout, r)) for r in range(layout.pp)) * n_micro
-                if layout.ep > 1 else 0.0)
+    ep_bytes = _ideal_ep_bytes(cfg, layout, seq_len * micro_batch, n_micro, dtype, recompute)
     return {"tp_bytes_per_step": tp_bytes, "pp_bytes_per_step": pp_bytes,
             "dp_bytes_per_step": dp_bytes, "ep_bytes_per_step": ep_bytes,
             "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes + ep_bytes}
+
+
+def _ideal_ep_bytes(cfg: ModelConfig, layout: Layout, tokens: int, n_micro: int, dtype: str,
+                    recompute: str) -> float:
+    """The planner's all-to-all bytes per step (moe_cost.all_to_all_bytes_per_layer: uniform
+    routing, the compute dtype) of the pipeline rank with the most MoE layers."""
+    if layout.ep == 1:
+        return 0.0
+    n_moe = max(len(rank_moe_layers(cfg, layout, r)) for r in range(layout.pp))
+    per_layer = all_to_all_bytes_per_layer(cfg, moe_tokens(tokens, layout.tp, layout.sp),
+                                           layout.ep, dtype, recompute)
+    return per_layer * n_moe * n_micro
 
 
 # What this implementation sends (measured with the profiler at dp=2, gas=2, gloo; see
@@ -348,8 +358,8 @@ def _data_parallel_calls(layout: Layout, dense_bytes: float, expert_bytes: float
             + _dp_calls(layout, expert_bytes, n_micro, edp, fsdp=edp > 1))
 
 
-def _sp_moe_calls(cfg: ModelConfig, layout: Layout, dense_moe_bytes: float,
-                  expert_bytes: float, n_micro: int) -> list[CommCall]:
+def _sp_moe_calls(layout: Layout, dense_moe_bytes: float, expert_bytes: float,
+                  n_micro: int) -> list[CommCall]:
     """Sequence parallelism: each tp rank routed its sequence shard, so the MoE layers'
     gradients (router, shared and this rank's experts) are summed over tp: at zero 0/1 once per
     step, whole; at zero 2/3 by FSDP2's all-reduce hook on each reduce-scattered shard (the MoE
@@ -415,7 +425,7 @@ def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
     n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
     moe_dense = FP32_BYTES * n_moe * shared_params(cfg)
     return (_tp_calls(cfg, layout, act, compute_bytes, n_micro, recompute, pp_rank)
-            + _sp_moe_calls(cfg, layout, moe_dense, expert, n_micro)
+            + _sp_moe_calls(layout, moe_dense, expert, n_micro)
             + _pp_calls(layout, act, n_micro, pp_rank)
             + _data_parallel_calls(layout, dense, expert, n_micro)
             + _tied_calls(cfg, layout, pp_rank)
