@@ -26,9 +26,12 @@ CASES_2 = {
     "llama_zero3": "dp=2,zero=3", "llama_tp": "tp=2", "mqa_tp_sp": "tp=2,sp=1",
     "gqa8_tp": "tp=2", "llama_pp_uneven": "pp=2,pp_first=1",
 }
-# 3 stages get 3 micro-batches (worker.gas_for): 1 + 2 + 1 layers
+# 3 stages get 3 micro-batches (worker.gas_for): 1 + 2 + 1 layers; interleaved (vp=2), the
+# chunks hold 0,1 | 1,1 | 1,0 layers: the first only the embedding, the last only the head
 CASES_3 = {"uneven_pp3": "pp=3,pp_first=1,pp_last=1",
-           "llama_pp3_uneven": "pp=3,pp_first=1,pp_last=1"}
+           "llama_pp3_uneven": "pp=3,pp_first=1,pp_last=1",
+           "ileave_uneven_pp3": "pp=3,vp=2,pp_first=1,pp_last=1",
+           "llama_ileave_uneven_pp3": "pp=3,vp=2,pp_first=1,pp_last=1"}
 # the combinations: shared key/value heads with FSDP, and with SP and uneven pipeline stages
 CASES_4 = {
     "llama_tp4_sp": "tp=4,sp=1", "llama_dp_tp_sp_zero3": "dp=2,tp=2,sp=1,zero=3",
