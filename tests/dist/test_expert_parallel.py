@@ -5,7 +5,6 @@ carved out of dp) against one process running the same micro-batches; capacity d
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from accelbench.bench.train.metrics import summed_expert_load
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
-from accelbench.parallel.launch import launch_torchrun
+from tests.dist.launch_cases import shared_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -35,19 +34,16 @@ CASES_4 = {"dp4_ep2": "dp=4,ep=2", "dp2_pp2_ep2": "dp=2,pp=2,ep=2",
            "dp2_tp2_ep2": "dp=2,tp=2,ep=2", "dp2_tp2_ep2_zero3": "dp=2,tp=2,ep=2,zero=3"}
 
 
-def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
-    out = tmp_path / f"experts_{nproc}.json"
-    argv = [str(HERE / "expert_worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
-    result = launch_torchrun(nproc, argv, timeout_s=170, cwd=str(ROOT))
-    assert result.ok, result.error or result.output
-    return json.loads(out.read_text())
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
+want("expert_worker.py", LAUNCHES)  # one launch per size, shared with the other MoE modules
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """Two launches per module: 2 processes (dispatch checks and ep=2), then 4."""
+    """The cases' results (and the 2-process dispatch checks): one launch per size."""
     tmp = tmp_path_factory.mktemp("experts")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+    return {k: v for n, _ in LAUNCHES
+            for k, v in shared_results("expert_worker.py", n, tmp, 400).items()}
 
 
 @pytest.mark.parametrize("case", ["uneven", "empty"])

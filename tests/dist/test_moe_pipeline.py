@@ -7,37 +7,27 @@ than the tolerance the pipelines are held to, so a lost aux gradient fails."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from accelbench.parallel.launch import launch_torchrun
+from tests.dist.launch_cases import shared_results, want
 
 pytestmark = pytest.mark.dist
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 LOSS_RTOL = 1e-5  # as tests/dist/test_expert_parallel.py: fp32, the same products reordered
 NORM_RTOL = 1e-4
 # 'aux...' cases weigh the loss 0.1 (expert_worker.AUX_COEF), 'noaux...' 0
 CASES_2 = {"aux_pp2": "pp=2", "noaux_pp2": "pp=2"}
 CASES_4 = {"aux_dp2_pp2_ep2": "dp=2,pp=2,ep=2", "noaux_dp2_pp2_ep2": "dp=2,pp=2,ep=2"}
-
-
-def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
-    out = tmp_path / f"moe_pipeline_{nproc}.json"
-    argv = [str(HERE / "expert_worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
-    result = launch_torchrun(nproc, argv, timeout_s=170, cwd=str(ROOT))
-    assert result.ok, result.error or result.output
-    return json.loads(out.read_text())
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
+want("expert_worker.py", LAUNCHES)  # one launch per size, shared with the other MoE modules
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """Two launches: 2 processes (pp=2), then 4 (dp=2,pp=2,ep=2)."""
+    """2 processes (pp=2) and 4 (dp=2,pp=2,ep=2), in the shared launches."""
     tmp = tmp_path_factory.mktemp("moe_pipeline")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+    return {k: v for n, _ in LAUNCHES
+            for k, v in shared_results("expert_worker.py", n, tmp, 400).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.bench.train.metrics import summed_expert_load
-from tests.dist.launch_cases import run_cases
+from tests.dist.launch_cases import shared_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -29,12 +29,16 @@ CASES_4 = {"aux_dp2_tp2_ep2_sp": "dp=2,tp=2,ep=2,sp=on",
 ZERO1 = ("ep2_zero1", "dp4_ep2_zero1")  # pp = 1: every rank holds the whole model's dense part
 
 
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
+want("expert_worker.py", LAUNCHES)  # one launch per size, shared with the other MoE modules
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """Two launches: 2 processes, then 4."""
+    """2 and 4 processes, in the shared launches."""
     tmp = tmp_path_factory.mktemp("moe_sp_zero1")
-    return {**run_cases("expert_worker.py", 2, CASES_2, tmp, 240),
-            **run_cases("expert_worker.py", 4, CASES_4, tmp, 240)}
+    return {k: v for n, _ in LAUNCHES
+            for k, v in shared_results("expert_worker.py", n, tmp, 400).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:
