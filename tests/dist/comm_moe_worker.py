@@ -14,18 +14,12 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import torch
-from comm_worker import GAS, MICRO_BATCH, MIN_ALL_REDUCE_BYTES, SEQ, SIZES
-from torch.profiler import ProfilerActivity, profile
+from comm_worker import GAS, MICRO_BATCH, MIN_ALL_REDUCE_BYTES, SEQ, SIZES, profiled_step
 
-from accelbench.bench.train.build import build_trainer
-from accelbench.bench.train.spec import TrainCell, TrainSpec
-from accelbench.bench.train.steps import _forward_backward, _optimizer_step
-from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import INT64_BYTES, comm_calls_per_step
 from accelbench.parallel.dist import init_distributed, teardown
@@ -79,24 +73,8 @@ def accounted(cfg, layout, dtype: str, pp_rank: int) -> tuple[dict[str, float], 
 
 
 def run_case(dtype: str, layout_text: str, device: torch.device) -> dict:
-    """Two steps (the second profiled) as the runner runs them; both accounts of this rank."""
-    world = torch.distributed.get_world_size()
-    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), MOE_CFG, world, GAS)
-    spec = TrainSpec(MOE_CFG, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
-                     dtypes=(dtype,), device="cpu")
-    cell = TrainCell(SEQ, MICRO_BATCH, GAS, dtype, "none")
-    trainer = build_trainer(spec, cell, layout, device)
-    x = torch.randint(0, MOE_CFG.vocab_size, (MICRO_BATCH * GAS, SEQ + 1))
-    _forward_backward(trainer, cell, layout, x[:, :-1], x[:, 1:], device)  # first-step set-up
-    _optimizer_step(trainer, layout, 1.0)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        _forward_backward(trainer, cell, layout, x[:, :-1], x[:, 1:], device)
-        _optimizer_step(trainer, layout, 1.0)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        trace = json.loads(path.read_text())
-    coords = trainer.coords
+    """Both accounts of this rank's profiled step (comm_worker.profiled_step)."""
+    trace, layout, coords = profiled_step(MOE_CFG, dtype, layout_text, device)
     seen, seen_calls = profiled(trace)
     expected, expected_calls = accounted(MOE_CFG, layout, dtype, coords["pp"])
     return {"rank": torch.distributed.get_rank(), **coords, "profiled": seen,

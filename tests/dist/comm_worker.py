@@ -67,8 +67,9 @@ def accounted_buffers(cfg, layout, dtype: str, pp_rank: int) -> dict[str, float]
     return dict(out)
 
 
-def run_case(cfg, dtype: str, layout_text: str, device: torch.device) -> dict:
-    """Two steps (the second profiled) as the runner runs them; both accounts of this rank."""
+def profiled_step(cfg, dtype: str, layout_text: str, device: torch.device):
+    """Two steps as the runner runs them, the second profiled: (its chrome trace, the layout,
+    this rank's mesh coordinates)."""
     world = torch.distributed.get_world_size()
     layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, world, GAS)
     spec = TrainSpec(cfg, seq_lens=(SEQ,), micro_batches=(MICRO_BATCH,), gas=(GAS,),
@@ -85,7 +86,12 @@ def run_case(cfg, dtype: str, layout_text: str, device: torch.device) -> dict:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         trace = json.loads(path.read_text())
-    coords = trainer.coords
+    return trace, layout, trainer.coords
+
+
+def run_case(cfg, dtype: str, layout_text: str, device: torch.device) -> dict:
+    """Both accounts of this rank's profiled step."""
+    trace, layout, coords = profiled_step(cfg, dtype, layout_text, device)
     return {"rank": torch.distributed.get_rank(), **coords,
             "profiled": profiled_buffers(trace),
             "accounted": accounted_buffers(cfg, layout, dtype, coords["pp"])}
