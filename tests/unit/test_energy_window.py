@@ -4,6 +4,7 @@ machine has none), with the step loop's heartbeat telling where each edge was re
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -12,6 +13,7 @@ from energy_replay import ReplayCounter
 
 import accelbench.bench.train.steps as steps_mod
 from accelbench.bench.block import BlockOptions, build_block_spec, run_block_sweep
+from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
@@ -19,6 +21,7 @@ from accelbench.config.schema import metric_names
 from accelbench.hardware.energy import set_source_factory
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
+GIVEN = (SweepPeak("fp32", 1e11, "fp32", "given"),)  # no CPU GEMM peak measured (~10 s)
 WATTS = 50.0
 
 
@@ -56,7 +59,7 @@ def metered(monkeypatch):
 
 def test_the_window_opens_after_warm_up_and_closes_after_the_last_step(metered):
     spec = TrainSpec(model=TINY, seq_lens=(32,), micro_batches=(2,), dtypes=("fp32",),
-                     steps=5, warmup_steps=2, device="cpu")
+                     steps=5, warmup_steps=2, device="cpu", peaks=GIVEN)
     outcome = run_train_sweep(spec, lambda o: None)[0]
     assert outcome.status == "ok"
     (source,) = metered
@@ -79,6 +82,7 @@ def test_the_window_opens_after_warm_up_and_closes_after_the_last_step(metered):
 def test_the_block_benchmark_meters_its_timed_repetitions(metered):
     spec = build_block_spec(BlockOptions(model="gpt2-tiny", seq=16, batch="1", dtype="fp32",
                                          repeats=3, warmup=2, device="cpu"))
+    spec = dataclasses.replace(spec, peaks=GIVEN)
     (outcome,) = [o for o in run_block_sweep(spec, lambda o: None) if o.kind == "block"]
     m = outcome.metrics
     assert set(m) == set(metric_names("block"))
