@@ -57,7 +57,7 @@ def test_help_and_a_plain_run_exit_0(monkeypatch, capsys):
     assert code == 0 and out.lstrip().startswith(("{", "["))
 
 
-def test_block_json_output_and_results_commands(monkeypatch, capsys, tmp_path):
+def test_block_json_output_and_results_commands(monkeypatch, capsys, tmp_path, quick_peak):
     db = str(tmp_path / "cli.db")
     code, out, err = _run_main(monkeypatch, capsys, "block", "--model", "gpt2-tiny", "--seq",
                                "16", "--batch", "1", "--dtype", "fp32", "--repeats", "2",
@@ -80,7 +80,7 @@ def test_block_json_output_and_results_commands(monkeypatch, capsys, tmp_path):
 
 
 def test_tables_on_stdout_messages_on_stderr_and_paths_are_not_markup(monkeypatch, capsys,
-                                                                      tmp_path):
+                                                                      tmp_path, quick_peak):
     """`accelbench results list | grep ...` works: a command's table is on stdout, the banner on
     stderr; a path that reads like rich markup is printed as it is."""
     db = tmp_path / "a[/x][bold]" / "cli.db"

@@ -73,7 +73,7 @@ def test_tables_print_names_and_reasons_verbatim_on_a_markup_console() -> None:
 
 
 def test_train_prints_model_name_paths_and_error_text_verbatim(tmp_path, monkeypatch,
-                                                                 capsys) -> None:
+                                                                 capsys, quick_peak) -> None:
     """A cell that fails with markup in its error, a model named like markup (a neox file's
     stem), and --db/--output paths that read as markup: no MarkupError, all printed as given."""
     folder = _markup_dir(tmp_path)
@@ -101,7 +101,7 @@ def test_train_prints_model_name_paths_and_error_text_verbatim(tmp_path, monkeyp
 
 
 def test_block_prints_a_failed_cell_and_the_results_path_verbatim(tmp_path, monkeypatch,
-                                                                    capsys) -> None:
+                                                                    capsys, quick_peak) -> None:
     folder = _markup_dir(tmp_path)
 
     def fail(*args, **kwargs):

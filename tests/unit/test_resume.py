@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench.bench import peak as peak_mod
 from accelbench.bench import scale as scale_mod
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.scale import ScaleSpec, run_scale
@@ -26,7 +25,6 @@ from accelbench.bench.train.search import SEARCH_KIND, run_longest_seq_sweep
 from accelbench.bench.train.sweep import run_local_sweep
 from accelbench.cli.main import main
 from accelbench.config.layout import Layout
-from accelbench.config.schema import PeakMetrics
 from accelbench.hardware.environment import environment
 from accelbench.results.fingerprint import (
     FINGERPRINT_KEY,
@@ -116,17 +114,6 @@ def test_every_environment_field_and_status_is_decided():
 
 
 # --- the command line ----------------------------------------------------------------------
-
-@pytest.fixture
-def quick_peak(monkeypatch):
-    """A stand-in for the CPU's GEMM peak measurement (seconds on a busy 2-core machine): the
-    peak is still decided and recorded as a sweep does, only not timed."""
-    def measure(device, dtype, tf32, threads=None):
-        metrics = PeakMetrics(1e11, 1e11, 1e11, 1, 64, "nn", threads or 1)
-        return metrics, [1e11]
-
-    monkeypatch.setattr(peak_mod, "measure_peak", measure)
-
 
 def _run_main(monkeypatch, capsys, *args):
     monkeypatch.setattr(sys, "argv", ["accelbench", *args])

@@ -307,7 +307,8 @@ def test_a_lock_released_within_the_budget_loses_nothing(tmp_path):
 
 # ---------------------------------------------------------------- durability
 
-def test_the_db_file_alone_holds_every_record_after_the_sweep(monkeypatch, capsys, tmp_path):
+def test_the_db_file_alone_holds_every_record_after_the_sweep(monkeypatch, capsys, tmp_path,
+                                                               quick_peak):
     db = tmp_path / "sweep.db"
     code, _, err = _run_main(monkeypatch, capsys, *TINY_BLOCK, "--batch", "1,2", "--db",
                              str(db), "--json")
@@ -414,7 +415,7 @@ def _freeze_after_first_add(monkeypatch, request, db: Path) -> None:
 
 
 def test_a_database_that_turns_read_only_mid_sweep_loses_nothing(monkeypatch, capsys,
-                                                                 tmp_path, request):
+                                                                 tmp_path, request, quick_peak):
     db = tmp_path / "sweep.db"
     _freeze_after_first_add(monkeypatch, request, db)  # after the first record (the peak)
     code, out, err = _run_main(monkeypatch, capsys, *TINY_BLOCK, "--batch", "1,2", "--db",
