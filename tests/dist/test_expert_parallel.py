@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.analytics.flops import dropped_flops
+from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.metrics import summed_expert_load
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
@@ -102,7 +103,7 @@ def test_the_runner_records_the_load_and_the_all_to_all():
                                               capacity_factor=1.0)
     spec = TrainSpec(model=cfg, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp32",),
                      steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600,
-                     layout="ep=2")
+                     layout="ep=2", peaks=(SweepPeak("fp32", 1e11, "fp32", "given"),))
     outcome = run_train_sweep(spec, lambda o: None)[0]
     assert outcome.status == "ok", outcome.reason
     m = outcome.metrics
