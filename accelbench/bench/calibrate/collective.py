@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,13 +18,13 @@ import torch.distributed as dist
 
 from accelbench.analytics.kernels import bus_factor, collective_elements
 from accelbench.analytics.profile import Point, curve_key, point_dict, point_from_dict
+from accelbench.bench.calibrate.launched import JOB_FILE, launch_job
 from accelbench.bench.calibrate.spec import FP32_BYTES, CalibrateSpec
 from accelbench.bench.timing import PhaseTimer, run_timed, summarize
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import launch_torchrun, write_rank_error
-from accelbench.parallel.procs import Interrupted, watch_parent
+from accelbench.parallel.launch import write_rank_error
+from accelbench.parallel.procs import watch_parent
 
-JOB_FILE = "job.json"
 POINTS_FILE = "points.json"
 
 
@@ -104,19 +103,10 @@ def measure_collectives(spec: CalibrateSpec, device_type: str) -> tuple[list[Poi
     job = {"device_type": device_type, "timeout_s": spec.timeout_s, "warmup": spec.warmup,
            "repeats": spec.repeats, "collectives": list(spec.collectives),
            "message_bytes": list(spec.message_bytes)}
-    env = {"OMP_NUM_THREADS": "1"} if device_type == "cpu" else {}
-    with tempfile.TemporaryDirectory(prefix="accelbench-calibrate-") as tmp:
-        Path(tmp, JOB_FILE).write_text(json.dumps(job))
-        result = launch_torchrun(spec.nproc, ["-m", __name__, tmp], spec.timeout_s, env=env,
-                                 work_dir=tmp)
-        path = Path(tmp, POINTS_FILE)
-        if path.exists():
-            return [point_from_dict(d) for d in json.loads(path.read_text())], ""
-    if result.interrupted is not None:  # the ranks are stopped; the command stops too
-        raise Interrupted(result.interrupted)
-    rank = f"rank {result.failed_rank}: " if result.failed_rank is not None else ""
-    return [], f"collectives failed on {spec.nproc} processes: {rank}{result.error}"[:2000]
-
+    data, why = launch_job(__name__, spec.nproc, job, device_type, spec.timeout_s, POINTS_FILE)
+    if data is None:
+        return [], f"collectives failed on {spec.nproc} processes: {why}"[:2000]
+    return [point_from_dict(d) for d in data], ""
 
 if __name__ == "__main__":
     worker_main(sys.argv[1])

@@ -10,20 +10,19 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from accelbench.analytics.profile import Point, point_dict, point_from_dict
+from accelbench.bench.calibrate.launched import JOB_FILE, launch_job
 from accelbench.bench.calibrate.spec import CalibrateSpec, spec_from_dict
 from accelbench.bench.calibrate.steps import compute_steps, dtype_peaks, run_steps
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import launch_torchrun, write_rank_error
-from accelbench.parallel.procs import Interrupted, watch_parent
+from accelbench.parallel.launch import write_rank_error
+from accelbench.parallel.procs import watch_parent
 
-JOB_FILE = "job.json"
 RESULT_FILE = "compute.json"
 Peaks = dict[str, tuple[float | None, str]]
 
@@ -67,21 +66,12 @@ def measure_concurrent(spec: CalibrateSpec, device_type: str
     """(points, peaks, notes) of the compute benchmarks on spec.nproc launched ranks at
     once; no points and why (in the notes) when the launch fails."""
     job = {"device_type": device_type, "timeout_s": spec.timeout_s, "spec": spec.to_dict()}
-    env = {"OMP_NUM_THREADS": "1"} if device_type == "cpu" else {}
-    with tempfile.TemporaryDirectory(prefix="accelbench-calibrate-") as tmp:
-        Path(tmp, JOB_FILE).write_text(json.dumps(job))
-        result = launch_torchrun(spec.nproc, ["-m", __name__, tmp], spec.timeout_s, env=env,
-                                 work_dir=tmp)
-        path = Path(tmp, RESULT_FILE)
-        if path.exists():
-            data = json.loads(path.read_text())
-            peaks = {d: (v, label) for d, (v, label) in data["peaks"].items()}
-            notes = [f"compute on {spec.nproc} ranks at once (rank 0's times)", *data["notes"]]
-            return [point_from_dict(d) for d in data["points"]], peaks, notes
-    if result.interrupted is not None:  # the ranks are stopped; the command stops too
-        raise Interrupted(result.interrupted)
-    rank = f"rank {result.failed_rank}: " if result.failed_rank is not None else ""
-    return [], {}, [f"compute on {spec.nproc} processes failed: {rank}{result.error}"[:2000]]
+    data, why = launch_job(__name__, spec.nproc, job, device_type, spec.timeout_s, RESULT_FILE)
+    if data is None:
+        return [], {}, [f"compute on {spec.nproc} processes failed: {why}"[:2000]]
+    peaks = {d: (v, label) for d, (v, label) in data["peaks"].items()}
+    notes = [f"compute on {spec.nproc} ranks at once (rank 0's times)", *data["notes"]]
+    return [point_from_dict(d) for d in data["points"]], peaks, notes
 
 
 if __name__ == "__main__":
