@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
 
-from accelbench.bench.block import BlockOptions, BlockSpec, build_block_spec, run_block_sweep
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.options import RERUN_HELP
-from accelbench.hardware.detect import resolve_device
-from accelbench.hardware.environment import environment
-from accelbench.results.recorder import Recorder
-from accelbench.results.resume import Resume
-from accelbench.results.store import ResultStore
-from accelbench.results.table import block_table
+
+if TYPE_CHECKING:  # the benchmark imports torch: loaded when the command runs, not for --help
+    from accelbench.bench.block import BlockSpec
 
 
 def _note(text: str) -> None:
@@ -28,6 +25,14 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
     """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked): the
     banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there).
     Cells finished on this machine before are skipped and shown from the store, unless rerun."""
+    from accelbench.bench.block import run_block_sweep
+    from accelbench.hardware.detect import resolve_device
+    from accelbench.hardware.environment import environment
+    from accelbench.results.recorder import Recorder
+    from accelbench.results.resume import Resume
+    from accelbench.results.store import ResultStore
+    from accelbench.results.table import block_table
+
     spec.validate()
     check_emit(as_json, as_csv, output)
     device = resolve_device(spec.device)
@@ -65,6 +70,8 @@ def block(
     rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
 ) -> None:
     """Time one transformer block's forward and backward over batch x dtype (study figs 3-4)."""
+    from accelbench.bench.block import BlockOptions, build_block_spec
+
     spec = build_block_spec(BlockOptions(
         model=model, seq=seq, batch=batch, dtype=dtype, device=device, repeats=repeats,
         warmup=warmup, compile=compile, tf32=tf32, mem_limit=mem_limit))

@@ -7,11 +7,8 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from accelbench.bench.calibrate.run import CalibrationInterrupted, run_calibration
 from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
-from accelbench.hardware.detect import resolve_device
-from accelbench.hardware.environment import environment
 from accelbench.results.profile import profile_table, profile_with_blocks
 from accelbench.results.recorder import Recorder
 from accelbench.results.store import ResultStore
@@ -51,6 +48,10 @@ def calibrate(
     if from_block:
         _from_block(db, threads, json_out)
         return
+    from accelbench.bench.calibrate.run import CalibrationInterrupted, run_calibration
+    from accelbench.hardware.detect import resolve_device
+    from accelbench.hardware.environment import environment
+
     target = resolve_device(device)
     spec = build_calibrate_spec(CalibrateOptions(
         device=device, ops=ops, dtype=dtype, model=model, tokens=tokens, gemm_passes=gemm_passes,

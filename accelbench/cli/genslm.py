@@ -14,8 +14,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from accelbench.bench.train.options import GENSLM_DEFAULTS, TrainOptions, build_spec
-from accelbench.bench.train.search import SEARCH_KIND, run_longest_seq_sweep, search_cells
-from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.cli.options import training_command
 from accelbench.cli.train import run_and_show
 from accelbench.config.vocab import GIB
@@ -42,6 +40,8 @@ def _probe_table(records: list[Record]) -> Table:
 
 def codon_tables(records: list[Record], title: str) -> RenderableType:
     """The training table (codons/s from the records' token unit), after the search's probes."""
+    from accelbench.bench.train.search import SEARCH_KIND
+
     probes = [r for r in records if r.kind == SEARCH_KIND]
     table = train_table([r for r in records if r.kind != SEARCH_KIND], title)
     return Group(_probe_table(probes), table) if probes else table
@@ -57,6 +57,9 @@ def genslm(
         "then bisection; trial on an accelerator, memory estimate on a CPU), then measure it."),
 ) -> None:
     """GenSLM training on genomes: codons/s, TFLOPS, MFU, HFU, memory, loss; longest sequence."""
+    from accelbench.bench.train.search import run_longest_seq_sweep, search_cells
+    from accelbench.bench.train.sweep import run_train_sweep
+
     spec = build_spec(options, benchmark="genslm", tokenizer=codon_tokenizer_name(frame))
     if longest_seq:
         search_cells(spec)  # refuse a spec that cannot be searched before anything runs

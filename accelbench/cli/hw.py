@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import typer
 from rich.table import Table
 
-from accelbench.bench.peak import resolve_peak
 from accelbench.cli.common import out
 from accelbench.config.vocab import DTYPES, PEAK_PRECISIONS
-from accelbench.hardware.detect import detect_spec, device_name, resolve_device
-from accelbench.hardware.environment import environment
 from accelbench.hardware.specs import SPECS
 from accelbench.results.table import add_plain_row, plain_table
 
@@ -34,8 +32,20 @@ def hw(
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
     measure: bool = typer.Option(False, "--measure", help="Measure GEMM peaks of this device."),
     json_out: bool = typer.Option(False, "--json", help="Print detection as JSON."),
+    detect: bool = typer.Option(True, "--detect/--no-detect", help="Detect this machine's "
+                                "device (imports torch); --no-detect prints the table alone."),
 ) -> None:
     """Print the device table and what accelbench detected here."""
+    if not detect:
+        if json_out:
+            print(json.dumps({k: asdict(s) for k, s in SPECS.items()}, indent=2))
+        else:
+            out.print(_spec_table())
+        return
+    from accelbench.bench.peak import resolve_peak
+    from accelbench.hardware.detect import detect_spec, device_name, resolve_device
+    from accelbench.hardware.environment import environment
+
     dev = resolve_device(device)
     spec = detect_spec(dev)
     detected = {"device": str(dev), "name": device_name(dev), "spec": spec.key if spec else None,

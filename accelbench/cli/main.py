@@ -9,6 +9,7 @@ from types import ModuleType
 import typer
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.noise import quiet_third_party
 
 app = typer.Typer(
     help="accelbench: measure, explain and predict how fast LLMs train on AI accelerators.",
@@ -16,6 +17,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+@app.callback()
+def _options(verbose: bool = typer.Option(
+        False, "--verbose", help="Show the warnings and log lines of third-party packages "
+        "(torch, torchao) that are hidden by default.")) -> None:
+    """accelbench: measure, explain and predict how fast LLMs train on AI accelerators."""
+    if not verbose:
+        quiet_third_party()
+
 
 # Each module defines `register(app)`; one line per command module.
 _COMMAND_MODULES = (

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from accelbench.bench.scale import ScaleSpec, run_scale, summary_outcome, validate_scale
 from accelbench.bench.train.options import (
     SCALE_DEFAULTS,
     SCALE_SKIPS,
@@ -18,8 +17,6 @@ from accelbench.cli.common import check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.cli.train import recorded, sweep_view
 from accelbench.config.units import parse_int_list
-from accelbench.results.resume import stored_summary
-from accelbench.results.session import open_recorder
 from accelbench.results.table import scale_table, train_table
 
 
@@ -33,6 +30,10 @@ def scale(
     zero: int = typer.Option(0, help="ZeRO stage of the data-parallel layout (0-3)."),
 ) -> None:
     """Run one training cell at each device count and report table II's columns."""
+    from accelbench.bench.scale import ScaleSpec, run_scale, summary_outcome, validate_scale
+    from accelbench.results.resume import stored_summary
+    from accelbench.results.session import open_recorder
+
     base = build_spec(options)
     study = validate_scale(ScaleSpec(base, parse_int_list("devices", devices), mode, zero))
     check_emit(json_out, csv_out, output)

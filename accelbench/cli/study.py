@@ -8,23 +8,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from accelbench.bench.study import ROUGH_TIME, StudyPlan, gib, plan_study
 from accelbench.cli.common import console, out
 from accelbench.cli.options import RERUN_HELP
 from accelbench.config.errors import ConfigError
 from accelbench.config.study import AUTO, load_study, parse_study, study_files, user_study_dir
-from accelbench.results.interrupted import SweepInterrupted
 from accelbench.results.record import Record
 from accelbench.results.report import make_report
-from accelbench.results.session import open_recorder
 from accelbench.results.store import default_db_path
-from accelbench.results.study import ExperimentResult, StudyView, run_study
+
+if TYPE_CHECKING:  # planning and running import torch: loaded when a study is planned
+    from accelbench.bench.study import StudyPlan
+    from accelbench.results.study import ExperimentResult, StudyView
 
 MAIN_STUDY = "emani2023"
 study_app = typer.Typer(help="Studies: named sets of experiments run as one (docs/study.md).",
@@ -88,6 +89,8 @@ def show(study: str = typer.Argument(..., help="A study's name or a .toml file."
 
 def _dry_run(plan: StudyPlan) -> None:
     """Every cell with its memory estimate, fit verdict and rough time (stdout)."""
+    from accelbench.bench.study import ROUGH_TIME, gib
+
     table = Table(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
                              f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
     for column in ("experiment", "reproduces", "cell", "est. GiB", "budget GiB", "fit",
@@ -158,6 +161,8 @@ class _Progress(ProgressColumn):
 @contextmanager
 def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
     """The study's view: lines on stderr above one progress bar."""
+    from accelbench.results.study import StudyView
+
     with Progress(console=console, transient=True) as bar:
         progress = _Progress(plan, bar)
         bar.columns = (TextColumn("{task.description}", style="bold", markup=False),
@@ -174,6 +179,8 @@ def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
 
 def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     """One row per experiment: cells by status, skipped ones, what was left out and why."""
+    from accelbench.results.study import ExperimentResult
+
     table = Table(title=Text(f"study {plan.study.name}, profile {plan.profile}"),
                   title_justify="left")
     for column in ("experiment", "reproduces", "cells", "ok", "does not fit", "other",
@@ -195,6 +202,10 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
 def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool) -> Path:
     """Run a checked plan into the store (each cell stored as it finishes), print the summary
     on stdout; the database's path. A signal ends it with the line of what was kept."""
+    from accelbench.results.interrupted import SweepInterrupted
+    from accelbench.results.session import open_recorder
+    from accelbench.results.study import run_study
+
     recorder = open_recorder(db, device)
     assert recorder is not None  # a study is not run under torchrun
     _say(f"study {plan.study.name} ({plan.study.path}), profile {plan.profile}"
@@ -227,6 +238,8 @@ def run_cmd(
     device: str = typer.Option("auto", help=DEVICE_HELP),
 ) -> None:
     """Run a study: every experiment, stored as it goes; cells finished before are skipped."""
+    from accelbench.bench.study import plan_study
+
     plan = plan_study(load_study(study), profile, device)  # bad input stops here, exit 2
     if dry_run:
         _dry_run(plan)
@@ -244,6 +257,8 @@ def main_job(
 ) -> None:
     """The main job: the built-in study (emani2023) at the profile that suits this machine,
     then its report."""
+    from accelbench.bench.study import plan_study
+
     plan = plan_study(load_study(MAIN_STUDY), profile, device)
     path = execute(plan, db, device, rerun)
     written = make_report([path or default_db_path()], out_dir)

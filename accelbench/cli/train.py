@@ -4,27 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
 
-from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import PEAK_KIND
-from accelbench.bench.train.metrics import StepReport
 from accelbench.bench.train.options import TrainOptions, build_spec
-from accelbench.bench.train.spec import TrainSpec
-from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.cli.common import check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
-from accelbench.results.interrupted import SweepInterrupted
-from accelbench.results.lines import step_line
 from accelbench.results.record import Record
-from accelbench.results.session import Sweep, SweepView, open_recorder, record_sweep
 from accelbench.results.table import train_table
+
+if TYPE_CHECKING:  # the runner imports torch: loaded when a command runs, not for --help
+    from accelbench.bench.outcome import Outcome
+    from accelbench.bench.train.metrics import StepReport
+    from accelbench.bench.train.spec import TrainSpec
+    from accelbench.results.session import Sweep, SweepView
 
 
 def sweep_view(spec: TrainSpec, quiet: bool) -> SweepView:
     """Banner, cell and step lines on stderr; text from outside printed as text."""
+    from accelbench.results.lines import step_line
+    from accelbench.results.session import SweepView
 
     def step(report: StepReport) -> None:
         console.print(Text("  " + step_line(report, spec.token_unit)), highlight=False)
@@ -42,6 +43,9 @@ def sweep_view(spec: TrainSpec, quiet: bool) -> SweepView:
 def recorded(*args, **kwargs) -> list[Record]:
     """record_sweep; a sweep stopped by SIGINT/SIGTERM prints its one line of what was kept and
     exits with 130/143."""
+    from accelbench.results.interrupted import SweepInterrupted
+    from accelbench.results.session import record_sweep
+
     try:
         return record_sweep(*args, **kwargs)
     except SweepInterrupted as stop:
@@ -55,6 +59,9 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
                  tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
+    from accelbench.bench.peak import PEAK_KIND
+    from accelbench.results.session import open_recorder
+
     check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, spec.device)
     title = f"{spec.model.name} {spec.benchmark}"
@@ -72,6 +79,8 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
 def train(options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool,
           output: Path | None, quiet: bool, rerun: bool) -> None:
     """Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and loss."""
+    from accelbench.bench.train.sweep import run_train_sweep
+
     spec = build_spec(options)
     run_and_show(spec, lambda sink, step, cell, skip: run_train_sweep(spec, sink, step, cell,
                                                                       skip),

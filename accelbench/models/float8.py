@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.noise import THIRD_PARTY_LOGGERS
 from accelbench.config.vocab import DTYPES
 
 BLOCKS_PREFIX = "h."  # GPT.h, the blocks: the only place layers are converted
@@ -28,15 +29,12 @@ KEPT_NAMES = ("router",)
 FP8_DIM_MULTIPLE = 16  # torch._scaled_mm needs both GEMM dimensions of a weight divisible by 16
 
 
-# Loggers quieted while torchao imports: torchao names each compiled CUDA extension a CPU
-# wheel cannot load, and torch warns of a deprecated registration torchao makes; neither is
-# the user's to act on, and a bad-input line must stay one line.
-IMPORT_NOISE = ("torchao", "torch.utils._pytree")
 
 
 def torchao_float8():
     """torchao.float8, imported now; a ConfigError (one line, exit 2) where it cannot be."""
-    loggers = [logging.getLogger(name) for name in IMPORT_NOISE]
+    # quieted while torchao imports even with --verbose: a bad-input line must stay one line
+    loggers = [logging.getLogger(name) for name in THIRD_PARTY_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)

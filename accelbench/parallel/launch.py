@@ -46,7 +46,7 @@ from accelbench.parallel.procs import (
 )
 from accelbench.parallel.watchdog import HEARTBEAT_DIR, Hang, HangWatch, describe, read_heartbeats
 
-ACCELBENCH_MODULE = ["-m", "accelbench.cli.main"]
+ACCELBENCH_MODULE = ["-m", "accelbench"]
 ERRORS_DIR = "errors"
 LOGS_DIR = "logs"
 _TAIL_CHARS = 4000

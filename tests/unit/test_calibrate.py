@@ -26,7 +26,6 @@ from accelbench.analytics.kernels import (
 )
 from accelbench.analytics.params import block_matmul_params
 from accelbench.analytics.profile import Curve, MachineProfile, Point, make_curve
-from accelbench.bench.calibrate import spec as spec_module
 from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
@@ -189,7 +188,7 @@ def _median_at(points: list[dict], curve: str, size: float) -> float:
 
 
 def test_ranks_beyond_the_accelerators_are_refused(monkeypatch):
-    monkeypatch.setattr(spec_module.devices, "device_count", lambda kind: 2)
+    monkeypatch.setattr("accelbench.hardware.device.device_count", lambda kind: 2)
     with pytest.raises(ConfigError, match="nproc: 4 ranks need 4 cuda devices, this machine has 2"):
         build_calibrate_spec(CalibrateOptions(nproc=4), "cuda")
     on_gpu = build_calibrate_spec(CalibrateOptions(), "cuda")

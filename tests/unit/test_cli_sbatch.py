@@ -17,4 +17,4 @@ def test_sbatch_script_runs_the_command_under_torchrun(monkeypatch, capsys):
     assert code.value.code == 0
     assert "#SBATCH --nodes=4" in out and "--nnodes=4 --nproc-per-node=8" in out
     assert out.rstrip().endswith(
-        "-m accelbench.cli.main train --model gpt2-medium --layout dp=8,tp=4")
+        "-m accelbench train --model gpt2-medium --layout dp=8,tp=4")

@@ -159,7 +159,8 @@ def test_errors_hw_and_sbatch_print_markup_verbatim(tmp_path, monkeypatch, capsy
         "(allowed: a folder made by `accelbench data prepare`)\n"
     code, out, err = _run(monkeypatch, capsys, "plan", "--layout", f"dp={CLOSE}")
     assert code == 2 and f"got '{CLOSE}'" in err
-    monkeypatch.setattr("accelbench.cli.hw.device_name", lambda device: f"{STYLE}GPU {CLOSE}")
+    monkeypatch.setattr("accelbench.hardware.detect.device_name",
+                        lambda device: f"{STYLE}GPU {CLOSE}")
     code, out, err = _run(monkeypatch, capsys, "hw", "--device", "cpu")
     assert code == 0 and f"detected: {STYLE}GPU {CLOSE} (cpu)" in out
     code, out, err = _run(monkeypatch, capsys, "sbatch", "--nodes", "1", "--", "train",

@@ -12,7 +12,6 @@ from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
-from accelbench.hardware import device as devices
 
 OPS = ("gemm", "attention", "memory", "loss", "embedding", "optimizer", "collective")
 KIND = "profile"
@@ -156,11 +155,15 @@ def default_nproc(device_type: str) -> int:
     """Every device of an accelerator kind; two processes on a CPU (one if it has one core)."""
     if device_type == "cpu":
         return min(2, os.cpu_count() or 1)
+    from accelbench.hardware import device as devices  # torch: only when a run is built
+
     return devices.device_count(device_type)
 
 
 def _check_nproc(nproc: int, device_type: str) -> None:
     """An accelerator's ranks take one device each; CPU ranks may share the cores."""
+    from accelbench.hardware import device as devices  # torch: only when a run is built
+
     have = devices.device_count(device_type)
     if device_type != "cpu" and nproc > have:
         raise ConfigError("nproc", f"{nproc} ranks need {nproc} {device_type} devices, this "

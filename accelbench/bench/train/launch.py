@@ -39,6 +39,7 @@ from accelbench.bench.train.cell_folder import (
 )
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
 from accelbench.bench.train.steps import Heartbeat, StepProgress, set_heartbeat
+from accelbench.config.noise import quiet_if_asked
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
@@ -238,6 +239,7 @@ def worker_main(folder: str) -> None:
     """A launched rank: run the one cell of <folder>/spec.json; rank 0 writes the outcome for
     the launcher. Every phase beats the rank's heartbeat; an exception is written to the folder
     before the rank exits; the rank ends itself when the torchrun agent is gone."""
+    quiet_if_asked()
     work, rank = Path(folder), read_env().rank
     watch_parent(os.getppid(), signal.SIGKILL)  # an orphan has no one to report to
     beat = HeartbeatWriter(work / HEARTBEAT_DIR, rank)

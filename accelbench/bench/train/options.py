@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelbench.bench.train.spec import TrainSpec, resolve_model_source
-from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.sparsity import parse_sparsity_list
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
+
+if TYPE_CHECKING:  # the spec and the sweep import torch: not needed to list the options
+    from accelbench.bench.train.spec import TrainSpec
 
 
 def _opt(default: Any, help: str, flag: str | None = None) -> Any:
@@ -116,6 +117,9 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
                tokenizer: str = "gpt2") -> TrainSpec:
     """Command-line values to a checked TrainSpec: fields, data and layouts (ConfigError on the
     first bad one, before a banner is printed or a results file is made)."""
+    from accelbench.bench.train.spec import TrainSpec, resolve_model_source
+    from accelbench.bench.train.sweep import check_sweep
+
     model_cfg, checkpoint = resolve_model_source(options.model)
     spec = TrainSpec(
         model=model_cfg, init_checkpoint=checkpoint, data=options.data, tokenizer=tokenizer,
