@@ -322,10 +322,11 @@ class Rule:
 
 def _devices_reason(lay: Layout, t: Target, m: int) -> str:
     """Why a layout does not occupy the world exactly."""
-    if t.world_size % (lay.tp * lay.pp):
-        return f"tp*pp = {lay.tp * lay.pp} does not divide the {t.world_size} devices"
-    return (f"dp*tp*pp = {lay.dp}*{lay.tp}*{lay.pp} = {lay.world_size}, but the world has "
-            f"{t.world_size} devices")
+    if t.world_size % (lay.tp * lay.pp * lay.cp):
+        return (f"tp*pp*cp = {lay.tp * lay.pp * lay.cp} does not divide the {t.world_size} "
+                "devices")
+    return (f"dp*tp*pp*cp = {lay.dp}*{lay.tp}*{lay.pp}*{lay.cp} = {lay.world_size}, but the "
+            f"world has {t.world_size} devices")
 
 
 def _tp_divides(what: str, size: Callable[[ModelConfig], int]) -> tuple[_Test, _Text, _Text]:
@@ -345,7 +346,7 @@ def n_experts(model: ModelConfig) -> int:
 # rule of a layout is arithmetic whenever any arithmetic rule is broken.
 RULES: tuple[Rule, ...] = (
     Rule("devices", ARITHMETIC, "layout", lambda lay, t, m: lay.world_size != t.world_size,
-         _devices_reason, lambda lay, t, m: f"dp*tp*pp = {t.world_size}"),
+         _devices_reason, lambda lay, t, m: f"dp*tp*pp*cp = {t.world_size}"),
     Rule("heads", ARITHMETIC, "layout.tp", *_tp_divides("{n} heads", lambda c: c.n_head)),
     Rule("kv heads", ARITHMETIC, "layout.tp",
          lambda lay, t, m: t.model.kv_heads % lay.tp != 0 and lay.tp % t.model.kv_heads != 0,

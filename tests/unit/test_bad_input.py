@@ -107,8 +107,8 @@ CASES = [
     case("train --data {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin "
          "holds token id 60000"),
     case("train --nproc 0", "error: nproc: must be a positive number, got 0"),
-    case("train --layout tp=2", "error: layout: tp*pp = 2 does not divide the 1 devices"),
-    case("train --nproc 2 --device cpu --layout tp=3", "error: layout: tp*pp = 3 does not "
+    case("train --layout tp=2", "error: layout: tp*pp*cp = 2 does not divide the 1 devices"),
+    case("train --nproc 2 --device cpu --layout tp=3", "error: layout: tp*pp*cp = 3 does not "
          "divide the 2 devices"),
     case("train --nproc 2 --device cpu --layout dp=2,zero=9", "error: layout.zero: unknown "
          "ZeRO stage 9"),
@@ -214,7 +214,7 @@ CASES = [
     case("sbatch --nodes 1 --port 70000 -- train", "error: port: must be a TCP port"),
     case("sbatch --nodes 1 --time 1h -- train", "error: time: cannot read Slurm time '1h'"),
     case("sbatch --nodes 1 -- plan", "error: command: 'plan' does not run as a process group"),
-    case("sbatch --nodes 2 -- train --layout dp=4", "error: layout: dp*tp*pp = 4*1*1 = 4, but "
+    case("sbatch --nodes 2 -- train --layout dp=4", "error: layout: dp*tp*pp*cp = 4*1*1*1 = 4, but "
          "the world has 16 devices"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
 ]

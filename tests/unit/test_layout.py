@@ -345,3 +345,14 @@ def test_uneven_interleaved_stages() -> None:
     broken = first_broken(parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), Target(model, 3), 3)
     assert broken.key == "layers" and "chunks of vp=2" in broken.reason(
         parse_layout("pp=3,vp=2,pp_first=1,pp_last=1"), Target(model, 3), 3)
+
+
+def test_the_device_count_rule_names_cp_in_its_product() -> None:
+    """Layout(dp=2, cp=2) occupies 4 devices: on 8 the error says so, with cp in the product."""
+    model = ModelConfig("m", n_layer=4, n_head=4, d_model=64, vocab_size=10, n_positions=64)
+    target = Target(model, 8, seq_len=64)
+    err = first_broken(Layout(dp=2, cp=2), target, 1).error(Layout(dp=2, cp=2), target, 1)
+    assert str(err) == ("layout: dp*tp*pp*cp = 2*1*1*2 = 4, but the world has 8 devices "
+                        "(allowed: dp*tp*pp*cp = 8)")
+    odd = first_broken(Layout(cp=3), target, 1).error(Layout(cp=3), target, 1)
+    assert "tp*pp*cp = 3 does not divide the 8 devices" in str(odd)

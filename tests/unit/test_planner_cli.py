@@ -50,7 +50,7 @@ def test_bad_inputs_raise_config_error(args: list[str], field: str) -> None:
 def test_no_layout_prints_the_rejection_reasons() -> None:
     out = CliRunner().invoke(app, [*GPT3_ON_8, "--layout", "tp=3"])
     assert out.exit_code == 1
-    assert "rejected:" in out.stderr and "tp*pp = 3 does not divide the 8 devices" in out.stderr
+    assert "rejected:" in out.stderr and "tp*pp*cp = 3 does not divide the 8 devices" in out.stderr
     assert out.stdout == ""
 
 

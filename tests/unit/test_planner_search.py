@@ -215,7 +215,7 @@ def test_layouts_the_runtime_does_not_build_are_ranked_and_marked() -> None:
 def test_fixed_values_that_do_not_divide_are_rejected_with_a_reason() -> None:
     found = search(GPT3, make_cluster("a100-80gb", 1), TrainSetup(8, 2048), {"tp": 3})
     assert found.best == [] and found.n_evaluated > 0
-    assert "tp*pp = 3 does not divide the 8 devices" in found.rejection_summary()
+    assert "tp*pp*cp = 3 does not divide the 8 devices" in found.rejection_summary()
 
 
 def test_layout_label_round_trips() -> None:
