@@ -41,7 +41,7 @@ from accelbench.bench.train.options import (
 )
 from accelbench.bench.train.search import find_longest_seq, run_longest_seq_sweep, search_cells
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
-from accelbench.bench.train.sweep import _local_cells, run_train_sweep, world_size
+from accelbench.bench.train.sweep import local_cells, run_train_sweep, world_size
 from accelbench.config.errors import ConfigError
 from accelbench.config.study import Experiment, Scalar, Study, key_path, pick_profile
 from accelbench.config.units import parse_int_list
@@ -308,7 +308,7 @@ def _plan_training(spec: TrainSpec, planner: Planner, longest: bool) -> SweepPla
         return _plan_longest(spec, planner, title)
     local = spec.nproc == 1 and not needs_group(spec.layout_for(1)) and not in_process_group()
     world = world_size(spec)
-    cells = _local_cells(spec) if local else spec.cells()
+    cells = local_cells(spec) if local else spec.cells()
     planned = [_train_cell(planner, spec, c, world, local=local) for c in cells]
     if spec.max_micro_batch:
         planned = [replace(p, verdict=f"{p.verdict} at mb 1; the largest that fits is "

@@ -87,7 +87,7 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     else:
         module = prepare_model(model, layout, mesh, cell.recompute, spec.compile)
     optimizer, label = make_optimizer(module, layout, spec.lr, spec.weight_decay)
-    # fp16 runs only on data-parallel layouts (sweep.check_layout_options), where every gradient
+    # fp16 runs only on data-parallel layouts (spec.cell_layout refuses it), where every gradient
     # is whole or an FSDP shard, so found-inf agrees on all ranks.
     scaler = torch.amp.GradScaler(device.type, enabled=cell.dtype == "fp16")
     coords = mesh_coords(mesh) if mesh is not None else {"pp": 0, "dp": 0, "tp": 0}

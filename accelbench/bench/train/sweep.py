@@ -67,7 +67,7 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     return [ref.annotate(o) for o in outcomes]
 
 
-def _local_cells(spec: TrainSpec) -> list[TrainCell]:
+def local_cells(spec: TrainSpec) -> list[TrainCell]:
     """The sweep's cells; with --max-micro-batch one per (dtype, recompute, seq, gas)."""
     cells = spec.cells()
     if not spec.max_micro_batch:
@@ -82,7 +82,7 @@ def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     the micro-batch search and the peak, so a finished cell costs neither."""
     device = resolve_device(spec.device)
     peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)
-    cells = _local_cells(spec)
+    cells = local_cells(spec)
     outcomes = []
     for i, cell in enumerate(cells):
         if on_cell:
