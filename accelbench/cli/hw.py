@@ -17,10 +17,15 @@ from accelbench.results.table import add_plain_row, plain_table
 
 
 def _spec_table() -> Table:
+    from accelbench.results.fit import KEY  # here: the imports above are being reworked
+
     table = plain_table("Dense peak TFLOPS per dtype (no sparsity), memory, links")
+    priorities = {"key": KEY, "name": 3, "fp32": 1, "tf32": 2, "fp16": 2, "bf16": KEY,
+                  "fp8": 1, "mem GB": 1, "mem GB/s": 2, "link GB/s/dir": 2, "source": 4}
     for column in ("key", "name", *PEAK_PRECISIONS, "mem GB", "mem GB/s", "link GB/s/dir",
                    "source"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", priority=priorities.get(column, 2),
+                         whole=column not in ("name", "source"))
     for spec in SPECS.values():
         peaks = [f"{spec.peak_tflops[d]:g}" if d in spec.peak_tflops else "-"
                  for d in PEAK_PRECISIONS]
@@ -34,6 +39,8 @@ def hw(
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N, xpu, mps."),
     measure: bool = typer.Option(False, "--measure", help="Measure GEMM peaks of this device."),
     json_out: bool = typer.Option(False, "--json", help="Print detection as JSON."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the table, wider than the "
+                              "terminal if need be."),
 ) -> None:
     """Print the device table and what accelbench detected here."""
     dev = resolve_device(device)
@@ -48,7 +55,8 @@ def hw(
     if json_out:
         print(json.dumps(detected, indent=2))
         return
-    out.print(_spec_table())  # the table and what was found here are this command's output
+    # the table and what was found here are this command's output
+    out.widened(wide).print(_spec_table())
     out.print(f"detected: {detected['name']} ({dev}) -> "
               f"{detected['spec'] or 'no spec: MFU uses a measured GEMM peak (--measure)'}")
     for d, p in detected.get("peaks", {}).items():

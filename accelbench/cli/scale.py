@@ -26,25 +26,31 @@ from accelbench.results.table import scale_table, train_table
 @training_command(skip=SCALE_SKIPS, **SCALE_DEFAULTS)
 def scale(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
-    quiet: bool, rerun: bool,
+    quiet: bool, rerun: bool, wide: bool,
     devices: str = typer.Option("1,2", help="Device (process) counts, comma-separated."),
     mode: str = typer.Option("weak", help="weak (same micro-batch per device) or strong "
                              "(same global batch)."),
     zero: int = typer.Option(0, help="ZeRO stage of the data-parallel layout (0-3)."),
 ) -> None:
     """Run one training cell at each device count and report table II's columns."""
+    from accelbench.cli.common import cell_lines  # here: the imports above are being reworked
+
     base = build_spec(options)
     study = validate_scale(ScaleSpec(base, parse_int_list("devices", devices), mode, zero))
     check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, base.device)
     title = f"{base.model.name} {mode} scaling over {list(study.devices)} device(s)"
+    lines = cell_lines("scale")
     records = recorded(lambda sink, step, cell, skip: run_scale(study, sink, cell, skip),
-                       recorder, sweep_view(base, quiet), title, rerun=rerun)
+                       recorder, sweep_view(base, quiet, lines and lines.update), title,
+                       rerun=rerun)
+    if lines is not None:
+        lines.close()
     if recorder is None:
         return
     cells = [r for r in records if r.kind == "train"]
     summary = stored_summary(recorder, summary_outcome(study, cells))
-    tables = table_console((json_out or csv_out) and output is None)
+    tables = table_console((json_out or csv_out) and output is None, wide)
     tables.print(train_table(cells, f"{base.model.name}: cells"))
     tables.print(scale_table(summary.metrics["rows"], f"{base.model.name}: {mode} scaling"))
     console.print(Text(summary.reason))
