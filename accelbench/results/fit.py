@@ -147,7 +147,7 @@ class FitTable(Table):
     def layout(self, console: Console, options: ConsoleOptions,
                wide: bool) -> tuple[list[int], list[int], int]:
         """(kept column indexes, their content widths, total width) at options.max_width; wide,
-        every column, as wide as they need if that is more."""
+        every column, as wide as their figures and headers need if that is more."""
         sizes = [_widths(console, options, c) for c in self.columns]
         kept = list(range(len(self.columns)))
 
@@ -155,8 +155,10 @@ class FitTable(Table):
             return sum(sizes[i][which] for i in indexes) + self._overhead(len(indexes))
 
         budget = options.max_width
-        if wide:
-            budget = max(budget, total(kept, 0))
+        if wide:  # whole columns at their natural width (headers on one line), text wraps
+            budget = max(budget, self._overhead(len(kept)) + sum(
+                natural if getattr(self.columns[i], "whole", False) else need
+                for i, (need, natural) in enumerate(sizes)))
         for i in self._drop_order():
             if total(kept, 0) <= budget:
                 break
