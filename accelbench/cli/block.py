@@ -21,7 +21,7 @@ def _note(text: str) -> None:
 
 
 def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
-         output: Path | None, rerun: bool = False) -> None:
+         output: Path | None, rerun: bool = False, wide: bool = False) -> None:
     """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked): the
     banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there).
     Cells finished on this machine before are skipped and shown from the store, unless rerun."""
@@ -47,7 +47,7 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
         _note(resume.summary())
     cells = [r for r in resume.records if r.kind == "block"]  # peaks: in the caption
     table = block_table(cells, f"{spec.model.name} block, seq {spec.seq_len}")
-    table_console((as_json or as_csv) and output is None).print(table)
+    table_console((as_json or as_csv) and output is None, wide).print(table)
     emit(resume.records, as_json, as_csv, output)
     recorder.close()  # raises, naming the file, if a record could not be stored
 
@@ -68,6 +68,8 @@ def block(
     csv_out: bool = typer.Option(False, "--csv", help="Print the records as CSV."),
     output: Path = typer.Option(None, help="Write JSON/CSV here instead of stdout."),
     rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the table, wider than the "
+                              "terminal if need be."),
 ) -> None:
     """Time one transformer block's forward and backward over batch x dtype (study figs 3-4)."""
     from accelbench.bench.block import BlockOptions, build_block_spec
@@ -75,7 +77,7 @@ def block(
     spec = build_block_spec(BlockOptions(
         model=model, seq=seq, batch=batch, dtype=dtype, device=device, repeats=repeats,
         warmup=warmup, compile=compile, tf32=tf32, mem_limit=mem_limit))
-    _run(spec, db, json_out, csv_out, output, rerun)
+    _run(spec, db, json_out, csv_out, output, rerun, wide)
 
 
 def register(app: typer.Typer) -> None:

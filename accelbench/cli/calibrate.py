@@ -42,11 +42,13 @@ def calibrate(
                                     "newest profile (at --threads) plus the block records."),
     db: Path = typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB or XDG)."),
     json_out: bool = typer.Option(False, "--json", help="Print the profile record as JSON."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the table, wider than the "
+                              "terminal if need be."),
 ) -> None:
     """Time GEMMs, fused attention, memory, the loss, embedding, optimizer and collectives;
     store the profile."""
     if from_block:
-        _from_block(db, threads, json_out)
+        _from_block(db, threads, json_out, wide)
         return
     from accelbench.bench.calibrate.run import CalibrationInterrupted, run_calibration
     from accelbench.hardware.detect import resolve_device
@@ -77,12 +79,12 @@ def calibrate(
         raise typer.Exit(stop.exit_code) from None
     if record.reason:
         console.print(Text(f"note: {record.reason}"))
-    table_console(json_out).print(profile_table(record))
+    table_console(json_out, wide).print(profile_table(record))
     emit([record], json_out, False)
     recorder.close()
 
 
-def _from_block(db: Path | None, threads: int, json_out: bool) -> None:
+def _from_block(db: Path | None, threads: int, json_out: bool, wide: bool = False) -> None:
     """Store the newest profile refined with the store's block records, and print it."""
     check_emit(json_out, False, None)
     store = ResultStore(db)
@@ -90,7 +92,7 @@ def _from_block(db: Path | None, threads: int, json_out: bool) -> None:
     recorder = Recorder(store, env)
     record = recorder(outcome)
     console.print(Text(f"note: {record.reason}"))
-    table_console(json_out).print(profile_table(record))
+    table_console(json_out, wide).print(profile_table(record))
     emit([record], json_out, False)
     recorder.close()
 

@@ -7,34 +7,54 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from accelbench.bench.outcome import Progress as ProgressFn
 from accelbench.config.errors import ConfigError
+from accelbench.results.cell_lines import CellLines
 from accelbench.results.export import check_output, to_csv, to_json, write_text
+from accelbench.results.fit import FitConsole
 from accelbench.results.record import Record
 
-# Two consoles, wide enough for the block grid when not on a terminal:
+# Two consoles (results/fit.py's: the terminal's width on a terminal; off one, COLUMNS or a width
+# for the widest table), and their tables fit that width (`widened` for --wide):
 # `out` (stdout) for a command's own result: its tables and listings. It never reads markup, so
 # names, paths and reasons from users, files and other processes print as they are.
 # `console` (stderr) for messages: banners, progress, per-step lines, warnings; it reads markup,
 # so text from outside goes to it as rich.text.Text or with markup=False.
 # --json/--csv data goes to stdout through print() alone (nothing else on stdout then).
-out = Console(markup=False, width=None if sys.stdout.isatty() else 150)
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
-_err_tables = Console(stderr=True, markup=False, width=None if sys.stderr.isatty() else 150)
+out = FitConsole(markup=False)
+console = FitConsole(stderr=True)
+_err_tables = FitConsole(stderr=True, markup=False)
 
 
-def table_console(data_on_stdout: bool) -> Console:
+def table_console(data_on_stdout: bool, wide: bool = False) -> FitConsole:
     """Where a command's table goes: `out`, or stderr while --json/--csv data holds stdout (so
-    the data stays clean); neither reads markup."""
-    return _err_tables if data_on_stdout else out
+    the data stays clean); neither reads markup. `wide`: every column (--wide)."""
+    return (_err_tables if data_on_stdout else out).widened(wide)
+
+
+def say_line(line: str) -> None:
+    """One line of text on stderr, as it is (no markup, no wrapping)."""
+    console.print(Text(line), highlight=False, soft_wrap=True)
+
+
+def cell_lines(title: str) -> CellLines | None:
+    """Off a terminal (stderr to a log or a pipe), the line per finished cell that stands in for
+    a progress bar there; None on a terminal."""
+    return None if sys.stderr.isatty() else CellLines(title, say_line)
 
 
 @contextmanager
 def progress_bar(title: str) -> Iterator[ProgressFn]:
-    """A rich progress bar driven by a sweep's (done, total, label) callback."""
+    """A sweep's (done, total, label) callback shown as a rich progress bar on a terminal, or,
+    off one (a log, a pipe), as one plain line per finished cell on stderr."""
+    lines = cell_lines(title)
+    if lines is not None:
+        yield lines.update
+        lines.close()
+        return
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} {task.fields[label]}", markup=False),
                   TimeElapsedColumn(), console=console, transient=True) as bar:

@@ -18,16 +18,19 @@ from accelbench.cli.options import training_command
 from accelbench.cli.train import run_and_show
 from accelbench.config.vocab import GIB
 from accelbench.data.genome_corpus import codon_tokenizer_name
+from accelbench.results.fit import KEY
 from accelbench.results.record import Record
 from accelbench.results.table import add_plain_row, plain_table, train_table
 
 
 def _probe_table(records: list[Record]) -> Table:
     """The longest-sequence search, one row per probe in the order tried."""
+
     table = plain_table("longest-sequence search (probes)")
-    for column in ("mb", "gas", "dtype", "recompute", "probe", "seq", "method", "fits",
-                   "est. GiB", "budget GiB"):
-        table.add_column(column, justify="right")
+    for column, priority in (("mb", 2), ("gas", 2), ("dtype", KEY), ("recompute", 1),
+                             ("probe", KEY), ("seq", KEY), ("method", 3), ("fits", KEY),
+                             ("est. GiB", KEY), ("budget GiB", 1)):
+        table.add_column(column, justify="right", priority=priority)
     for r in records:
         s, m = r.spec, r.metrics
         budget = m.get("mem_budget_bytes_per_rank")
@@ -50,7 +53,7 @@ def codon_tables(records: list[Record], title: str) -> RenderableType:
 @training_command(**GENSLM_DEFAULTS)
 def genslm(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
-    quiet: bool, rerun: bool,
+    quiet: bool, rerun: bool, wide: bool,
     frame: int = typer.Option(0, help="Codon reading frame of the data: 0, 1 or 2."),
     longest_seq: bool = typer.Option(
         False, "--longest-seq", help="Find the longest sequence that fits (doubling from --seq, "
@@ -66,7 +69,7 @@ def genslm(
     sweep = run_longest_seq_sweep if longest_seq else run_train_sweep
     run_and_show(spec, lambda sink, step, cell, skip: sweep(spec, sink, step, cell, skip),
                  db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
-                 rerun=rerun, table=codon_tables)
+                 rerun=rerun, table=codon_tables, wide=wide)
 
 
 def register(app: typer.Typer) -> None:

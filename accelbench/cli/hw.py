@@ -11,14 +11,19 @@ from rich.table import Table
 from accelbench.cli.common import out
 from accelbench.config.vocab import DTYPES, PEAK_PRECISIONS
 from accelbench.hardware.specs import SPECS
+from accelbench.results.fit import KEY
 from accelbench.results.table import add_plain_row, plain_table
 
 
 def _spec_table() -> Table:
+
     table = plain_table("Dense peak TFLOPS per dtype (no sparsity), memory, links")
+    priorities = {"key": KEY, "name": 3, "fp32": 1, "tf32": 2, "fp16": 2, "bf16": KEY,
+                  "fp8": 1, "mem GB": 1, "mem GB/s": 2, "link GB/s/dir": 2, "source": 4}
     for column in ("key", "name", *PEAK_PRECISIONS, "mem GB", "mem GB/s", "link GB/s/dir",
                    "source"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", priority=priorities.get(column, 2),
+                         whole=column not in ("name", "source"))
     for spec in SPECS.values():
         peaks = [f"{spec.peak_tflops[d]:g}" if d in spec.peak_tflops else "-"
                  for d in PEAK_PRECISIONS]
@@ -34,13 +39,15 @@ def hw(
     json_out: bool = typer.Option(False, "--json", help="Print detection as JSON."),
     detect: bool = typer.Option(True, "--detect/--no-detect", help="Detect this machine's "
                                 "device (imports torch); --no-detect prints the table alone."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the table, wider than the "
+                              "terminal if need be."),
 ) -> None:
     """Print the device table and what accelbench detected here."""
     if not detect:
         if json_out:
             print(json.dumps({k: asdict(s) for k, s in SPECS.items()}, indent=2))
         else:
-            out.print(_spec_table())
+            out.widened(wide).print(_spec_table())
         return
     from accelbench.bench.peak import resolve_peak
     from accelbench.hardware.detect import detect_spec, device_name, resolve_device
@@ -58,7 +65,8 @@ def hw(
     if json_out:
         print(json.dumps(detected, indent=2))
         return
-    out.print(_spec_table())  # the table and what was found here are this command's output
+    # the table and what was found here are this command's output
+    out.widened(wide).print(_spec_table())
     out.print(f"detected: {detected['name']} ({dev}) -> "
               f"{detected['spec'] or 'no spec: MFU uses a measured GEMM peak (--measure)'}")
     for d, p in detected.get("peaks", {}).items():

@@ -16,6 +16,9 @@ from accelbench.bench.train.options import TrainOptions, option_fields, with_def
 RERUN_HELP = ("Measure every cell again, also those already finished on this machine (default: "
               "skip them and show their stored records).")
 
+WIDE_HELP = ("Every column of the tables, wider than the terminal if need be (default: the "
+             "least important are left out to fit, and named below the table).")
+
 OUTPUT_PARAMS = {
     "db": (Path | None, typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB "
                                      "or XDG).")),
@@ -24,6 +27,7 @@ OUTPUT_PARAMS = {
     "output": (Path | None, typer.Option(None, help="Write JSON/CSV here instead of stdout.")),
     "quiet": (bool, typer.Option(False, "--quiet", help="No per-step lines.")),
     "rerun": (bool, typer.Option(False, "--rerun", help=RERUN_HELP)),
+    "wide": (bool, typer.Option(False, "--wide", help=WIDE_HELP)),
 }
 
 
@@ -39,7 +43,8 @@ def _option_param(f, default: Any) -> inspect.Parameter:
 
 
 def training_command(skip: tuple[str, ...] = (), **defaults: Any) -> Callable:
-    """Decorate `fn(options: TrainOptions, db, json_out, csv_out, output, quiet, rerun, **own)`:
+    """Decorate `fn(options: TrainOptions, db, json_out, csv_out, output, quiet, rerun, wide,
+    **own)`:
     the command then takes every shared option (but `skip`), with `defaults` overriding ours."""
     base = with_defaults(**defaults)
 

@@ -5,12 +5,10 @@ renders: the result (table or JSON) on stdout, what went wrong on stderr."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from accelbench.analytics.measured_steps import StepRow, step_errors, validate_measured_steps
@@ -43,10 +41,9 @@ from accelbench.results.plan_profile import resolve_profile
 from accelbench.results.store import ResultStore
 from accelbench.results.table import add_plain_row, plain_table
 
-# Tables and their notes on `out` (stdout, never reads markup: as cli.common.out, but wide
-# enough for the planner's columns when stdout is not a terminal); messages on `console`
-# (stderr) as plain text.
-out = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 170)
+# Tables and their notes on `out` (stdout, never reads markup: cli.common's kind of console, whose
+# tables fit its width, results/fit.py); messages on `console` (stderr) as plain text.
+out = type(console)(markup=False, highlight=False)
 
 
 def _say(line: str) -> None:
@@ -54,18 +51,21 @@ def _say(line: str) -> None:
     console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _show(thing: Table | str) -> None:
-    """Part of the command's result on stdout, printed as text."""
-    out.print(thing)
+def _show(thing: Table | str, wide: bool = False) -> None:
+    """Part of the command's result on stdout, printed as text (`wide`: every column)."""
+    out.widened(wide).print(thing)
 
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-_PLAN_COLUMNS = ("#", "dp", "tp", "pp", "vp", "cp", "ep", "mb", "zero", "recompute", "sp",
-                 "mem GB/dev", "tok/s", "MFU", "HFU", "step s", "bubble", "comm", "recomp",
-                 "limit", "days")
+# Each column with its priority (results/fit.py: 0 always shown; 1, 2, ...: left out when
+# narrow, the largest first): the layout and the plan's figures stay.
+_PLAN_COLUMNS = {"#": 0, "dp": 0, "tp": 0, "pp": 0, "vp": 2, "cp": 2, "ep": 2, "mb": 0,
+                 "zero": 0, "recompute": 1, "sp": 2, "mem GB/dev": 0, "tok/s": 0, "MFU": 0,
+                 "HFU": 4, "step s": 1, "bubble": 3, "comm": 3, "recomp": 4, "limit": 1,
+                 "days": 1}
 
 
 def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
@@ -83,8 +83,9 @@ def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> T
     """The ranked layouts with what limits each; a '*' on the rank of one accelbench's runtime
     does not build (see _runtime_notes)."""
     table = plain_table(title)
-    for col in _PLAN_COLUMNS:
-        table.add_column(col, justify="left" if col in ("recompute", "limit") else "right")
+    for col, priority in _PLAN_COLUMNS.items():
+        table.add_column(col, justify="left" if col in ("recompute", "limit") else "right",
+                         priority=priority, whole=True)
     for i, r in enumerate(results, 1):
         lay = r.layout
         add_plain_row(
@@ -169,10 +170,13 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     """Predicted against observed MFU per run (leave-one-out column where given), with the
     published figure, its kind and a footnote number for its source (see _source_lines)."""
     table = plain_table(title)
-    for col in ("id", "run", "device", "published", "observed MFU", "predicted MFU", "error",
-                "left out", "mem GB", "fits", "limit", "attn", "oracle", "set-up", "src"):
+    priorities = {"id": 0, "run": 1, "device": 2, "published": 3, "observed MFU": 0,
+                  "predicted MFU": 0, "error": 0, "left out": 2, "mem GB": 4, "fits": 4,
+                  "limit": 4, "attn": 5, "oracle": 5, "set-up": 5, "src": 3}
+    for col, priority in priorities.items():
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
-                                                        "published") else "right")
+                                                        "published") else "right",
+                         priority=priority, whole=col not in ("run", "device"))
     numbers = _source_numbers(rows)
     for i, r in enumerate(rows):
         left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
@@ -202,7 +206,8 @@ def _source_table(checked: Validation) -> Table:
     table = plain_table("|error| of predicted MFU relative to the published, by source")
     for col in ("source", "runs", "median in-sample", "worst in-sample",
                 "median left out", "worst left out"):
-        table.add_column(col, justify="left" if col == "source" else "right")
+        table.add_column(col, justify="left" if col == "source" else "right",
+                         priority=1 if col.startswith("worst") else 0)
     left = checked.by_source_left_out() if checked.leave_one_out else {}
     for key, s in checked.by_source().items():
         if not s["n"]:
@@ -231,20 +236,22 @@ def _steps_table(rows: list[StepRow]) -> Table:
     table = plain_table("Predicted vs measured step time on this machine (through its "
                         "measured profiles)")
     for col in ("record", "cell", "kind", "measured s", "predicted s", "error", "profile"):
-        table.add_column(col, justify="left" if col in ("cell", "kind", "profile") else "right")
+        table.add_column(col, justify="left" if col in ("cell", "kind", "profile") else "right",
+                         priority={"cell": 1, "kind": 2, "profile": 3}.get(col, 0))
     for r in rows:
         add_plain_row(table, str(r.record_id), r.name, r.kind, f"{r.measured_s:.3f}",
                       f"{r.predicted_s:.3f}", f"{r.error:+.1%}", r.profile)
     return table
 
 
-def _show_moe(checked: Validation) -> None:
+def _show_moe(checked: Validation, wide: bool = False) -> None:
     """The published mixture-of-experts runs (checked only, none fitted), their sources, notes
     and median/worst |error| per source."""
     if not checked.moe:
         return
     _show(_validation_table(checked.moe, [], "Mixture of experts: predicted vs published MFU "
-                                             "(checked only: nothing is fitted to these runs)"))
+                                             "(checked only: nothing is fitted to these runs)"),
+          wide)
     _show(_source_lines(checked.moe))
     _show("\n".join(["notes:"] + _run_notes(checked.moe)))
     for key, s in errors_by_source(checked.moe).items():
@@ -252,7 +259,8 @@ def _show_moe(checked: Validation) -> None:
               f"worst {s['worst_abs_error']:.1%}")
 
 
-def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
+def _validate(as_json: bool, efficiency: float | None, db: Path | None,
+              wide: bool = False) -> None:
     """Print each published and measured run's error, the errors per source and overall, and
     the published runs not modelled with their reasons; then this machine's measured cells
     against the planner through its profiles."""
@@ -266,15 +274,15 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
         return
     _show(_validation_table(checked.published, checked.leave_one_out,
                             "Predicted vs published MFU (left out: the run's source left out of "
-                            "the fit of the built-in curves)"))
+                            "the fit of the built-in curves)"), wide)
     _show(_source_lines(checked.published))
     _show("\n".join(["notes:"] + _run_notes(checked.published)))
-    _show(_source_table(checked))
+    _show(_source_table(checked), wide)
     _show("\n".join([f"not modelled ({len(checked.not_modelled)} published runs, not scored):"]
                      + [f"{u.run_id} {u.name}: {u.reason}" for u in checked.not_modelled]))
-    _show_moe(checked)
+    _show_moe(checked, wide)
     if checked.measured:
-        _show(_validation_table(checked.measured, [], "Predicted vs measured MFU"))
+        _show(_validation_table(checked.measured, [], "Predicted vs measured MFU"), wide)
         _show(_source_lines(checked.measured))
     else:
         _show("measured runs: none from the results store yet")
@@ -283,7 +291,7 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
             _show(f"{name}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, "
                       f"worst {s['worst_abs_error']:.1%}")
     if steps:
-        _show(_steps_table(steps))
+        _show(_steps_table(steps), wide)
     for name, s in step_errors(steps).items():
         _show(f"measured step time, {name}: n={s['n']:.0f}, median |error| "
               f"{s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}")
@@ -342,6 +350,8 @@ def plan(
                             "and where --profile ID|latest is read."),
     validate: bool = typer.Option(False, "--validate", help="Compare predictions with "
                                   "published and measured runs."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the tables, wider than "
+                              "the terminal if need be."),
 ) -> None:
     """Predict memory and step time of parallel layouts and rank them (or --validate)."""
     given = PlanInput(
@@ -356,7 +366,7 @@ def plan(
         if profile is not None:
             raise ConfigError("profile", "--validate reads every profile of --db itself",
                               "--validate --db FILE")
-        _validate(json_out, efficiency, db)
+        _validate(json_out, efficiency, db, wide)
         return
     if db is not None and profile is None:
         raise ConfigError("db", "a plan reads no results; --db is for --validate or --profile",
@@ -365,7 +375,7 @@ def plan(
     measured = resolve_profile(profile, db) if profile is not None else None
     request = resolve_plan_input(given, measured)
     outcome = run_plan(request)
-    _emit(request, outcome, json_out)
+    _emit(request, outcome, json_out, wide)
 
 
 def _assumptions(request: PlanRequest) -> dict[str, str]:
@@ -388,7 +398,8 @@ def _header(outcome: PlanOutcome) -> str:
             f"{found.layouts_per_s:,.0f} layouts/s")
 
 
-def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
+def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool,
+          wide: bool = False) -> None:
     """Table (or JSON) on stdout; exit 1 when nothing fits or the given layout does not,
     saying why on stderr."""
     header, results = _header(outcome), outcome.results
@@ -407,7 +418,7 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
     if not json_out:
         title = (f"{request.model.name} on {cluster.n_devices} x {cluster.device.key}: "
                  f"batch {setup.global_batch} x {setup.seq_len}, {setup.dtype}; {header}")
-        _show(_plan_table(results, title, request.train_tokens))
+        _show(_plan_table(results, title, request.train_tokens), wide)
         if ":" in cluster.device.key:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
         _show("; ".join(f"{k}: {v}" for k, v in _assumptions(request).items()))

@@ -38,7 +38,10 @@ def list_(db: Path = typer.Option(None, help=DB_HELP),
           model: str = typer.Option(None, help="Only this model (its name, exactly)."),
           status: str = typer.Option(None, help="Only this status (ok, oom, ...)."),
           run_id: str = typer.Option(None, help="Only this sweep."),
-          limit: int = typer.Option(50, help="At most this many, newest (at least 1).")) -> None:
+          limit: int = typer.Option(50, help="At most this many, newest (at least 1)."),
+          wide: bool = typer.Option(False, "--wide", help="Every column of the table, wider "
+                                    "than the terminal if need be."),
+) -> None:
     """List stored records with the device and machine each ran on (a table on stdout)."""
     if limit < 1:
         raise ConfigError("limit", f"must be at least 1, got {limit}", ">= 1")
@@ -50,7 +53,7 @@ def list_(db: Path = typer.Option(None, help=DB_HELP),
     else:
         records = select(store.query(kind=kind, run_id=run_id, status=status), machine,
                          model)[-limit:]
-    out.print(list_table(records))
+    out.widened(wide).print(list_table(records))
 
 
 @results_app.command("show")

@@ -13,7 +13,7 @@ from accelbench.bench.train.options import (
     TrainOptions,
     build_spec,
 )
-from accelbench.cli.common import check_emit, console, emit, table_console
+from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.cli.train import recorded, sweep_view
 from accelbench.config.units import parse_int_list
@@ -23,7 +23,7 @@ from accelbench.results.table import scale_table, train_table
 @training_command(skip=SCALE_SKIPS, **SCALE_DEFAULTS)
 def scale(
     options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
-    quiet: bool, rerun: bool,
+    quiet: bool, rerun: bool, wide: bool,
     devices: str = typer.Option("1,2", help="Device (process) counts, comma-separated."),
     mode: str = typer.Option("weak", help="weak (same micro-batch per device) or strong "
                              "(same global batch)."),
@@ -39,13 +39,17 @@ def scale(
     check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, base.device)
     title = f"{base.model.name} {mode} scaling over {list(study.devices)} device(s)"
+    lines = cell_lines("scale")
     records = recorded(lambda sink, step, cell, skip: run_scale(study, sink, cell, skip),
-                       recorder, sweep_view(base, quiet), title, rerun=rerun)
+                       recorder, sweep_view(base, quiet, lines and lines.update), title,
+                       rerun=rerun)
+    if lines is not None:
+        lines.close()
     if recorder is None:
         return
     cells = [r for r in records if r.kind == "train"]
     summary = stored_summary(recorder, summary_outcome(study, cells))
-    tables = table_console((json_out or csv_out) and output is None)
+    tables = table_console((json_out or csv_out) and output is None, wide)
     tables.print(train_table(cells, f"{base.model.name}: cells"))
     tables.print(scale_table(summary.metrics["rows"], f"{base.model.name}: {mode} scaling"))
     console.print(Text(summary.reason))

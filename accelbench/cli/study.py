@@ -19,6 +19,8 @@ from accelbench.cli.common import console, out
 from accelbench.cli.options import RERUN_HELP
 from accelbench.config.errors import ConfigError
 from accelbench.config.study import AUTO, load_study, parse_study, study_files, user_study_dir
+from accelbench.results.cell_lines import StudyLines
+from accelbench.results.fit import FitTable
 from accelbench.results.record import Record
 from accelbench.results.report import make_report
 from accelbench.results.store import default_db_path
@@ -52,8 +54,10 @@ def _minutes(seconds: float) -> str:
 
 
 @study_app.command("list")
-def list_studies() -> None:
+def list_studies(wide: bool = typer.Option(False, "--wide", help="Every column of the tables, "
+                                           "wider than the terminal if need be.")) -> None:
     """The built-in studies and those in the user folder, with their experiments."""
+
     files = study_files()
     for origin, found in files.items():
         for name, path in found:
@@ -62,15 +66,16 @@ def list_studies() -> None:
             except (ConfigError, OSError, UnicodeDecodeError) as err:
                 out.print(f"{name} ({origin}: {path}): cannot be used: {err}")
                 continue
-            table = Table(title=Text(f"{name} ({origin}: {path}): {study.title}"),
-                          title_justify="left")
-            for column in ("experiment", "workload", "reproduces", "description"):
-                table.add_column(column)
+            table = FitTable(title=Text(f"{name} ({origin}: {path}): {study.title}"),
+                             title_justify="left")
+            for column, priority in (("experiment", 0), ("workload", 0), ("reproduces", 1),
+                                     ("description", 2)):
+                table.add_column(column, priority=priority)
             for exp in study.experiment_names():
                 raw = study.raw[exp]
                 table.add_row(*(Text(v) for v in (exp, raw["workload"], raw.get("source", ""),
                                                   raw.get("description", ""))))
-            out.print(table)
+            out.widened(wide).print(table)
             profiles = ", ".join(f"{p} ({d})" if d else p for p, d in study.profiles.items())
             out.print(f"profiles: {profiles}; auto: quick on a CPU, full on an accelerator\n")
     if not files["user"]:
@@ -87,16 +92,17 @@ def show(study: str = typer.Argument(..., help="A study's name or a .toml file."
 # --- dry run ------------------------------------------------------------------------------------
 
 
-def _dry_run(plan: StudyPlan) -> None:
-    """Every cell with its memory estimate, fit verdict and rough time (stdout)."""
+def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
+    """Every cell with its memory estimate, fit verdict and rough time (stdout; `wide`: every
+    column)."""
     from accelbench.bench.study import ROUGH_TIME, gib
 
-    table = Table(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
-                             f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
-    for column in ("experiment", "reproduces", "cell", "est. GiB", "budget GiB", "fit",
-                   "est. time"):
+    table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
+                                f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
+    for column, priority in (("experiment", 0), ("reproduces", 2), ("cell", 0), ("est. GiB", 0),
+                             ("budget GiB", 1), ("fit", 0), ("est. time", 0)):
         table.add_column(column, justify="right" if "GiB" in column or "time" in column
-                         else "left")
+                         else "left", priority=priority, whole=column == "fit" or None)
     for experiment in plan.experiments:
         exp = experiment.experiment
         if experiment.skipped:
@@ -111,7 +117,7 @@ def _dry_run(plan: StudyPlan) -> None:
                               gib(cell.mem_bytes), gib(cell.budget_bytes), Text(cell.verdict),
                               _minutes(cell.time_s))
         table.add_section()
-    out.print(table)
+    out.widened(wide).print(table)
     total = sum(c.time_s for c in plan.cells)
     out.print(f"estimated time: {_minutes(total)} ({ROUGH_TIME})")
     for dtype, label in plan.peaks.items():
@@ -160,19 +166,24 @@ class _Progress(ProgressColumn):
 
 @contextmanager
 def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
-    """The study's view: lines on stderr above one progress bar."""
+    """The study's view: lines on stderr above one progress bar on a terminal; off one (a log,
+    a pipe), a line per cell run with its time and the study's ETA instead of the bar."""
     from accelbench.results.study import StudyView
 
+    def failed(record: Record) -> None:
+        _say(f"  {record.status}: {record.reason}", "yellow")
+
+    if not sys.stderr.isatty():
+        lines = StudyLines([c.time_s for c in plan.cells], _say)
+        yield StudyView(banner=lambda text: _say(text, "bold"), note=_say, failed=failed,
+                        cell=lines.cell, done=lines.done)
+        return
     with Progress(console=console, transient=True) as bar:
         progress = _Progress(plan, bar)
         bar.columns = (TextColumn("{task.description}", style="bold", markup=False),
                        BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
                        TimeElapsedColumn(), progress,
                        TextColumn("{task.fields[label]}", markup=False))
-
-        def failed(record: Record) -> None:
-            _say(f"  {record.status}: {record.reason}", "yellow")
-
         yield StudyView(banner=lambda text: _say(text, "bold"), note=_say, failed=failed,
                         cell=progress.cell, done=progress.finished)
 
@@ -181,12 +192,14 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     """One row per experiment: cells by status, skipped ones, what was left out and why."""
     from accelbench.results.study import ExperimentResult
 
-    table = Table(title=Text(f"study {plan.study.name}, profile {plan.profile}"),
-                  title_justify="left")
-    for column in ("experiment", "reproduces", "cells", "ok", "does not fit", "other",
-                   "skipped (done before)", "note"):
+    table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile}"),
+                     title_justify="left")
+    for column, priority in (("experiment", 0), ("reproduces", 3), ("cells", 0), ("ok", 0),
+                             ("does not fit", 0), ("other", 0), ("skipped (done before)", 2),
+                             ("note", 1)):
         table.add_column(column, justify="left" if column in ("experiment", "reproduces",
-                                                               "note") else "right")
+                                                               "note") else "right",
+                         priority=priority)
     for experiment in plan.experiments:
         exp = experiment.experiment
         result = results.get(exp.name, ExperimentResult())
@@ -199,7 +212,8 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     return table
 
 
-def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool) -> Path:
+def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
+            wide: bool = False) -> Path:
     """Run a checked plan into the store (each cell stored as it finishes), print the summary
     on stdout; the database's path. A signal ends it with the line of what was kept."""
     from accelbench.results.interrupted import SweepInterrupted
@@ -219,7 +233,7 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool) -> Path:
     except SweepInterrupted as stop:
         _say(stop.line)
         raise typer.Exit(stop.exit_code) from None
-    out.print(_summary(plan, results))
+    out.widened(wide).print(_summary(plan, results))
     _say(f"study {plan.study.name} finished in {_minutes(time.monotonic() - start)}; "
          f"results in {recorder.store.path}")
     recorder.close()  # raises, naming the file, if a record could not be stored
@@ -236,15 +250,17 @@ def run_cmd(
     rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
     db: Path = typer.Option(None, help=DB_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the tables, wider than "
+                              "the terminal if need be."),
 ) -> None:
     """Run a study: every experiment, stored as it goes; cells finished before are skipped."""
     from accelbench.bench.study import plan_study
 
     plan = plan_study(load_study(study), profile, device)  # bad input stops here, exit 2
     if dry_run:
-        _dry_run(plan)
+        _dry_run(plan, wide)
         return
-    execute(plan, db, device, rerun)
+    execute(plan, db, device, rerun, wide)
 
 
 def main_job(
@@ -254,13 +270,15 @@ def main_job(
     db: Path = typer.Option(None, help=DB_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the tables, wider than "
+                              "the terminal if need be."),
 ) -> None:
     """The main job: the built-in study (emani2023) at the profile that suits this machine,
     then its report."""
     from accelbench.bench.study import plan_study
 
     plan = plan_study(load_study(MAIN_STUDY), profile, device)
-    path = execute(plan, db, device, rerun)
+    path = execute(plan, db, device, rerun, wide)
     written = make_report([path or default_db_path()], out_dir)
     _say(f"report: {written.html} (open it in any browser: xdg-open {written.html}); "
          f"Markdown {written.markdown}, {len(written.pngs)} figures in "

@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from accelbench.bench.train.options import TrainOptions, build_spec
-from accelbench.cli.common import check_emit, console, emit, table_console
+from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
 from accelbench.results.record import Record
 from accelbench.results.table import train_table
@@ -22,8 +22,10 @@ if TYPE_CHECKING:  # the runner imports torch: loaded when a command runs, not f
     from accelbench.results.session import Sweep, SweepView
 
 
-def sweep_view(spec: TrainSpec, quiet: bool) -> SweepView:
-    """Banner, cell and step lines on stderr; text from outside printed as text."""
+def sweep_view(spec: TrainSpec, quiet: bool,
+               lines: Callable[[int, int, str], None] | None = None) -> SweepView:
+    """Banner, cell and step lines on stderr; text from outside printed as text; `lines` is
+    told of each cell too (off a terminal: a line per finished cell with its time)."""
     from accelbench.results.lines import step_line
     from accelbench.results.session import SweepView
 
@@ -33,9 +35,14 @@ def sweep_view(spec: TrainSpec, quiet: bool) -> SweepView:
     def failed(record: Record) -> None:
         console.print(Text(f"  {record.status}: {record.reason}", style="yellow"))
 
+    def cell(i: int, total: int, label: str) -> None:
+        if lines is not None:
+            lines(i, total, label)
+        console.print(Text(f"cell {i + 1}/{total}: {label}"))
+
     return SweepView(
         banner=lambda text: console.print(Text(text, style="bold")),
-        cell=lambda i, total, label: console.print(Text(f"cell {i + 1}/{total}: {label}")),
+        cell=cell,
         step=None if quiet else step, failed=failed,
         note=lambda text: console.print(Text(text), highlight=False))
 
@@ -56,7 +63,8 @@ def recorded(*args, **kwargs) -> list[Record]:
 def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bool,
                  csv_out: bool, output: Path | None, quiet: bool, rerun: bool = False,
                  table: Callable[[list[Record], str], object] = train_table,
-                 tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
+                 tag: Callable[[Outcome], Outcome] | None = None,
+                 wide: bool = False) -> list[Record]:
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
     from accelbench.bench.peak import PEAK_KIND
@@ -65,11 +73,14 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
     check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, spec.device)
     title = f"{spec.model.name} {spec.benchmark}"
-    records = recorded(sweep, recorder, sweep_view(spec, quiet), f"{title}, data {spec.data}",
-                       tag, rerun)
+    lines = cell_lines(spec.benchmark)
+    records = recorded(sweep, recorder, sweep_view(spec, quiet, lines and lines.update),
+                       f"{title}, data {spec.data}", tag, rerun)
+    if lines is not None:
+        lines.close()
     if recorder is not None:
         cells = [r for r in records if r.kind != PEAK_KIND]  # peaks are named in the caption
-        table_console((json_out or csv_out) and output is None).print(table(cells, title))
+        table_console((json_out or csv_out) and output is None, wide).print(table(cells, title))
         emit(records, json_out, csv_out, output)
         recorder.close()  # raises, naming the file, if a record could not be stored
     return records
@@ -77,7 +88,7 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
 
 @training_command()
 def train(options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool,
-          output: Path | None, quiet: bool, rerun: bool) -> None:
+          output: Path | None, quiet: bool, rerun: bool, wide: bool) -> None:
     """Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and loss."""
     from accelbench.bench.train.sweep import run_train_sweep
 
@@ -85,7 +96,7 @@ def train(options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool,
     run_and_show(spec, lambda sink, step, cell, skip: run_train_sweep(spec, sink, step, cell,
                                                                       skip),
                  db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
-                 rerun=rerun)
+                 rerun=rerun, wide=wide)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from accelbench.config.errors import ConfigError
 from accelbench.results.fingerprint import machine_fingerprint
+from accelbench.results.fit import KEY, FitTable
 from accelbench.results.record import Record
 from accelbench.results.report.machines import machine_name
 from accelbench.results.table import key_figure
@@ -57,18 +59,22 @@ def select(records: Sequence[Record], machine: str | None = None,
 def list_table(records: Sequence[Record]) -> Table:
     """One row per record: id, time, kind, model, status, device (name and count), machine (its
     id) and key figure; the caption names each machine once (its id, name and host)."""
-    table = Table(title="Results")
-    for column in ("id", "created (UTC)", "kind", "model", "status", "device", "machine",
-                   "key figure"):
-        table.add_column(column, overflow="fold")
+    table = FitTable(title="Results")
+    for column, priority in (("id", KEY), ("created (UTC)", 3), ("kind", KEY), ("model", 1),
+                             ("status", KEY), ("device", 2), ("machine", 4),
+                             ("key figure", KEY)):
+        table.add_column(column, overflow="fold", priority=priority,
+                         whole=column in ("id", "status", "machine"))
     machines: dict[str, str] = {}
     for r in records:
         env = r.environment
         machine = machine_id(env)
         machines.setdefault(machine, f"{machine_name(env)}, host {env.get('host')}")
-        table.add_row(str(r.id), r.created_utc[:16].replace("T", " "), r.kind,
-                      str(r.spec.get("model_name", "")), r.status, device_label(env), machine,
-                      key_figure(r))
+        table.add_row(*(Text(cell) for cell in (
+            str(r.id), r.created_utc[:16].replace("T", " "), r.kind,
+            str(r.spec.get("model_name", "")), r.status, device_label(env), machine,
+            key_figure(r))))
     if machines:
-        table.caption = "machines: " + "; ".join(f"{m} = {name}" for m, name in machines.items())
+        table.caption = Text("machines: " + "; ".join(f"{m} = {name}"
+                                                      for m, name in machines.items()))
     return table

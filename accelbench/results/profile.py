@@ -19,6 +19,7 @@ from accelbench.analytics.profile import (
 from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
+from accelbench.results.fit import KEY
 from accelbench.results.record import Record
 from accelbench.results.store import ResultStore
 from accelbench.results.table import add_plain_row, plain_table
@@ -63,8 +64,10 @@ def _fraction(point: Point, peaks: dict[str, float]) -> str:
 def profile_table(record: Record) -> Table:
     """Every point of a profile record: median time and spread, rate, efficiency."""
     table = plain_table(f"Machine profile ({record.environment.get('device_name', '')})")
-    for column in ("curve", "call", "median ms", "IQR ms", "n", "rate", "of peak / algbw"):
-        table.add_column(column, justify="left" if column in ("curve", "call") else "right")
+    for column, priority in (("curve", KEY), ("call", 1), ("median ms", KEY), ("IQR ms", 2),
+                             ("n", 3), ("rate", KEY), ("of peak / algbw", 1)):
+        table.add_column(column, justify="left" if column in ("curve", "call") else "right",
+                         priority=priority)
     peaks = record.metrics.get("peak_flops_per_s_by_dtype") or {}
     for point in map(point_from_dict, record.metrics.get("points") or []):
         add_plain_row(table, point.curve, point.label, f"{1e3 * point.time_s_median:.3f}",

@@ -10,13 +10,23 @@ from rich.table import Table
 from rich.text import Text
 
 from accelbench.config.vocab import GIB
+from accelbench.results.fit import KEY, FitTable
 from accelbench.results.precision import FP8_CAPTION, has_fp8, precision_text
 from accelbench.results.record import Record
 
 
-def plain_table(title: str, **options: Any) -> Table:
-    """A rich Table whose title is plain text."""
-    return Table(title=Text(title), **options)
+def plain_table(title: str, **options: Any) -> FitTable:
+    """A table that fits its width (results/fit.py) and whose title is plain text."""
+    return FitTable(title=Text(title), **options)
+
+
+def add_columns(table: FitTable, columns: dict[str, int],
+                left: tuple[str, ...] = ("note",)) -> None:
+    """Columns by header with their priority (fit.KEY: always shown; 1, 2, ...: left out when
+    narrow, the largest first); right-justified and whole (never broken) but those in `left`."""
+    for header, priority in columns.items():
+        table.add_column(header, justify="left" if header in left else "right",
+                         overflow="fold", priority=priority)
 
 
 def add_plain_row(table: Table, *cells: object) -> None:
@@ -61,11 +71,10 @@ def with_energy(caption: Text | None, records: list[Record]) -> Text | None:
 def block_table(records: list[Record], title: str = "Transformer block") -> Table:
     """The micro-benchmark grid: one row per batch x dtype, forward and backward apart."""
     table = plain_table(title)
-    for column in ("batch", "dtype", "status", "fwd ms", "bwd ms", "fwd TFLOPS", "bwd TFLOPS",
-                   "tokens/s (f+b)", "MFU (f+b)", "mem GiB", "est. GiB",
-                   *(("J/token",) if _has_energy(records) else ()), "note"):
-        table.add_column(column, justify="left" if column == "note" else "right",
-                         overflow="fold")
+    add_columns(table, {"batch": KEY, "dtype": KEY, "status": KEY, "fwd ms": 3, "bwd ms": 3,
+                        "fwd TFLOPS": 2, "bwd TFLOPS": 2, "tokens/s (f+b)": KEY,
+                        "MFU (f+b)": KEY, "mem GiB": 4, "est. GiB": 5,
+                        **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
         m = r.metrics
         status = "does not fit" if r.status == "oom" else r.status
@@ -103,8 +112,9 @@ def peak_captions(records: list[Record]) -> str:
 def summary_table(records: list[Record]) -> Table:
     """A short listing of stored records."""
     table = plain_table("Results")
-    for column in ("id", "created (UTC)", "kind", "model", "status", "key figure"):
-        table.add_column(column)
+    for column, priority in (("id", KEY), ("created (UTC)", 2), ("kind", KEY), ("model", 1),
+                             ("status", KEY), ("key figure", KEY)):
+        table.add_column(column, priority=priority, whole=column in ("id", "status"))
     for r in records:
         add_plain_row(table, r.id, r.created_utc[:19], r.kind, r.spec.get("model_name", ""),
                       r.status, key_figure(r))
@@ -158,13 +168,13 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
     table = plain_table(title)
     rate = f"{token_unit(records)}s/s"
     sparse = any(r.spec.get("sparsity") for r in records)  # a sparsity sweep: its columns
-    extra = ("sparsity", "speedup vs dense", "loss vs dense") if sparse else ()
-    for column in ("seq", "mb", "gas", "dtype", "recompute", *extra[:1], "status", "step ms",
-                   rate, "TFLOPS", "MFU", "HFU", "mem GiB", "est. GiB", "loss first>last",
-                   *extra[1:], "data wait", *(("J/token",) if _has_energy(records) else ()),
-                   "note"):
-        table.add_column(column, justify="left" if column == "note" else "right",
-                         overflow="fold")
+    level = {"sparsity": KEY} if sparse else {}
+    vs_dense = {"speedup vs dense": KEY, "loss vs dense": 2} if sparse else {}
+    add_columns(table, {"seq": KEY, "mb": KEY, "gas": KEY, "dtype": KEY, "recompute": 2,
+                        **level, "status": KEY, "step ms": 3, rate: KEY, "TFLOPS": 3,
+                        "MFU": KEY, "HFU": 5, "mem GiB": 4, "est. GiB": 6,
+                        "loss first>last": 4, **vs_dense, "data wait": 6,
+                        **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
         m, s = r.metrics, r.spec
         t = m.get("step_time_s_median")
@@ -193,10 +203,9 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
 def scale_table(rows: list[dict], title: str = "Scaling") -> Table:
     """The study's table II: throughput, speedup and scaling efficiency per device count."""
     table = plain_table(title)
-    for column in ("devices", "global batch", "status", "tokens/s", "tokens/s/device",
-                   "speedup", "scaling eff.", "MFU", "note"):
-        table.add_column(column, justify="left" if column == "note" else "right",
-                         overflow="fold")
+    add_columns(table, {"devices": KEY, "global batch": 2, "status": KEY, "tokens/s": KEY,
+                        "tokens/s/device": 2, "speedup": KEY, "scaling eff.": KEY, "MFU": 2,
+                        "note": 1})
     for r in rows:
         add_plain_row(table, r["devices"], r["global_batch"], r["status"],
                       _num(r.get("tokens_per_s_global"), ",.0f"),
