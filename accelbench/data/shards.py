@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.paths import check_out_dir
 from accelbench.data.corpus import Corpus, IterableCorpus
 from accelbench.data.shard_format import (
     INDEX_NAME,
@@ -232,22 +233,6 @@ def _folder_lock(out_dir: Path) -> Iterator[None]:
         except OSError as err:
             raise ConfigError("out", f"{out_dir} is being prepared by another process") from err
         yield
-
-
-def check_out_dir(out_dir: Path, field: str = "out") -> Path:
-    """A shard folder that exists, or can be made: not a file, under a folder this process can
-    write in (checked before any document is read or any file is written)."""
-    allowed = "a folder (made if missing) this user can write in"
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(field, f"{out_dir} is a file, not a folder", allowed)
-    existing = out_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(field, f"{out_dir} cannot be made: {existing} is a file", allowed)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(field, f"{existing} is not writable by this user", allowed)
-    return out_dir
 
 
 def prepare(

@@ -209,6 +209,10 @@ CASES = [
     case("data info {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin holds "
          "token id 60000"),
     case("data info {dir}/afile", "error: data: {dir}/afile is a file, not a shard folder"),
+    # report (its --db checks: test_report.py and docs/results.md)
+    case("report --out {dir}/afile", "error: out: {dir}/afile is a file, not a folder"),
+    case("report --out {dir}/afile/report", "error: out: {dir}/afile/report cannot be made: "
+         "{dir}/afile is a file"),
     # sbatch, hw
     case("sbatch --nodes 0 -- train", "error: nodes: must be a positive number, got 0"),
     case("sbatch --nodes 1 --port 70000 -- train", "error: port: must be a TCP port"),
