@@ -92,6 +92,16 @@ CASES = [
     case("train --model gpt2:heads=7", "error: model.n_head: 7 heads do not divide"),
     case("train --model moe-tiny:top_k=9", "error: model.moe_top_k: 9 experts per token with 8 "
          "experts"),
+    case("train --model moe-tiny:experts=0,top_k=5", "error: model.n_experts: experts must be "
+         "at least 1, got 0"),
+    case("train --model gpt2:top_k=2", "error: model.moe_top_k: moe_top_k given to gpt2, a "
+         "dense model"),
+    case("train --model moe-tiny:moe_first_dense=2", "error: model.moe_first_dense: no "
+         "mixture-of-experts layer is left among 2 layers"),
+    case("train --model llama3-8b:layers=2,hidden=256,heads=4,kv_heads=3", "error: "
+         "model.n_kv_head: 3 key/value heads do not divide 4 heads"),
+    case("train --model llama3-8b:kv_heads=0", "error: model.n_kv_head: kv_heads must be at "
+         "least 1, got 0"),
     case("train --model moe-tiny:moe_gate=relu", "error: model.moe_gate: unknown value 'relu'"),
     case("train --model moe-tiny:capacity_factor=-1", "error: model.capacity_factor: must be 0 "
          "or a positive number, got -1.0"),
