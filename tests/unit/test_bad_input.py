@@ -169,6 +169,12 @@ CASES = [
     case("plan --intra-bw inf", "error: intra-bw: must be a finite number, got inf"),
     case("plan --inter-latency-us -3", "error: inter-latency-us: must not be negative"),
     case("plan --efficiency 1.5", "error: efficiency: must be in (0, 1], got 1.5"),
+    case("plan --nodes 128 --layout dp=3,tp=7", "error: layout: --layout dp=3,tp=7 never "
+         "divides: tp*pp = 7 does not divide the 1024 devices"),
+    case("plan --layout pp=4,pp_first=500", "error: layout.pp: --layout pp=4,pp_first=500 never "
+         "divides"),
+    case("plan --nodes 10000000000", "error: nodes: 10,000,000,000 nodes x 8 = 80,000,000,000 "
+         "devices, more than any layout of gpt3-175b occupies"),
     case("plan --layout dp=1,dp=2", "error: layout.dp: given twice in 'dp=1,dp=2'"),
     case("plan --device tpu-v9", "error: device: unknown device 'tpu-v9'"),
     case("plan --device h100-sxm:memory=96",
