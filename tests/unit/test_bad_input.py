@@ -265,7 +265,6 @@ def make_inputs(folder: Path) -> None:
     (shards / entry["file"]).write_bytes(data)
     entry["sha256"] = hashlib.sha256(data).hexdigest()
     (shards / "index.json").write_text(json.dumps(index, indent=1) + "\n")
-    (shards / ".lock").unlink(missing_ok=True)
 
 
 def _reached(what: str):
