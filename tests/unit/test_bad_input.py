@@ -84,6 +84,13 @@ CASES = [
     case("train --model gpt2 --nproc 2 --device cpu --layout tp=2 --dtype fp8", "error: dtype: "
          "fp8 on layout dp=1,tp=2,pp=1,zero=0,sp=off: float8 layers are built for data-parallel "
          "layouts only"),
+    # names are case-sensitive and lower-case everywhere (config/units.py): never folded
+    case("train --dtype FP32", "error: dtype: unknown value 'FP32' (allowed: fp32, fp16, bf16, "
+         "fp8)"),
+    case("train --recompute Full", "error: recompute: unknown value 'Full' (allowed: none, "
+         "selective, full)"),
+    case("train --device CPU", "error: device: unknown device 'CPU' (allowed: auto, cpu,"),
+    case("train --model GPT2", "error: model: unknown preset 'GPT2' (allowed: "),
     case("train --recompute some", "error: recompute: unknown value 'some'"),
     case("train --seed -1", "error: seed: must be in [0, 2**63 - 1], got -1"),
     case("train --mem-limit 1e999", "error: mem-limit: size '1e999' is not a finite number"),
@@ -151,12 +158,15 @@ CASES = [
     case("block --batch 1,,2", "error: batch: empty item in '1,,2'"),
     case("block --batch 8,8", "error: batch: 8 given twice"),
     case("block --dtype fp32,fp32", "error: dtype: fp32 given twice"),
+    case("block --dtype BF16", "error: dtype: unknown value 'BF16' (allowed: fp32, fp16, "
+         "bf16)"),
     case("block --repeats 0", "error: repeats: must be a positive number, got 0"),
     case("block --warmup -1", "error: warmup: must be 0 or more, got -1"),
     case("block --csv --output {dir}", "error: output: '{dir}' is a directory"),
     # calibrate
     case("calibrate --ops gemm,fft", "error: ops: unknown value 'fft'"),
     case("calibrate --gemm-passes forward,dw", "error: gemm-passes: unknown value 'dw'"),
+    case("calibrate --ops GEMM", "error: ops: unknown value 'GEMM' (allowed: gemm,"),
     case("calibrate --tokens 0", "error: tokens: must be positive, got 0"),
     case("calibrate --memory-sizes 12XB", "error: memory-sizes: cannot read size '12XB'"),
     case("calibrate --message-sizes 4KiB,4096", "error: message-sizes: a size given twice"),
@@ -177,6 +187,12 @@ CASES = [
          "devices, more than any layout of gpt3-175b occupies"),
     case("plan --layout dp=1,dp=2", "error: layout.dp: given twice in 'dp=1,dp=2'"),
     case("plan --device tpu-v9", "error: device: unknown device 'tpu-v9'"),
+    case("plan --device H100-SXM", "error: device: unknown device 'H100-SXM' (allowed: "
+         "a100-40gb,"),
+    case("plan --dtype BF16", "error: dtype: unknown value 'BF16' (allowed: fp32, tf32, fp16, "
+         "bf16, fp8)"),
+    case("plan --layout tp=8,recompute=Full", "error: layout.recompute: unknown value 'Full'"),
+    case("plan --layout tp=8,sp=ON", "error: layout.sp: must be a boolean, got 'ON'"),
     case("plan --device h100-sxm:memory=96",
          "error: device: bad variant item 'memory=96' of 'h100-sxm'"),
     case("plan --device h100-sxm:peak_scale=0",
