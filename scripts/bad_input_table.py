@@ -31,6 +31,11 @@ other file made, no model built); the messages are what this version prints, wri
 commands' `--db` checks (a database that is missing, not SQLite, another program's, read-only)
 are in [results.md](results.md#durability).
 
+One rule for names: precisions, recompute kinds, devices, model presets, layout words
+(`sp=on`, `recompute=full`), operations and every other name are case-sensitive and written in
+lower case, as the allowed values list them: `--dtype FP32` is refused like `--dtype fp64`,
+never read as `fp32`. Units of sizes and counts (`24GiB`, `512mb`, `16M`) are read in any case.
+
 `DIR` is a folder holding these inputs:
 
 | input | what it is |

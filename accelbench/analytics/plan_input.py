@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
-from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
+from accelbench.analytics.planner import (
+    PlanResult,
+    SearchResult,
+    enumerate_layouts,
+    layout_error,
+    plan_fixed,
+    search,
+)
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.published import resolve_shape
 from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
@@ -197,6 +204,57 @@ def _check_links(given: PlanInput) -> None:
                 raise ConfigError(name, f"must not be negative, got {value!r}", ">= 0")
 
 
+def most_devices(model: ModelConfig, global_batch: int, seq: int) -> int:
+    """The most devices any layout of this model and batch can occupy: dp x mb divides the
+    global batch, tp the heads, the stages the layers, and 2 x cp the sequence."""
+    return global_batch * model.n_head * model.n_layer * max(1, seq // 2)
+
+
+def check_cluster_size(given: PlanInput, model: ModelConfig, cluster: ClusterSpec) -> None:
+    """A cluster larger than any layout can occupy is refused before a search (whose divisor
+    lists would grow with it), naming --nodes (or --gpus-per-node on one node)."""
+    most = most_devices(model, given.global_batch, given.seq)
+    if cluster.n_devices <= most:
+        return
+    field = "gpus-per-node" if given.nodes == 1 and given.gpus_per_node else "nodes"
+    raise ConfigError(field, f"{given.nodes:,} nodes x {cluster.devices_per_node:,} = "
+                      f"{cluster.n_devices:,} devices, more than any layout of {model.name} "
+                      f"occupies: {most:,} (dp <= global batch {given.global_batch}, tp <= "
+                      f"{model.n_head} heads, pp <= {model.n_layer} layers, cp <= seq / 2)",
+                      f"nodes x gpus-per-node <= {most:,}")
+
+
+def check_divides(request: PlanRequest, layout_text: str) -> None:
+    """A partial --layout (or, without one, the cluster) that no candidate of the search can
+    divide is bad input, refused before a search: of the arithmetic rules the candidates break,
+    the one latest in the rules' order says why (its candidate passed the most of them); with
+    no candidate at all, the devices cannot be split. A full
+    --layout is checked by plan_fixed, also before anything prints."""
+    if request.full:
+        return
+    model, cluster, setup = request.model, request.cluster, request.setup
+    broken: dict[str, ConfigError] = {}  # rule key -> the first candidate's error
+    for layout in enumerate_layouts(model, cluster, setup, request.fixed):
+        found = layout_error(model, cluster, setup, layout)
+        if found is None:
+            return
+        broken.setdefault(*found)
+    field = "layout" if request.fixed else "nodes"  # what the user chose that cannot divide
+    given = (f"--layout {layout_text}" if request.fixed else
+             f"{model.name} on {cluster.n_devices:,} devices with global batch "
+             f"{setup.global_batch}")
+    if not broken:
+        raise ConfigError(field, f"{given}: no split of the devices into dp x tp x pp x cp "
+                          f"with dp dividing the global batch, tp <= "
+                          f"{cluster.devices_per_node} in a node unless given, pp dividing "
+                          f"{model.n_layer} layers", "a device count such a split reaches")
+    order = list(RULES_BY_KEY)  # the candidate that passed the most rules says most
+    error = broken[max(broken, key=order.index)]
+    if error.field.startswith("layout") and request.fixed:
+        field = error.field  # the layout field the rule names
+    raise ConfigError(field, f"{given} never divides: {error.problem}", error.allowed)
+
+
 def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) -> PlanRequest:
     """Check every input (ConfigError naming the first bad one) and resolve model, cluster,
     set-up and --layout fields; a measured profile (the CLI loads it) times the compute and
@@ -220,6 +278,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
     cluster = make_cluster(given.device, given.nodes, given.gpus_per_node, given.intra_bw,
                            given.inter_bw, _us(given.intra_latency_us),
                            _us(given.inter_latency_us))
+    check_cluster_size(given, model, cluster)
     compute_rates(cluster.device, given.dtype)  # the peaks the precision needs, before a search
     if profile is not None:
         cluster = replace(cluster, profile=profile)
@@ -230,8 +289,10 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
                        given.fused_attention, given.sparsity, given.sparsity_pattern,
                        given.overlap, moe_imbalance=given.moe_imbalance)
-    return PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
-                       given.train_tokens)
+    request = PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
+                          given.train_tokens)
+    check_divides(request, given.layout)
+    return request
 
 
 def run_plan(request: PlanRequest) -> PlanOutcome:

@@ -17,6 +17,7 @@ from typing import Any
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.memory import MemoryBreakdown, memory_per_device
 from accelbench.analytics.steptime import StepBreakdown, TrainSetup, estimate_step
+from accelbench.config.errors import ConfigError
 from accelbench.config.layout import (
     ARITHMETIC,
     RUNTIME,
@@ -117,6 +118,15 @@ def layout_key_problem(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup
     target, m = plan_target(cfg, cluster, setup), _n_micro(setup, layout)
     rule = first_broken(layout, target, m, (ARITHMETIC,))
     return None if rule is None else (rule.key, rule.reason(layout, target, m))
+
+
+def layout_error(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
+                 layout: Layout) -> tuple[str, ConfigError] | None:
+    """(rule key, the rule's ConfigError) of the first arithmetic rule a layout breaks, or
+    None when it divides."""
+    target, m = plan_target(cfg, cluster, setup), _n_micro(setup, layout)
+    rule = first_broken(layout, target, m, (ARITHMETIC,))
+    return None if rule is None else (rule.key, rule.error(layout, target, m))
 
 
 def layout_problem(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
@@ -288,8 +298,7 @@ def plan_fixed(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
     raises that rule's ConfigError, one that does not fit comes back with memory.fits False,
     for the caller to say."""
     layout = fixed_layout(cluster, fields)
-    target, m = plan_target(cfg, cluster, setup), _n_micro(setup, layout)
-    rule = first_broken(layout, target, m, (ARITHMETIC,))
-    if rule is not None:
-        raise rule.error(layout, target, m)
+    broken = layout_error(cfg, cluster, setup, layout)
+    if broken is not None:
+        raise broken[1]
     return evaluate(cfg, cluster, setup, layout, efficiency)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.options import RERUN_HELP
+from accelbench.cli.train import recorded
 
 if TYPE_CHECKING:  # the benchmark imports torch: loaded when the command runs, not for --help
     from accelbench.bench.block import BlockSpec
@@ -22,14 +23,16 @@ def _note(text: str) -> None:
 
 def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
          output: Path | None, rerun: bool = False, wide: bool = False) -> None:
-    """Sweep, store each cell as it lands, then print the table (and JSON/CSV if asked): the
-    banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes there).
-    Cells finished on this machine before are skipped and shown from the store, unless rerun."""
+    """Sweep through the one run-and-record session (results.session, as train and a study's
+    block sweeps), storing each cell as it lands, then print the table (and JSON/CSV if asked):
+    the banner and progress on stderr, the table on stdout (on stderr when JSON/CSV goes
+    there). Cells finished on this machine before are skipped and shown from the store, unless
+    rerun; SIGINT/SIGTERM prints what was kept in one line and exits 130/143."""
     from accelbench.bench.block import run_block_sweep
     from accelbench.hardware.detect import resolve_device
     from accelbench.hardware.environment import environment
     from accelbench.results.recorder import Recorder
-    from accelbench.results.resume import Resume
+    from accelbench.results.session import SweepView
     from accelbench.results.store import ResultStore
     from accelbench.results.table import block_table
 
@@ -37,18 +40,23 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
     check_emit(as_json, as_csv, output)
     device = resolve_device(spec.device)
     recorder = Recorder(ResultStore(db), environment(device))
-    console.print(Text.assemble(
-        (spec.model.name, "bold"), f" block on {device} "
-        f"({recorder.environment['device_name']}); results -> {recorder.store.path}"))
-    resume = Resume(recorder, _note, rerun)
-    with progress_bar("block") as progress:
-        run_block_sweep(spec, resume.sink, progress, resume.skip)
-    if resume.summary():
-        _note(resume.summary())
-    cells = [r for r in resume.records if r.kind == "block"]  # peaks: in the caption
-    table = block_table(cells, f"{spec.model.name} block, seq {spec.seq_len}")
-    table_console((as_json or as_csv) and output is None, wide).print(table)
-    emit(resume.records, as_json, as_csv, output)
+    title = f"{spec.model.name} block, seq {spec.seq_len}"
+
+    def sweep(sink, step, cell, skip):  # the bar ends before a line about an interruption
+        def shown(i: int, total: int, label: str) -> None:
+            cell(i, total, label)
+            progress(i, total, label)
+
+        with progress_bar("block") as progress:
+            return run_block_sweep(spec, sink, shown, skip)
+
+    view = SweepView(banner=lambda text: console.print(Text(text, style="bold")),
+                     cell=lambda i, total, label: None, step=None,
+                     failed=lambda record: None, note=_note)
+    records = recorded(sweep, recorder, view, title, rerun=rerun)
+    cells = [r for r in records if r.kind == "block"]  # peaks: in the caption
+    table_console((as_json or as_csv) and output is None, wide).print(block_table(cells, title))
+    emit(records, as_json, as_csv, output)
     recorder.close()  # raises, naming the file, if a record could not be stored
 
 

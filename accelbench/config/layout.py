@@ -136,15 +136,15 @@ def default_schedule(vp: int) -> str:
 
 def _parse_value(key: str, value: str) -> int | bool | str:
     """One --layout value, checked: a positive int, a ZeRO stage, a boolean or a choice."""
-    if key == "sp":
-        if value.lower() in _TRUE + _FALSE:
-            return value.lower() in _TRUE
+    if key == "sp":  # words are lower-case, as every name (config/units.py)
+        if value in _TRUE + _FALSE:
+            return value in _TRUE
         raise ConfigError("layout.sp", f"must be a boolean, got {value!r}",
-                          "0, 1, on, off, true, false")
+                          ", ".join(_TRUE + _FALSE))
     if key == "schedule":
-        return require_choice("layout.schedule", value.lower(), PP_SCHEDULES)
+        return require_choice("layout.schedule", value, PP_SCHEDULES)
     if key == "recompute":
-        return require_choice("layout.recompute", value.lower(), RECOMPUTE_KINDS)
+        return require_choice("layout.recompute", value, RECOMPUTE_KINDS)
     allowed = ", ".join(map(str, ZERO_STAGES)) if key == "zero" else "an integer >= 1"
     try:
         number = int(value)

@@ -8,7 +8,7 @@ from accelbench.config import presets_gpt3 as _gpt3  # noqa: F401  (registers th
 from accelbench.config import presets_llama as _llama  # noqa: F401  (registers the Llama family)
 from accelbench.config import presets_moe as _moe  # noqa: F401  (registers the MoE presets)
 from accelbench.config.errors import ConfigError
-from accelbench.config.model import ModelConfig
+from accelbench.config.model import ModelConfig, moe_layer_count
 from accelbench.config.preset_registry import GPT2_VOCAB, get_preset, preset_names, register
 
 __all__ = ["GPT2_VOCAB", "get_preset", "preset_names", "register", "resolve_model"]
@@ -30,15 +30,18 @@ for _cfg in (
     register(_cfg)
 
 
-_INT_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "n_positions", "d_ff",
+_INT_FIELDS = ("n_layer", "n_head", "n_kv_head", "d_model", "vocab_size", "n_positions", "d_ff",
                "n_experts", "moe_top_k", "n_shared_experts", "moe_ffn_dim", "moe_every",
                "moe_first_dense")
 _FLOAT_FIELDS = ("capacity_factor", "aux_loss_coef")
 _TEXT_FIELDS = ("moe_gate",)
-_ALIASES = {"layers": "n_layer", "heads": "n_head", "hidden": "d_model", "vocab": "vocab_size",
-            "positions": "n_positions", "ffn": "d_ff", "experts": "n_experts",
-            "top_k": "moe_top_k"}
+_ALIASES = {"layers": "n_layer", "heads": "n_head", "kv_heads": "n_kv_head", "hidden": "d_model",
+            "vocab": "vocab_size", "positions": "n_positions", "ffn": "d_ff",
+            "experts": "n_experts", "top_k": "moe_top_k"}
 _FIELDS = _INT_FIELDS + _FLOAT_FIELDS + _TEXT_FIELDS
+# The overrides that shape a mixture of experts; each needs a model with experts.
+_MOE_FIELDS = ("n_experts", "moe_top_k", "n_shared_experts", "moe_ffn_dim", "moe_every",
+               "moe_first_dense", "capacity_factor", "aux_loss_coef", "moe_gate")
 
 
 def _override_value(key: str, value: str) -> object:
@@ -71,5 +74,38 @@ def resolve_model(spec: str) -> ModelConfig:
     if name == "custom" and not {"n_layer", "n_head", "d_model"} <= changes.keys():
         raise ConfigError("model", "custom needs layers, heads and hidden",
                           "custom:layers=L,heads=H,hidden=D")
+    _check_counts(changes)
     label = spec if changes else base.name
-    return base.with_changes(name=label, **changes) if changes else base
+    cfg = base.with_changes(name=label, **changes) if changes else base
+    _check_moe(base, cfg, changes)
+    return cfg
+
+
+def _check_counts(changes: dict[str, object]) -> None:
+    """Overrides whose 0 would mean something else in the config: kv_heads=0 (all heads) and
+    experts=0 (a dense model, silently) are refused; a dense model is a dense preset."""
+    if "n_kv_head" in changes and not changes["n_kv_head"] >= 1:  # type: ignore[operator]
+        raise ConfigError("model.n_kv_head", f"kv_heads must be at least 1, got "
+                          f"{changes['n_kv_head']}", "1 or more, dividing the heads")
+    if "n_experts" in changes and not changes["n_experts"] >= 1:  # type: ignore[operator]
+        raise ConfigError("model.n_experts", f"experts must be at least 1, got "
+                          f"{changes['n_experts']} (0 would train a dense model)",
+                          "1 or more; a dense model: a dense preset")
+
+
+def _check_moe(base: ModelConfig, cfg: ModelConfig, changes: dict[str, object]) -> None:
+    """MoE overrides must leave a mixture of experts: none on a dense model, and the layers
+    left after moe_first_dense / moe_every must hold at least one MoE layer."""
+    given = [key for key in _MOE_FIELDS if key in changes]
+    if not cfg.n_experts:
+        if given:
+            raise ConfigError(f"model.{given[0]}", f"{given[0]} given to {base.name}, a dense "
+                              "model (no experts)", "with experts=N, or a preset with experts")
+        return
+    if moe_layer_count(cfg) == 0:
+        key = "moe_first_dense" if cfg.moe_first_dense >= cfg.n_layer else "moe_every"
+        raise ConfigError(f"model.{key}", f"no mixture-of-experts layer is left among "
+                          f"{cfg.n_layer} layers (moe_first_dense={cfg.moe_first_dense}, "
+                          f"moe_every={cfg.moe_every})",
+                          "moe_first_dense < layers, and a multiple of moe_every from "
+                          "moe_first_dense + 1 to layers")

@@ -1,4 +1,8 @@
-"""Parsing of user-facing quantities (sizes in bytes, comma lists) with field-naming errors."""
+"""Parsing of user-facing quantities (sizes in bytes, comma lists) with field-naming errors.
+
+Names (precisions, recompute kinds, devices, presets, layout words, operations) are
+case-sensitive and written in lower case: 'FP32' is refused with the allowed values, never read
+as 'fp32'. The unit of a size or count ('24GiB', '512mb', '16M') is a unit, read in any case."""
 
 from __future__ import annotations
 
@@ -29,12 +33,12 @@ def parse_bytes(field: str, text: str) -> int:
     return int(value)
 
 
-def _items(field: str, text: str, allowed: str, lower: bool = False) -> list[str]:
+def _items(field: str, text: str, allowed: str) -> list[str]:
     """The comma-separated items of `text`, stripped; an empty item ('1,,2', '1,', ',') or
     an empty list is refused rather than silently dropped."""
     if not text.strip():
         raise ConfigError(field, "needs at least one value", allowed)
-    items = [s.strip().lower() if lower else s.strip() for s in text.split(",")]
+    items = [s.strip() for s in text.split(",")]
     if "" in items:
         raise ConfigError(field, f"empty item in {text!r}", allowed)
     return items
@@ -66,9 +70,10 @@ def parse_int_list(field: str, text: str) -> tuple[int, ...]:
 
 
 def parse_choice_list(field: str, text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """'fp32,bf16' -> ('fp32', 'bf16'), each one of `allowed`, given once, no empty item."""
+    """'fp32,bf16' -> ('fp32', 'bf16'), each one of `allowed` as written there (names are
+    case-sensitive: 'FP32' is refused, naming the allowed values), given once, no empty item."""
     names = ", ".join(allowed)
-    values = _items(field, text, names, lower=True)
+    values = _items(field, text, names)
     for value in values:
         if value not in allowed:
             raise ConfigError(field, f"unknown value {value!r}", names)

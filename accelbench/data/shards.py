@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.paths import check_out_dir
 from accelbench.data.corpus import Corpus, IterableCorpus
 from accelbench.data.shard_format import (
     INDEX_NAME,
@@ -217,37 +218,70 @@ def _start_or_resume(out_dir: Path, settings: dict) -> dict:
     return index
 
 
+LOCK_NAME = ".lock"
+_LOCK_TRIES = 3
+
+
 @contextlib.contextmanager
 def _folder_lock(out_dir: Path) -> Iterator[None]:
     """One preparation per folder at a time (POSIX record lock: owned by this process alone,
-    so forked workers do not inherit it, and the kernel drops it when the process dies)."""
+    so forked workers do not inherit it, and the kernel drops it when the process dies). The
+    lock file is removed on the way out, however the preparation ends (done, refused, killed
+    by an exception), while the lock is still held; a process that locked a file removed
+    meanwhile sees it is no longer the folder's lock file and tries again."""
     try:
         import fcntl
     except ImportError:
         yield
         return
-    with open(out_dir / ".lock", "w") as handle:
+    path = out_dir / LOCK_NAME
+    for _ in range(_LOCK_TRIES):
+        with open(path, "a") as handle:
+            try:
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                raise ConfigError("out", f"{out_dir} is being prepared by another process",
+                                  "one preparation per folder at a time") from err
+            if not _is_file_at(handle.fileno(), path):
+                continue  # its holder finished and removed it: lock the folder's new file
+            try:
+                yield
+            finally:
+                path.unlink(missing_ok=True)
+            return
+    raise ConfigError("out", f"{out_dir} is being prepared by another process",
+                      "one preparation per folder at a time")
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the file at `path`."""
+    try:
+        there = path.stat()
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost folder of `folder` (itself included) that does not exist yet, or None."""
+    missing = None
+    while not folder.exists() and folder != folder.parent:
+        missing, folder = folder, folder.parent
+    return missing
+
+
+def _remove_if_empty(folder: Path, up_to: Path) -> None:
+    """Remove `folder` and its parents up to `up_to` where each is empty (a refused
+    preparation leaves none of the folders it made)."""
+    while True:
         try:
-            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            raise ConfigError("out", f"{out_dir} is being prepared by another process") from err
-        yield
-
-
-def check_out_dir(out_dir: Path, field: str = "out") -> Path:
-    """A shard folder that exists, or can be made: not a file, under a folder this process can
-    write in (checked before any document is read or any file is written)."""
-    allowed = "a folder (made if missing) this user can write in"
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(field, f"{out_dir} is a file, not a folder", allowed)
-    existing = out_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(field, f"{out_dir} cannot be made: {existing} is a file", allowed)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(field, f"{existing} is not writable by this user", allowed)
-    return out_dir
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == up_to or folder == folder.parent:
+            return
+        folder = folder.parent
 
 
 def prepare(
@@ -273,12 +307,18 @@ def prepare(
     if not isinstance(corpus, Corpus):
         corpus = IterableCorpus(corpus)
     out_dir = check_out_dir(Path(out_dir))
+    made = _first_missing(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = _settings(corpus, tokenizer, shard_tokens, max_tokens, chunk_chars)
-    with _folder_lock(out_dir):
-        index = _start_or_resume(out_dir, settings)
-        if not index["complete"]:
-            _fill(corpus, tokenizer, out_dir, index, workers, progress)
+    try:
+        with _folder_lock(out_dir):
+            index = _start_or_resume(out_dir, settings)
+            if not index["complete"]:
+                _fill(corpus, tokenizer, out_dir, index, workers, progress)
+    except ConfigError:
+        if made is not None:
+            _remove_if_empty(out_dir, made)
+        raise
     return index
 
 

@@ -132,8 +132,8 @@ def device_keys() -> list[str]:
 
 
 def get_spec(key: str) -> DeviceSpec:
-    """Look up a device by key or alias; ConfigError names the known keys."""
-    key = key.lower()
+    """Look up a device by key or alias, case-sensitive as every name ('H100-SXM' is
+    refused); ConfigError names the known keys."""
     for spec in _SPECS:
         if key == spec.key or key in spec.aliases:
             return spec

@@ -56,7 +56,7 @@ def stopped_sweep(stop: Interrupted, recorder: Recorder, seen: CellSeen,
     elif seen.current:
         what = f"{cell} was running in this process and is not recorded"
     else:
-        what = "no cell had started"
+        what = "no cell was running" if kept else "no cell had started"
     line = (f"interrupted by {signal_name(stop.signum)}: {kept} cell(s) recorded in "
             f"{recorder.store.path}; {what}")
     return SweepInterrupted(line, stop.exit_code)

@@ -84,6 +84,13 @@ CASES = [
     case("train --model gpt2 --nproc 2 --device cpu --layout tp=2 --dtype fp8", "error: dtype: "
          "fp8 on layout dp=1,tp=2,pp=1,zero=0,sp=off: float8 layers are built for data-parallel "
          "layouts only"),
+    # names are case-sensitive and lower-case everywhere (config/units.py): never folded
+    case("train --dtype FP32", "error: dtype: unknown value 'FP32' (allowed: fp32, fp16, bf16, "
+         "fp8)"),
+    case("train --recompute Full", "error: recompute: unknown value 'Full' (allowed: none, "
+         "selective, full)"),
+    case("train --device CPU", "error: device: unknown device 'CPU' (allowed: auto, cpu,"),
+    case("train --model GPT2", "error: model: unknown preset 'GPT2' (allowed: "),
     case("train --recompute some", "error: recompute: unknown value 'some'"),
     case("train --seed -1", "error: seed: must be in [0, 2**63 - 1], got -1"),
     case("train --mem-limit 1e999", "error: mem-limit: size '1e999' is not a finite number"),
@@ -92,6 +99,16 @@ CASES = [
     case("train --model gpt2:heads=7", "error: model.n_head: 7 heads do not divide"),
     case("train --model moe-tiny:top_k=9", "error: model.moe_top_k: 9 experts per token with 8 "
          "experts"),
+    case("train --model moe-tiny:experts=0,top_k=5", "error: model.n_experts: experts must be "
+         "at least 1, got 0"),
+    case("train --model gpt2:top_k=2", "error: model.moe_top_k: moe_top_k given to gpt2, a "
+         "dense model"),
+    case("train --model moe-tiny:moe_first_dense=2", "error: model.moe_first_dense: no "
+         "mixture-of-experts layer is left among 2 layers"),
+    case("train --model llama3-8b:layers=2,hidden=256,heads=4,kv_heads=3", "error: "
+         "model.n_kv_head: 3 key/value heads do not divide 4 heads"),
+    case("train --model llama3-8b:kv_heads=0", "error: model.n_kv_head: kv_heads must be at "
+         "least 1, got 0"),
     case("train --model moe-tiny:moe_gate=relu", "error: model.moe_gate: unknown value 'relu'"),
     case("train --model moe-tiny:capacity_factor=-1", "error: model.capacity_factor: must be 0 "
          "or a positive number, got -1.0"),
@@ -141,12 +158,15 @@ CASES = [
     case("block --batch 1,,2", "error: batch: empty item in '1,,2'"),
     case("block --batch 8,8", "error: batch: 8 given twice"),
     case("block --dtype fp32,fp32", "error: dtype: fp32 given twice"),
+    case("block --dtype BF16", "error: dtype: unknown value 'BF16' (allowed: fp32, fp16, "
+         "bf16)"),
     case("block --repeats 0", "error: repeats: must be a positive number, got 0"),
     case("block --warmup -1", "error: warmup: must be 0 or more, got -1"),
     case("block --csv --output {dir}", "error: output: '{dir}' is a directory"),
     # calibrate
     case("calibrate --ops gemm,fft", "error: ops: unknown value 'fft'"),
     case("calibrate --gemm-passes forward,dw", "error: gemm-passes: unknown value 'dw'"),
+    case("calibrate --ops GEMM", "error: ops: unknown value 'GEMM' (allowed: gemm,"),
     case("calibrate --tokens 0", "error: tokens: must be positive, got 0"),
     case("calibrate --memory-sizes 12XB", "error: memory-sizes: cannot read size '12XB'"),
     case("calibrate --message-sizes 4KiB,4096", "error: message-sizes: a size given twice"),
@@ -159,8 +179,20 @@ CASES = [
     case("plan --intra-bw inf", "error: intra-bw: must be a finite number, got inf"),
     case("plan --inter-latency-us -3", "error: inter-latency-us: must not be negative"),
     case("plan --efficiency 1.5", "error: efficiency: must be in (0, 1], got 1.5"),
+    case("plan --nodes 128 --layout dp=3,tp=7", "error: layout: --layout dp=3,tp=7 never "
+         "divides: tp*pp*cp = 7 does not divide the 1024 devices"),
+    case("plan --layout pp=4,pp_first=500", "error: layout.pp: --layout pp=4,pp_first=500 never "
+         "divides"),
+    case("plan --nodes 10000000000", "error: nodes: 10,000,000,000 nodes x 8 = 80,000,000,000 "
+         "devices, more than any layout of gpt3-175b occupies"),
     case("plan --layout dp=1,dp=2", "error: layout.dp: given twice in 'dp=1,dp=2'"),
     case("plan --device tpu-v9", "error: device: unknown device 'tpu-v9'"),
+    case("plan --device H100-SXM", "error: device: unknown device 'H100-SXM' (allowed: "
+         "a100-40gb,"),
+    case("plan --dtype BF16", "error: dtype: unknown value 'BF16' (allowed: fp32, tf32, fp16, "
+         "bf16, fp8)"),
+    case("plan --layout tp=8,recompute=Full", "error: layout.recompute: unknown value 'Full'"),
+    case("plan --layout tp=8,sp=ON", "error: layout.sp: must be a boolean, got 'ON'"),
     case("plan --device h100-sxm:memory=96",
          "error: device: bad variant item 'memory=96' of 'h100-sxm'"),
     case("plan --device h100-sxm:peak_scale=0",
@@ -209,6 +241,10 @@ CASES = [
     case("data info {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin holds "
          "token id 60000"),
     case("data info {dir}/afile", "error: data: {dir}/afile is a file, not a shard folder"),
+    # report (its --db checks: test_report.py and docs/results.md)
+    case("report --out {dir}/afile", "error: out: {dir}/afile is a file, not a folder"),
+    case("report --out {dir}/afile/report", "error: out: {dir}/afile/report cannot be made: "
+         "{dir}/afile is a file"),
     # sbatch, hw
     case("sbatch --nodes 0 -- train", "error: nodes: must be a positive number, got 0"),
     case("sbatch --nodes 1 --port 70000 -- train", "error: port: must be a TCP port"),
@@ -245,7 +281,6 @@ def make_inputs(folder: Path) -> None:
     (shards / entry["file"]).write_bytes(data)
     entry["sha256"] = hashlib.sha256(data).hexdigest()
     (shards / "index.json").write_text(json.dumps(index, indent=1) + "\n")
-    (shards / ".lock").unlink(missing_ok=True)
 
 
 def _reached(what: str):

@@ -43,7 +43,12 @@ def test_parse_layout_fields_and_defaults() -> None:
     assert lay.pp_schedule == "interleaved_1f1b" and lay.world_size == 2 and lay.n_stages == 4
     assert parse_layout(lay.label(), RUNTIME_KEYS) == lay
     assert parse_layout("tp=2,sp=on,schedule=gpipe").sp is True
-    assert parse_layout("tp=2,pp_schedule=GPipe").pp_schedule == "gpipe"
+    assert parse_layout("tp=2,pp_schedule=gpipe").pp_schedule == "gpipe"
+    for text, field in (("tp=2,pp_schedule=GPipe", "layout.schedule"), ("tp=2,sp=On", "layout.sp"),
+                        ("recompute=FULL", "layout.recompute")):  # names are lower-case only
+        with pytest.raises(ConfigError) as err:
+            parse_layout(text)
+        assert err.value.field == field
     assert parse_layout_fields("dp=16,tp=8,sp=off,schedule=1f1b") == {
         "dp": 16, "tp": 8, "sp": False, "pp_schedule": "1f1b"}
     lay = Layout(dp=2, tp=4, pp=3)

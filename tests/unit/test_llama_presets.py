@@ -43,6 +43,30 @@ def test_overrides_keep_the_llama_switches():
     assert (cfg.n_layer, cfg.activation, cfg.norm, cfg.kv_heads) == (2, "swiglu", "rmsnorm", 8)
 
 
+def test_a_shrunk_llama_changes_its_kv_heads_and_vocabulary():
+    """The docs/models.md shrink: layers alone leave the 128k-token embedding and head; with
+    kv_heads, hidden, ffn and vocab it is small on every axis."""
+    assert total_params(resolve_model("llama3-8b:layers=2")) == 1_486_901_248
+    cfg = resolve_model("llama3-8b:layers=2,hidden=256,heads=4,kv_heads=2,ffn=768,vocab=8192")
+    assert (cfg.n_layer, cfg.n_head, cfg.kv_heads, cfg.vocab_size) == (2, 4, 2, 8192)
+    assert (cfg.activation, cfg.norm, cfg.rotary_base) == ("swiglu", "rmsnorm", 500000.0)
+    assert total_params(cfg) == 5_768_448
+    assert resolve_model("gpt2:kv_heads=4").kv_heads == 4  # grouped-query GPT-2
+
+
+@pytest.mark.parametrize("spec,start", [
+    ("llama3-8b:layers=2,hidden=256,heads=4,kv_heads=3", "model.n_kv_head: 3 key/value heads "
+     "do not divide 4 heads"),
+    ("llama3-8b:kv_heads=0", "model.n_kv_head: kv_heads must be at least 1, got 0"),
+    ("llama3-8b:kv_heads=-2", "model.n_kv_head: kv_heads must be at least 1, got -2"),
+    ("llama3-8b:heads=4,hidden=256", "model.n_kv_head: 8 key/value heads do not divide 4"),
+])
+def test_bad_kv_heads_overrides_are_refused(spec, start):
+    with pytest.raises(ConfigError) as err:
+        resolve_model(spec)
+    assert str(err.value).startswith(start)
+
+
 @pytest.mark.parametrize("change,field", [
     ({"rope_scaling": "yarn"}, "model.rope_scaling"),
     ({"rope_scaling": "llama3", "rope_high_freq_factor": 0.5}, "model.rope_high_freq_factor"),

@@ -255,10 +255,11 @@ def test_no_aux_loss_without_its_coefficient():
     assert all(m.aux_loss is None for m in moe_layers(model))
 
 
-@pytest.mark.parametrize("spec", ["moe-tiny:experts=0", "moe-tiny:moe_first_dense=2"])
-def test_a_coefficient_without_moe_layers_trains_dense(spec):
-    """A preset made dense by an override keeps its aux_loss_coef; no loss is added."""
-    cfg = resolve_model(spec).with_changes(vocab_size=256)
+@pytest.mark.parametrize("change", [{"n_experts": 0}, {"moe_first_dense": 2}])
+def test_a_coefficient_without_moe_layers_trains_dense(change):
+    """A config made dense in Python keeps its aux_loss_coef; no loss is added (on the command
+    line such an override is refused: test_overrides_that_leave_no_moe_are_refused)."""
+    cfg = get_preset("moe-tiny").with_changes(vocab_size=256, **change)
     assert cfg.aux_loss_coef > 0 and not cfg.is_moe
     model = GPT(cfg)
     idx = torch.randint(0, cfg.vocab_size, (1, 8))
@@ -322,8 +323,30 @@ def test_overrides_reach_the_moe_fields():
     cfg = resolve_model("moe-tiny:experts=4,top_k=1,capacity_factor=1.25,moe_gate=sigmoid")
     assert (cfg.n_experts, cfg.moe_top_k, cfg.capacity_factor, cfg.moe_gate) == (
         4, 1, 1.25, "sigmoid")
-    assert total_params(resolve_model("moe-tiny:experts=0")) == total_params(
+    assert total_params(get_preset("moe-tiny").with_changes(n_experts=0)) == total_params(
         get_preset("llama-tiny"))
+
+
+@pytest.mark.parametrize("spec,start", [
+    ("moe-tiny:experts=0,top_k=5", "model.n_experts: experts must be at least 1, got 0"),
+    ("moe-tiny:experts=-1", "model.n_experts: experts must be at least 1, got -1"),
+    ("moe-tiny:experts=2,top_k=3", "model.moe_top_k: 3 experts per token with 2 experts"),
+    ("moe-tiny:top_k=0", "model.moe_top_k: 0 experts per token"),
+    ("gpt2:top_k=2", "model.moe_top_k: moe_top_k given to gpt2, a dense model"),
+    ("llama-tiny:capacity_factor=1.0", "model.capacity_factor: capacity_factor given to "
+     "llama-tiny, a dense model"),
+    ("moe-tiny:moe_first_dense=2", "model.moe_first_dense: no mixture-of-experts layer is left "
+     "among 2 layers"),
+    ("moe-tiny:layers=4,moe_every=5", "model.moe_every: no mixture-of-experts layer is left "
+     "among 4 layers"),
+])
+def test_overrides_that_leave_no_moe_are_refused(spec, start):
+    """An MoE override never yields a dense model silently: experts >= 1, top_k within them,
+    MoE fields only with experts, at least one MoE layer left."""
+    with pytest.raises(ConfigError) as err:
+        resolve_model(spec)
+    assert str(err.value).startswith(start)
+    assert resolve_model("gpt2:experts=4,top_k=1").is_moe  # experts turn a dense preset MoE
 
 
 def test_dense_models_count_as_before():

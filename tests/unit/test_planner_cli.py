@@ -47,10 +47,39 @@ def test_bad_inputs_raise_config_error(args: list[str], field: str) -> None:
     assert out.exception.field == field
 
 
-def test_no_layout_prints_the_rejection_reasons() -> None:
-    out = CliRunner().invoke(app, [*GPT3_ON_8, "--layout", "tp=3"])
+@pytest.mark.parametrize("args,field,says", [
+    (["--layout", "tp=3"], "layout", "--layout tp=3 never divides: tp*pp*cp = 3 does not divide "
+     "the 8 devices"),
+    (["--nodes", "128", "--layout", "dp=3,tp=7"], "layout", "--layout dp=3,tp=7 never divides: "
+     "tp*pp*cp = 7 does not divide the 1024 devices"),
+    (["--layout", "pp=4,pp_first=500"], "layout.pp", "--layout pp=4,pp_first=500 never "
+     "divides: pp_first=500, pp_last=0 leave -404 layers"),
+    (["--nodes", "10000000000"], "nodes", "10,000,000,000 nodes x 8 = 80,000,000,000 devices, "
+     "more than any layout of gpt3-175b occupies: 75,497,472 "),
+    (["--nodes", "100"], "nodes", "gpt3-175b on 800 devices with global batch 8: no split of "
+     "the devices into dp x tp x pp x cp"),
+    (["--nodes", "64", "--global-batch", "32"], "nodes", "gpt3-175b on 512 devices with global "
+     "batch 32 never divides: m = 1 micro-batches per step cannot fill pp = 16 stages"),
+    (["--nodes", "2", "--layout", "pp=16"], "layout", "--layout pp=16 never divides: m = 8 "
+     "micro-batches per "
+     "step cannot fill pp = 16 stages"),
+])
+def test_a_search_that_can_never_divide_is_bad_input(args: list[str], field: str,
+                                                      says: str) -> None:
+    """Fields of --layout (or a cluster size) that no candidate divides are refused in the
+    library before a search, as one ConfigError (exit 2, one line, nothing printed first)."""
+    out = CliRunner().invoke(app, [*GPT3_ON_8, *args])
+    assert isinstance(out.exception, ConfigError), out.output
+    assert out.exception.field == field and str(out.exception).startswith(f"{field}: {says}")
+    assert out.output == ""
+
+
+def test_no_layout_that_fits_prints_the_rejection_reasons() -> None:
+    """Layouts that divide but none fits: a result (exit 1), with what rejected them."""
+    out = CliRunner().invoke(app, GPT3_ON_8)
     assert out.exit_code == 1
-    assert "rejected:" in out.stderr and "tp*pp*cp = 3 does not divide the 8 devices" in out.stderr
+    assert out.stderr.startswith("no layout divides and fits")
+    assert "rejected:" in out.stderr and "x does not fit" in out.stderr
     assert out.stdout == ""
 
 

@@ -269,3 +269,61 @@ def test_cli_info_reports_a_corrupt_shard_in_one_line(prepared) -> None:
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: data: shard ")
     assert "shard_00001.bin has sha256" in bad.stderr
+
+
+def _bad_jsonl(path: Path) -> Path:
+    """A JSONL file whose first line reads and whose second is not JSON: refused mid-way."""
+    path.write_text('{"text": "a first document"}\nnot json\n')
+    return path
+
+
+def test_a_refused_source_leaves_no_lock_and_no_folder_it_made(tmp_path, monkeypatch,
+                                                               capsys) -> None:
+    """A source refused during preparation (line 2 of a JSONL file) ends in one error line,
+    exit 2, and removes the lock file and the folders prepare made; a folder that existed
+    stays, without a lock file."""
+    from cli_run import run_main
+
+    bad = _bad_jsonl(tmp_path / "bad.jsonl")
+    out = tmp_path / "new" / "shards"
+    code, _, err = run_main(monkeypatch, capsys, "data", "prepare", "--source", str(bad),
+                            "--out", str(out), "--no-progress")
+    assert (code, err) == (2, f"error: source: {bad}:2 is not JSON (Expecting value)\n")
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(ConfigError, match="is not JSON"):
+        prepare(FileCorpus(bad), Gpt2Tokenizer(), kept, progress=False)
+    assert kept.is_dir() and list(kept.iterdir()) == []
+
+
+def test_a_finished_preparation_leaves_no_lock(tmp_path, gpt2) -> None:
+    prepare(make_docs(3), gpt2, tmp_path / "s", shard_tokens=500, progress=False)
+    assert not (tmp_path / "s" / ".lock").exists() and (tmp_path / "s" / INDEX_NAME).exists()
+
+
+_HOLD_LOCK = """
+import fcntl, sys
+handle = open(sys.argv[1], "a")
+fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks")
+def test_a_folder_another_process_prepares_is_refused_and_its_lock_kept(tmp_path, gpt2) -> None:
+    out = tmp_path / "s"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(out / ".lock")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"  # the child holds the lock from here
+        with pytest.raises(ConfigError, match="is being prepared by another process"):
+            prepare(make_docs(3), gpt2, out, shard_tokens=500, progress=False)
+        assert (out / ".lock").exists()  # the holder's, not ours to remove
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    prepare(make_docs(3), gpt2, out, shard_tokens=500, progress=False)  # released: it runs
+    assert not (out / ".lock").exists()

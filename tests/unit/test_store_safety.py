@@ -130,7 +130,7 @@ def test_a_database_that_is_not_ours_is_refused_unchanged(monkeypatch, capsys, t
     code, out, err = _run_main(monkeypatch, capsys, *args, "--db", str(path))
     assert code == 2 and out == ""
     assert err.startswith(f"error: db: '{path}' {problem}") and err.count("\n") == 1, err
-    assert "allowed:" in err and "block on" not in err  # no banner: refused before it
+    assert "allowed:" in err and "results ->" not in err  # no banner: refused before it
     after = set(os.listdir(tmp_path)) - set(before)
     if _wal_mode(path):  # SQLite's read-only connection may leave its empty side files
         after -= {"x.db-shm"} | ({"x.db-wal"} if _size(tmp_path / "x.db-wal") == 0 else set())

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.paths import check_out_dir
 from accelbench.results.record import Record
 from accelbench.results.report.block import block_section
 from accelbench.results.report.compare import compare_section
@@ -71,7 +72,9 @@ def build_report(db_paths: Sequence[Path], baseline: str | None = None,
 
 def make_report(db_paths: Sequence[Path], out_dir: Path, baseline: str | None = None,
                 tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Written:
-    """build_report, then write_report into out_dir."""
+    """build_report, then write_report into out_dir (a folder that exists or can be made,
+    checked before any database is read)."""
+    check_out_dir(out_dir)
     return write_report(build_report(db_paths, baseline, tokens, study), out_dir)
 
 
