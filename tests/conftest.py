@@ -1,14 +1,24 @@
-"""Shared test set-up: keep results out of the user's store, and torch small on 2 cores."""
+"""Shared test set-up: keep results out of the user's store, torch small on 2 cores, and every
+test under tests/dist marked `dist` (scripts/test --quick leaves them out)."""
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 
 torch.set_num_threads(2)
+DIST = Path(__file__).parent / "dist"
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test under tests/dist launches processes: marked `dist`, whether its module says so."""
+    for item in items:
+        if DIST in item.path.parents:
+            item.add_marker(pytest.mark.dist)
 
 
 @pytest.fixture(autouse=True)

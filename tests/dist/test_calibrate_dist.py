@@ -58,14 +58,14 @@ def test_collectives_on_two_gloo_ranks(monkeypatch, capsys, tmp_path):
 
 
 def _term_when_launched(folder: Path, started: float) -> None:
-    """SIGTERM to this process 2 s after a calibration's rank job appears (the ranks are then
-    starting under the launcher's signal handlers)."""
+    """SIGTERM to this process once a calibration's ranks exist (torchrun has made their log
+    files): the launcher then supervises them under its signal handlers, and the collectives
+    (64 MiB, 100 repeats each) cannot have finished, however slow or loaded the machine."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        jobs = [p for p in folder.glob("accelbench-calibrate-*/job.json")
+        jobs = [p.parent for p in folder.glob("accelbench-calibrate-*/job.json")
                 if p.stat().st_mtime >= started]
-        if jobs:
-            time.sleep(2.0)
+        if any(next(job.glob("logs/**/stderr.log"), None) for job in jobs):
             os.kill(os.getpid(), signal.SIGTERM)
             return
         time.sleep(0.05)

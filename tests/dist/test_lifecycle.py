@@ -2,7 +2,9 @@
 and SIGTERM to `accelbench`, its parent killed with SIGKILL, a stopped rank, a rank that dies.
 
 Faults are injected with ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase> (read by the
-launched rank: bench/train/launch.py `with_test_fault`). Every process of a test carries a
+launched rank: bench/train/launch.py `with_test_fault`); `wait` holds a rank until the test
+creates the file `release` in the cell's folder, so a cell cannot finish before the signal the
+test sends, on a machine of any speed or load. Every process of a test carries a
 marker in its environment, so a test finds what it left running; each test also checks that no
 cell folder and no temporary folder is left behind.
 """
@@ -22,9 +24,11 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench.peak import SweepPeak
+from accelbench.bench.train.launch import TEST_RELEASE_FILE
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
+from accelbench.parallel.watchdog import read_heartbeats
 from accelbench.results.pending import recover
 from accelbench.results.store import ResultStore
 
@@ -89,13 +93,31 @@ def _wait_for(predicate, limit_s: float = 90) -> None:
         time.sleep(0.1)
 
 
-def _cells_started(db: Path, n: int) -> bool:
-    """The launched cell of micro-batch n has a rank running (its heartbeat exists)."""
+def _cell_folder(db: Path, n: int) -> Path | None:
+    """The launched cell of micro-batch n, once its folder and launch file are there."""
     for folder in (db.parent / "accelbench-pending").glob("cell-*"):
-        label = json.loads((folder / "launch.json").read_text())["label"]
-        if f" mb {n} " in f" {label} " and (folder / "heartbeat" / "rank-1").exists():
-            return True
-    return False
+        try:
+            label = json.loads((folder / "launch.json").read_text())["label"]
+        except (OSError, ValueError):  # not written yet
+            continue
+        if f" mb {n} " in f" {label} ":
+            return folder
+    return None
+
+
+def _waiting(db: Path, n: int) -> bool:
+    """Rank 1 of micro-batch n's cell has reached step 2, where its `wait` fault holds it."""
+    folder = _cell_folder(db, n)
+    return folder is not None and read_heartbeats(folder / "heartbeat").get(1, {}).get(
+        "step") == 2
+
+
+def _release(db: Path, n: int) -> bool:
+    """Let micro-batch n's cell go on past its `wait` fault (True once done)."""
+    folder = _cell_folder(db, n)
+    if folder is not None:
+        (folder / TEST_RELEASE_FILE).touch()
+    return folder is not None
 
 
 def _recorded(db: Path, kind: str) -> int:
@@ -113,10 +135,16 @@ def _spec(**changes) -> TrainSpec:
                                                 (signal.SIGTERM, "1", 143)])
 def test_a_signal_stops_the_ranks_records_the_cell_and_says_what_was_kept(isolated, sig,
                                                                           batches, code):
+    """Every cell's rank 1 waits at step 2 until the test releases it: the cells before the
+    last are released and finish; the last one cannot finish before the signal, however slow
+    or loaded the machine (events, not timing)."""
     marker, db, _ = isolated
     cells = len(batches.split(","))
-    proc = _cli(db, "--micro-batch", batches, "--steps", "40")
-    _wait_for(lambda: _cells_started(db, cells))
+    proc = _cli(db, "--micro-batch", batches, "--steps", "4",
+                env={"ACCELBENCH_TEST_FAULT": "wait:1:2"})
+    for n in range(1, cells):
+        _wait_for(lambda n=n: _release(db, n))
+    _wait_for(lambda: _waiting(db, cells))
     sent = time.monotonic()
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)

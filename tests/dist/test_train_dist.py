@@ -54,7 +54,10 @@ def test_launched_cell_combines_the_ranks(layout):
     assert outcome.spec["nproc"] == 2 and outcome.spec["world_size"] == 2
 
 
-def test_a_cell_that_overruns_is_recorded_with_its_layout_and_the_sweep_goes_on():
+def test_a_cell_that_overruns_is_recorded_with_its_layout_and_the_sweep_goes_on(monkeypatch):
+    # rank 0 holds at step 1 (bench/train/launch.py with_test_fault): no cell can finish
+    # within its 3 s, however fast the machine
+    monkeypatch.setenv("ACCELBENCH_TEST_FAULT", "hold:0:1")
     outcomes = run_train_sweep(_spec(micro_batches=(1, 2), cell_timeout_s=3.0, layout="tp=2"),
                                lambda o: None)
     assert [o.status for o in outcomes] == ["timeout", "timeout"]

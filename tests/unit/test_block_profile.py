@@ -24,6 +24,7 @@ from tests.unit.cli_run import run_main
 
 TINY = resolve_model("gpt2-tiny")
 SEQ = 64
+pytestmark = pytest.mark.slow  # every test reads the stores a real calibration made
 
 
 def _cli(*args: str) -> int:

@@ -24,6 +24,7 @@ def _recorder(tmp_path):
     return Recorder(ResultStore(tmp_path / "r.db"), environment(torch.device("cpu")))
 
 
+@pytest.mark.slow
 def test_ok_cells_have_metrics_and_raw_times(tmp_path):
     recorder = _recorder(tmp_path)
     outcomes = run_block_sweep(_spec(), recorder)
@@ -48,6 +49,7 @@ def test_ok_cells_have_metrics_and_raw_times(tmp_path):
     assert all(tuple(o.metrics) == metric_names("block") for o in outcomes)
 
 
+@pytest.mark.slow
 def test_oom_and_unsupported_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     real_time_block = block_mod.time_block
 

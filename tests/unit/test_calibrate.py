@@ -147,6 +147,7 @@ def test_profile_lookups_predict_times_from_the_curves():
         profile.gemm_efficiency("fp32", 1e9)
 
 
+@pytest.mark.slow
 def test_a_calibration_round_trips_through_the_store(monkeypatch, capsys, tmp_path):
     db = tmp_path / "p.db"
     code, out, err = run_main(

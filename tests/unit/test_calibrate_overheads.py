@@ -187,6 +187,7 @@ def test_this_machines_cells_are_predicted_with_nothing_overlapped():
     assert step.dp_comm_exposed_s > 0
 
 
+@pytest.mark.slow
 def test_concurrent_compute_points_come_from_launched_ranks(monkeypatch, capsys, tmp_path):
     """--concurrent: the compute benchmarks run on both launched ranks at once, one thread
     each, and rank 0's points make the profile (what a launched training rank sees)."""

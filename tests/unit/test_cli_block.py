@@ -102,6 +102,7 @@ def test_hw_prints_its_table_on_stdout(monkeypatch, capsys):
     assert "Dense peak TFLOPS" in out and "h100-sxm" in out and "detected:" in out
 
 
+@pytest.mark.slow
 def test_sigkill_midway_keeps_every_measured_cell(tmp_path):
     db = tmp_path / "killed.db"
     cmd = [sys.executable, "-m", "accelbench.cli.main", "block", "--model", "gpt2-tiny",

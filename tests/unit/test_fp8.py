@@ -89,6 +89,7 @@ def bf16_losses() -> list[float]:
     return _train_losses(None, STEPS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_with_gw_hp"])
 def test_fp8_loss_follows_bf16(recipe, bf16_losses):
     fp8 = _train_losses(recipe, STEPS)
@@ -149,6 +150,7 @@ def test_this_cpu_runs_fp8_emulated():
     assert mode == "emulated" and "cpu" in reason
 
 
+@pytest.mark.slow
 def test_an_fp8_cell_records_its_emulation_and_no_fp8_mfu():
     known = (SweepPeak("bf16", 1e11, "bf16", "test bf16 peak"),)
     spec = TrainSpec(TINY, seq_lens=(32,), micro_batches=(2,), dtypes=("bf16", "fp8"), steps=3,
@@ -165,6 +167,7 @@ def test_an_fp8_cell_records_its_emulation_and_no_fp8_mfu():
     assert bf16.metrics["fp8_mode"] is None  # a bf16 cell carries no fp8 fields
 
 
+@pytest.mark.slow
 def test_fp8_without_torchao_is_one_line_and_exit_2(tmp_path):
     """torchao made unimportable: `train --dtype fp8` refuses before anything is made."""
     code = ("import sys; sys.modules['torchao'] = None; "
@@ -180,6 +183,7 @@ def test_fp8_without_torchao_is_one_line_and_exit_2(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_fp8_composes_with_recompute():
     """Full recompute reruns the float8 forward in the backward: the same losses, bit for bit."""
     known = (SweepPeak("bf16", 1e11, "bf16", "test bf16 peak"),)

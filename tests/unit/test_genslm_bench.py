@@ -91,6 +91,7 @@ def test_default_data_with_codon_tokenizer_is_the_shipped_genomes():
     assert "genomes:builtin" in json.loads((shards.directory / "index.json").read_text())["source"]
 
 
+@pytest.mark.slow
 def test_genslm_trains_on_the_shipped_genomes_and_loss_falls(monkeypatch, capsys, tmp_path):
     code, out, err = _cli(
         monkeypatch, capsys, "genslm", "--model", "genslm-25m:layers=2", "--seq", "128",

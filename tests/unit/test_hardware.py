@@ -36,6 +36,7 @@ def test_name_matching(name, mem_gb, key):
     assert (spec.key if spec else None) == key
 
 
+@pytest.mark.slow
 def test_cpu_gets_no_datasheet_peak_only_a_labelled_measurement():
     cpu = torch.device("cpu")
     assert detect_spec(cpu) is None

@@ -304,6 +304,7 @@ def test_the_planner_enumerates_the_schedule_vp_implies() -> None:
         assert rule is None or rule.key == "zero-1 with tp"
 
 
+@pytest.mark.slow
 def test_layout_module_never_imports_torch() -> None:
     code = ("import sys; import accelbench.config.layout; "
             "assert 'torch' not in sys.modules, 'torch imported'")

@@ -94,6 +94,7 @@ def test_model_flops_match_flop_counter(variant):
     assert expected.backward == pytest.approx(bwd, rel=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recompute", ["full", "selective"])
 def test_hardware_flops_count_what_recompute_reruns(recompute):
     cfg = get_preset("llama-tiny")

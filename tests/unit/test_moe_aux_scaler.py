@@ -66,6 +66,7 @@ def _grads(model: GPT) -> dict[str, torch.Tensor]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recompute", ["none", "full"])
 def test_one_process_gradients_equal_the_loss_as_one_tensor(recompute):
     """(loss / 4).backward() through the scaler equals (cross-entropy + coef x mean of the

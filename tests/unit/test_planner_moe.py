@@ -98,6 +98,7 @@ def test_search_tries_ep_only_for_moe_and_only_divisors() -> None:
     assert {lay.ep for lay in enumerate_layouts(six, cluster, setup) if lay.dp == 8} == {1, 2}
 
 
+@pytest.mark.slow
 def test_plan_searches_and_evaluates_an_moe_model() -> None:
     request = resolve_plan_input(PlanInput(model="mixtral-8x7b", device="h100-sxm", nodes=8,
                                            global_batch=256, seq=4096, top=3))

@@ -156,6 +156,7 @@ def test_bad_imbalance_is_one_line_and_exit_2(args: list[str], expected: str,
     assert err.startswith(expected) and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
 def test_plan_json_states_the_imbalance(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 

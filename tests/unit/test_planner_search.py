@@ -112,6 +112,7 @@ def test_cli_validate_and_plan_json() -> None:
     assert len(json.loads(out.stdout)["best"]) == 3
 
 
+@pytest.mark.slow
 def test_analytics_never_imports_torch() -> None:
     code = ("import sys; import accelbench.analytics.planner, accelbench.analytics.published, "
             "accelbench.analytics.plan_input, accelbench.config.layout; "

@@ -36,6 +36,7 @@ from accelbench.results.record import Record, content_uid
 from accelbench.results.recorder import Recorder
 from accelbench.results.store import ResultStore
 
+pytestmark = pytest.mark.slow  # every test reads a real block sweep's database (a measured peak)
 OLD_DB = Path(__file__).parents[1] / "data" / "results_v1.db"
 
 

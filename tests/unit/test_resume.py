@@ -205,6 +205,7 @@ def test_a_cell_that_ended_in_error_or_timeout_is_measured_again(tmp_path, monke
     assert len(_rows(db, "train")) == 2 and "1 cell skipped" in err
 
 
+@pytest.mark.slow
 def test_block_resume_rerun_and_a_changed_field(tmp_path, monkeypatch, capsys, quick_peak):
     db = tmp_path / "b.db"
     args = ["block", "--model", "gpt2-tiny", "--seq", "32", "--batch", "1,2", "--dtype", "fp32",
@@ -280,6 +281,7 @@ def test_launched_and_scale_sweeps_skip_without_a_launch_or_a_peak(monkeypatch):
     assert [(s["scale_devices"], s["world_size"]) for _, s in asked] == [(1, 1), (2, 2)]
 
 
+@pytest.mark.slow
 def test_searches_are_skipped_whole_and_found_again_by_the_cell_asked(tmp_path, monkeypatch,
                                                                       quick_peak):
     """The longest-sequence and largest-micro-batch cells are stored with the fingerprint of

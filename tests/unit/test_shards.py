@@ -133,6 +133,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_gives_the_uninterrupted_tokens(tmp_path, gpt2) -> None:
     docs = make_docs(300, seed=3)
     full = prepare(docs, gpt2, tmp_path / "full", shard_tokens=2000, chunk_chars=2000,
@@ -248,6 +249,7 @@ def test_default_corpus_is_deterministic_english_docstrings(tmp_path, gpt2) -> N
     assert shards.tokens()[:50].tolist() == expected_stream(gpt2, first)[:50]
 
 
+@pytest.mark.slow
 def test_cli_info_lists_on_stdout_and_a_markup_like_path_prints(tmp_path, gpt2) -> None:
     folder = tmp_path / "runs[/x]" / "[bold]shards"
     prepare(make_docs(5), gpt2, folder, shard_tokens=800, progress=False)
@@ -260,6 +262,7 @@ def test_cli_info_lists_on_stdout_and_a_markup_like_path_prints(tmp_path, gpt2) 
     assert shown.stderr.startswith("ok: ") and "tokenizer" not in shown.stderr
 
 
+@pytest.mark.slow
 def test_cli_info_reports_a_corrupt_shard_in_one_line(prepared) -> None:
     (prepared / "shard_00001.bin").write_bytes(b"\0" * 1600)
     bad = subprocess.run(

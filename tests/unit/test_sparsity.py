@@ -64,6 +64,7 @@ def _train(spec, level, steps=5):
     return trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", [0.6, 0.9])
 @pytest.mark.parametrize("mask", ["magnitude", "random"])
 def test_measured_sparsity_is_the_level_per_matrix_after_steps(level, mask):
@@ -176,6 +177,7 @@ def test_two_four_skipped_flops_match_a_count():
         0.5 * (6 * p - 2 * mlp_proj)
 
 
+@pytest.mark.slow
 def test_level_zero_gives_exactly_the_dense_losses():
     dense = run_train_sweep(_spec(), lambda o: None)[0]
     zero = run_train_sweep(_spec(sparsities=(0.0, 0.8)), lambda o: None)
@@ -259,6 +261,7 @@ def test_mask_and_compressed_memory():
     assert two_four_compressed_bytes(TINY) == n // 2 * 2 + n // 8
 
 
+@pytest.mark.slow
 def test_a_token_budget_sets_each_cells_steps():
     spec = _spec(tokens=300, warmup_steps=1, sparsities=(0.0, 0.6))  # 64 tokens a step
     out = run_train_sweep(spec, lambda o: None)

@@ -254,6 +254,7 @@ store.close()
 """
 
 
+@pytest.mark.slow
 def test_six_processes_open_and_write_a_new_database_at_once(tmp_path):
     for trial in range(2):
         db, gate = tmp_path / f"race{trial}" / "results.db", tmp_path / f"go{trial}"
@@ -307,6 +308,7 @@ def test_a_lock_released_within_the_budget_loses_nothing(tmp_path):
 
 # ---------------------------------------------------------------- durability
 
+@pytest.mark.slow
 def test_the_db_file_alone_holds_every_record_after_the_sweep(monkeypatch, capsys, tmp_path,
                                                                quick_peak):
     db = tmp_path / "sweep.db"
@@ -334,6 +336,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 def test_records_are_in_the_db_file_even_after_sigkill(tmp_path):
     db = tmp_path / "killed.db"
     proc = subprocess.run([sys.executable, "-c", _KILLED, str(db)], timeout=60)
@@ -414,6 +417,7 @@ def _freeze_after_first_add(monkeypatch, request, db: Path) -> None:
     monkeypatch.setattr(ResultStore, "add_many", add_then_freeze)
 
 
+@pytest.mark.slow
 def test_a_database_that_turns_read_only_mid_sweep_loses_nothing(monkeypatch, capsys,
                                                                  tmp_path, request, quick_peak):
     db = tmp_path / "sweep.db"

@@ -28,13 +28,14 @@ def test_warmup_is_excluded_and_phases_kept_apart():
         calls.append(1)
         slow = len(calls) <= 2  # the first two calls are the warm-up and are slow
         with timer.phase("a"):
-            time.sleep(0.05 if slow else 0.001)
+            time.sleep(0.1 if slow else 0.001)
         with timer.phase("b"):
             time.sleep(0.005)
 
     stats = run_timed(step, CPU, warmup=2, repeats=4)
     assert len(calls) == 6
-    assert stats["a"].max_s < 0.02
+    # a warm-up call takes at least 0.1 s; the timed ones 1 ms (with room for a loaded machine)
+    assert stats["a"].max_s < 0.1
     assert stats["b"].min_s >= 0.005 and stats["b"].count == 4
 
 

@@ -35,6 +35,7 @@ def _spec(**changes):
     return TrainSpec(**base)
 
 
+@pytest.mark.slow
 def test_metrics_follow_from_the_measured_steps():
     outcomes = run_train_sweep(_spec(gas=(2,), recomputes=("none", "full")), lambda o: None)
     assert [o.status for o in outcomes] == ["ok", "ok"]
@@ -55,6 +56,7 @@ def test_metrics_follow_from_the_measured_steps():
     assert outcomes[1].metrics["hfu"] > outcomes[1].metrics["mfu"]
 
 
+@pytest.mark.slow
 def test_nan_loss_is_recorded_as_diverged_with_its_step(monkeypatch):
     real_step = steps_mod._forward_backward
     calls = []
@@ -73,12 +75,14 @@ def test_nan_loss_is_recorded_as_diverged_with_its_step(monkeypatch):
     assert diverged.metrics["mem_estimate_bytes_per_rank"] > 0
 
 
+@pytest.mark.slow
 def test_fp16_uses_loss_scaling_and_runs():
     outcome = run_train_sweep(_spec(dtypes=("fp16",), steps=2, warmup_steps=0),
                               lambda o: None)[0]
     assert outcome.status == "ok", outcome.reason
 
 
+@pytest.mark.slow
 def test_cell_that_does_not_fit_is_refused_and_the_sweep_goes_on():
     sink = []
     outcomes = run_train_sweep(_spec(micro_batches=(1, 100000), mem_limit_bytes=int(3e9),
@@ -88,6 +92,7 @@ def test_cell_that_does_not_fit_is_refused_and_the_sweep_goes_on():
     assert [o.kind for o in sink] == ["peak", "train", "train"]
 
 
+@pytest.mark.slow
 def test_a_cpu_sweep_measures_its_peak_once_and_every_cell_divides_by_it():
     """The peak of a device without a datasheet figure is its own record, measured once per
     dtype per sweep with its spread, and every cell's MFU of that dtype is divided by it."""
@@ -135,6 +140,7 @@ def test_bad_input(changes, message):
     assert str(err.value).startswith(message)
 
 
+@pytest.mark.slow
 def test_training_starts_from_a_hugging_face_checkpoint(tmp_path):
     transformers = pytest.importorskip("transformers")
     import torch
@@ -153,6 +159,7 @@ def test_training_starts_from_a_hugging_face_checkpoint(tmp_path):
     assert run_train_sweep(spec, lambda o: None)[0].status == "ok"
 
 
+@pytest.mark.slow
 def test_loss_falls_over_20_steps_on_the_default_corpus(tmp_path, monkeypatch):
     """A tiny GPT-2-vocabulary model learns real text: the last steps' loss is well below the
     first's (random init starts near ln(50257) = 10.8; by step 14 it is near 7, 1 below the

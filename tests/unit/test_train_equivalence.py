@@ -38,6 +38,7 @@ def test_gas_2_of_micro_batch_4_equals_micro_batch_8():
         torch.testing.assert_close(grads_acc[name], g, rtol=1e-5, atol=1e-5 * g.abs().max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["selective", "full"])
 def test_recompute_gives_the_loss_and_gradients_of_no_recompute(mode):
     torch.manual_seed(0)

@@ -51,6 +51,7 @@ from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
 # the watchdog, which can name the rank that stopped, acts before the ranks' own timeouts.
 WATCHDOG_MARGIN_S = 30.0
 TEST_FAULT_ENV = "ACCELBENCH_TEST_FAULT"
+TEST_RELEASE_FILE = "release"  # ends a `wait` fault (with_test_fault)
 _REASON_CHARS = 2000
 
 
@@ -243,7 +244,7 @@ def worker_main(folder: str) -> None:
     work, rank = Path(folder), read_env().rank
     watch_parent(os.getppid(), signal.SIGKILL)  # an orphan has no one to report to
     beat = HeartbeatWriter(work / HEARTBEAT_DIR, rank)
-    heartbeat = with_test_fault(beat, rank)
+    heartbeat = with_test_fault(beat, rank, work)
     set_heartbeat(heartbeat)
     heartbeat(0, "starting")
     spec = spec_from_dict(json.loads((work / SPEC_FILE).read_text()))
@@ -262,11 +263,13 @@ def worker_main(folder: str) -> None:
         raise
 
 
-def with_test_fault(beat: Heartbeat, rank: int) -> Heartbeat:
+def with_test_fault(beat: Heartbeat, rank: int, folder: Path) -> Heartbeat:
     """The heartbeat, with the fault tests inject (tests/dist/test_lifecycle.py) where
     ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase> names this rank: at its first
     heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill` (SIGKILL itself), `raise`
-    (RuntimeError('boom')) or `hold` (sleep 120 s). Unset (always, outside tests): no fault."""
+    (RuntimeError('boom')), `hold` (sleep 120 s) or `wait` (until the test creates the file
+    <cell folder>/release, at most 120 s: a cell that cannot finish before the test lets it).
+    Unset (always, outside tests): no fault."""
     fault = os.environ.get(TEST_FAULT_ENV, "").split(":")
     if len(fault) != 3 or fault[1] != str(rank):
         return beat
@@ -284,6 +287,10 @@ def with_test_fault(beat: Heartbeat, rank: int) -> Heartbeat:
             raise RuntimeError("boom")
         elif action == "hold":
             time.sleep(120)
+        elif action == "wait":
+            deadline = time.monotonic() + 120
+            while not (folder / TEST_RELEASE_FILE).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     return faulty
 
