@@ -7,13 +7,22 @@ oracles and tags) are in accelbench.analytics.published_runs.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.analytics.cluster import make_cluster
-from accelbench.analytics.efficiency import device_class
+from accelbench.analytics.efficiency import class_of_key, device_class
+from accelbench.analytics.envelope import Envelope, ValidatedRun
+from accelbench.analytics.intervals import (
+    IntervalModel,
+    Residual,
+    conditions,
+    precision_family,
+)
+from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.published_runs import (
     MOE_NOT_MODELLED,
@@ -66,6 +75,8 @@ class ValidationRow:
     framework: str = ""  # the run's framework and the overlap it was predicted with
     overlap: str = ""
     published_memory_gib: float | None = None  # the source's peak per device, where given
+    dtype: str = "bf16"
+    n_devices: int = 0
 
     @property
     def error(self) -> float:
@@ -110,7 +121,7 @@ def validate_published(efficiency: float | None = None,
             result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag, run.source,
             run.oracle_kind, run.oracle_value, run.fused_attention, run.run_id, run.source_key,
             run.notes, result.step.fp8_peak_utilisation, run.framework, run.overlap,
-            run.published_memory_gib))
+            run.published_memory_gib, run.dtype, run.n_devices))
     return rows
 
 
@@ -164,18 +175,22 @@ def validate_measured_runs(runs: list[dict[str, Any]],
             float(run["mfu"]),
             result.step.mfu, result.step.tokens_per_s / n, result.memory.total / GB,
             result.memory.fits, result.limiter, "measured", "V", "accelbench results store",
-            "mfu", float(run["mfu"]), True))
+            "mfu", float(run["mfu"]), True, source_key="measured", dtype=str(run["dtype"]),
+            n_devices=n))
     return rows
 
 
 def _solve_efficiency(predict_mfu: Callable[[float], float], observed_mfu: float,
                       start: float) -> float:
     """The compute efficiency at which a prediction meets the observed MFU (fixed point;
-    MFU grows with efficiency, less than in proportion where communication is exposed: 30
-    steps converge)."""
+    MFU grows with efficiency, less than in proportion where communication is exposed: at
+    most 30 steps, stopping once a step moves it by less than 1e-13 of itself)."""
     eff = start
     for _ in range(30):
-        eff = min(1.0, eff * observed_mfu / predict_mfu(eff))
+        new = min(1.0, eff * observed_mfu / predict_mfu(eff))
+        if abs(new - eff) <= 1e-13 * eff:
+            return new
+        eff = new
     return eff
 
 
@@ -304,3 +319,43 @@ def validate_all(measured_runs: list[dict[str, Any]],
                       validate_leave_one_source_out() if efficiency is None else [],
                       validate_measured_runs(measured_runs, efficiency),
                       NOT_MODELLED + MOE_NOT_MODELLED, validate_published(efficiency, MOE_RUNS))
+
+
+# --- Intervals and the envelope: what the planner has been validated on ---
+
+
+def row_residual(row: ValidationRow) -> Residual:
+    """A validation row as a residual: log(predicted / observed) MFU (= tokens/s per device),
+    its source and its run's conditions."""
+    return Residual(math.log(row.predicted_mfu / row.observed_mfu), row.source_key,
+                    conditions(class_of_key(row.device), row.dtype, row.limiter, row.n_devices),
+                    f"{row.run_id} {row.name}".strip())
+
+
+def interval_model(rows: list[ValidationRow], extra: tuple[Residual, ...] = ()
+                   ) -> IntervalModel:
+    """The intervals of out-of-sample rows (leave-one-source-out ones, or measured runs the
+    curves were never fitted on), with any further residuals."""
+    return IntervalModel(tuple(row_residual(r) for r in rows) + extra)
+
+
+_SHIPPED: dict[str, object] = {}
+
+
+def shipped_interval_model() -> IntervalModel:
+    """The intervals of the shipped runs' leave-one-source-out residuals (computed once a
+    process)."""
+    if "intervals" not in _SHIPPED:
+        _SHIPPED["intervals"] = interval_model(validate_leave_one_source_out())
+    model = _SHIPPED["intervals"]
+    assert isinstance(model, IntervalModel)
+    return model
+
+
+def validated_envelope(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS) -> Envelope:
+    """The envelope of the scored published runs: device class, precision, active parameters,
+    devices, sequence and observed MFU of each."""
+    return Envelope(tuple(
+        ValidatedRun(f"{run.run_id} {run.name}".strip(), device_class(run.device),
+                     precision_family(run.dtype), float(active_params(run.model)),
+                     run.n_devices, run.seq_len, run.published_mfu()) for run in runs))

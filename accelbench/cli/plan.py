@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from accelbench.analytics.confidence import Confidence
 from accelbench.analytics.measured_steps import StepRow, step_errors, validate_measured_steps
 from accelbench.analytics.plan_input import (
     PlanInput,
@@ -46,7 +47,7 @@ from accelbench.results.table import add_plain_row, plain_table
 # Tables and their notes on `out` (stdout, never reads markup: as cli.common.out, but wide
 # enough for the planner's columns when stdout is not a terminal); messages on `console`
 # (stderr) as plain text.
-out = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 170)
+out = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 230)
 
 
 def _say(line: str) -> None:
@@ -65,26 +66,53 @@ def _pct(part: float, whole: float) -> str:
 
 _PLAN_COLUMNS = ("#", "dp", "tp", "pp", "vp", "cp", "ep", "mb", "zero", "recompute", "sp",
                  "mem GB/dev", "tok/s", "MFU", "HFU", "step s", "bubble", "comm", "recomp",
-                 "limit", "days")
+                 "limit", "days", "flags")
 
 
-def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
-    """Rates and time split of a layout; blank for one that does not fit (it cannot run)."""
+def _rate(value: float, low: float, high: float) -> str:
+    """'185k (164-209k)': a rate and its interval, compact."""
+    for scale, unit in ((1e6, "M"), (1e3, "k")):
+        if value >= 10 * scale:
+            digits = 1 if value < 100 * scale and unit == "M" else 0
+            return (f"{value / scale:.{digits}f}{unit} ({low / scale:.{digits}f}-"
+                    f"{high / scale:.{digits}f}{unit})")
+    return f"{value:,.0f} ({low:,.0f}-{high:,.0f})"
+
+
+def _flag_cell(c: Confidence | None) -> str:
+    """The kinds of a layout's flags ('memory, mfu'), '-' when within the envelope."""
+    return ", ".join(f.kind for f in c.flags) if c and c.flags else "-"
+
+
+def _rate_cells(r: PlanResult, c: Confidence | None, train_tokens: float) -> list[str]:
+    """Rates with their 80% intervals and the time split of a layout; blank for one that does
+    not fit (it cannot run)."""
     s = r.step
     if not r.memory.fits:
-        return ["-"] * 7 + ["does not fit", "-"]
+        return ["-"] * 7 + ["does not fit", "-", _flag_cell(c)]
     comm = s.comm_exposed_s
-    return [f"{s.tokens_per_s:,.0f}", f"{s.mfu:.1%}", f"{s.hfu:.1%}", f"{s.step_s:.2f}",
+    if c is None:
+        rates = [f"{s.tokens_per_s:,.0f}", f"{s.mfu:.1%}", f"{s.step_s:.2f}"]
+    else:
+        iv = c.interval
+        low, high = iv.time(s.step_s)
+        mfu_low, mfu_high = iv.throughput(s.mfu)
+        rates = [_rate(s.tokens_per_s, *iv.throughput(s.tokens_per_s)),
+                 f"{s.mfu:.1%} ({100 * mfu_low:.0f}-{100 * mfu_high:.0f})",
+                 f"{s.step_s:.2f} ({low:.3g}-{high:.3g})"]
+    return [rates[0], rates[1], f"{s.hfu:.1%}", rates[2],
             _pct(s.bubble_s, s.step_s), _pct(comm, s.step_s), _pct(s.recompute_s, s.step_s),
-            r.limiter, f"{s.days_for_tokens(train_tokens):.1f}"]
+            r.limiter, f"{s.days_for_tokens(train_tokens):.1f}", _flag_cell(c)]
 
 
-def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> Table:
-    """The ranked layouts with what limits each; a '*' on the rank of one accelbench's runtime
-    does not build (see _runtime_notes)."""
+def _plan_table(results: list[PlanResult], title: str, train_tokens: float,
+                confidence: list[Confidence] | None = None) -> Table:
+    """The ranked layouts with what limits each, their 80% intervals and flags; a '*' on the
+    rank of one accelbench's runtime does not build (see _runtime_notes)."""
     table = plain_table(title)
     for col in _PLAN_COLUMNS:
-        table.add_column(col, justify="left" if col in ("recompute", "limit") else "right")
+        table.add_column(col, justify="left" if col in ("recompute", "limit", "flags")
+                         else "right")
     for i, r in enumerate(results, 1):
         lay = r.layout
         add_plain_row(
@@ -92,8 +120,35 @@ def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> T
             _stages_cell(lay), str(lay.vp), str(lay.cp), str(lay.ep), str(lay.mb), str(lay.zero),
             lay.recompute, "on" if lay.sp else "off",
             f"{r.memory.total / GB:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
-            *_rate_cells(r, train_tokens))
+            *_rate_cells(r, confidence[i - 1] if confidence else None, train_tokens))
     return table
+
+
+def _ranks(at: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in at)
+
+
+def _confidence_notes(outcome: PlanOutcome, headroom: float) -> list[str]:
+    """What the intervals are (per residual group, with the ranks using it), each flagged
+    layout's reasons, and how many layouts the headroom moved down."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(outcome.confidence, 1):
+        groups.setdefault(f"{c.interval.group}, {c.interval.n} runs", []).append(i)
+    lines = ["(ranges): 80% prediction intervals of tok/s, MFU and step s, estimates from the "
+             "shipped runs' leave-one-source-out residuals (docs/planner.md): "
+             + "; ".join(f"{_ranks(at)} {group}" for group, at in groups.items())]
+    flagged: dict[tuple[str, str], list[str]] = {}
+    for i, c in enumerate(outcome.confidence, 1):
+        for flag in c.flags:
+            flagged.setdefault((flag.kind, flag.reason), []).append(
+                f"#{i}" + (f" {flag.value}" if flag.value else ""))
+    lines += [f"! {kind} ({', '.join(at)}): {reason}" for (kind, reason), at in flagged.items()]
+    found = outcome.search
+    if found is not None and found.n_over_headroom:
+        lines.append(f"{found.n_over_headroom} of {found.n_fit} layouts that fit use more than "
+                     f"{headroom:.0%} of usable memory (--memory-headroom): ranked after "
+                     "those within it")
+    return lines
 
 
 def _stages_cell(lay: Layout) -> str:
@@ -337,6 +392,9 @@ def plan(
     profile: str = typer.Option(None, help="Time compute (and collectives inside a node) from "
                                 "a measured machine profile: a profile record id of --db, "
                                 "'latest', or a JSON file of `accelbench calibrate --json`."),
+    memory_headroom: float = typer.Option(0.9, help="Fraction of usable memory a layout may "
+                                          "use before it is flagged and ranked after those "
+                                          "within it, in (0, 1]."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     db: Path = typer.Option(None, help="Results store whose training runs --validate uses, "
                             "and where --profile ID|latest is read."),
@@ -350,7 +408,7 @@ def plan(
         layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
         inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
         fused_attention=fused_attention, sparsity=sparsity, sparsity_pattern=sparsity_pattern,
-        overlap=overlap, moe_imbalance=moe_imbalance)
+        overlap=overlap, moe_imbalance=moe_imbalance, memory_headroom=memory_headroom)
     if validate:
         check_validate(given)
         if profile is not None:
@@ -398,7 +456,13 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
         print(json.dumps({"model": request.model.name, "cluster": cluster.to_dict(),
                           "setup": asdict(setup), "assumptions": _assumptions(request),
                           "search": header, "rejected": rejected,
-                          "best": [r.to_dict() for r in results]}, indent=2))
+                          "memory_headroom": request.headroom,
+                          "over_headroom": outcome.search.n_over_headroom
+                          if outcome.search else None,
+                          "best": [{**r.to_dict(), **c.to_dict(r, cluster.n_devices,
+                                                               request.train_tokens)}
+                                   for r, c in zip(results, outcome.confidence, strict=True)]},
+                         indent=2))
     if not results:
         _say(f"no layout divides and fits ({header})")
         if rejected:
@@ -407,11 +471,12 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
     if not json_out:
         title = (f"{request.model.name} on {cluster.n_devices} x {cluster.device.key}: "
                  f"batch {setup.global_batch} x {setup.seq_len}, {setup.dtype}; {header}")
-        _show(_plan_table(results, title, request.train_tokens))
+        _show(_plan_table(results, title, request.train_tokens, outcome.confidence))
         if ":" in cluster.device.key:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
         _show("; ".join(f"{k}: {v}" for k, v in _assumptions(request).items()))
-        for line in (_runtime_notes(results) + _precision_notes(results, setup.dtype)
+        for line in (_confidence_notes(outcome, request.headroom) + _runtime_notes(results)
+                     + _precision_notes(results, setup.dtype)
                      + _sparsity_notes(results, request) + _moe_notes(results, request)):
             _show(line)
     if outcome.search is None and not results[0].memory.fits:
