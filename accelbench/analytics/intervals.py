@@ -179,7 +179,14 @@ def coverage_summary(rows: Iterable[Covered], by: str | None = None
         for key in keys:
             groups.setdefault(key, []).append(row.inside)
     return {key: {"n": len(hits), "inside": sum(hits), "coverage": sum(hits) / len(hits)}
-            for key, hits in groups.items()}
+            for key, hits in _overall_last(groups).items()}
+
+
+def _overall_last(groups: dict[str, list]) -> dict[str, list]:
+    """The groups in order of first appearance, "overall" last."""
+    if "overall" not in groups:
+        return groups
+    return {**{k: v for k, v in groups.items() if k != "overall"}, "overall": groups["overall"]}
 
 
 def abs_error_summary(residuals: Iterable[Residual], by: str | None = None
@@ -191,7 +198,7 @@ def abs_error_summary(residuals: Iterable[Residual], by: str | None = None
         for key in ([getattr(r.where, by)] if by else []) + ["overall"]:
             groups.setdefault(key, []).append(abs(math.exp(r.log_ratio) - 1))
     out = {}
-    for key, errors in groups.items():
+    for key, errors in _overall_last(groups).items():
         ordered = sorted(errors)
         mid = len(ordered) // 2
         median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -17,9 +17,16 @@ from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.efficiency import class_of_key, device_class
 from accelbench.analytics.envelope import Envelope, ValidatedRun
 from accelbench.analytics.intervals import (
+    COVERAGE,
+    LEVELS,
+    MIN_GROUP,
+    Covered,
     IntervalModel,
     Residual,
+    abs_error_summary,
     conditions,
+    coverage_summary,
+    loso_coverage,
     precision_family,
 )
 from accelbench.analytics.params import active_params
@@ -359,3 +366,33 @@ def validated_envelope(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS) -> Envel
         ValidatedRun(f"{run.run_id} {run.name}".strip(), device_class(run.device),
                      precision_family(run.dtype), float(active_params(run.model)),
                      run.n_devices, run.seq_len, run.published_mfu()) for run in runs))
+
+
+def interval_check(checked: Validation, extra: tuple[Residual, ...] = ()) -> list[Covered]:
+    """Each out-of-sample run (leave-one-source-out published rows, measured runs, then
+    `extra`, e.g. measured cells) against its own interval, made without its source."""
+    return loso_coverage(interval_model(checked.leave_one_out + checked.measured, extra))
+
+
+COVERAGE_BY = ("generation", "precision", "limiter", "scale")
+
+
+def interval_report(covered: list[Covered]) -> dict[str, object]:
+    """Plain dict for JSON: the method, each run's interval and whether it held, coverage and
+    leave-one-source-out |error| by group."""
+    residuals = [c.residual for c in covered]
+    return {"method": METHOD, "coverage_target": COVERAGE, "min_group": MIN_GROUP,
+            "levels": [list(level) for level in LEVELS],
+            "runs": [{"name": c.residual.name, "source": c.residual.source,
+                      **c.residual.where.__dict__, **c.interval.to_dict(),
+                      "observed_over_predicted": math.exp(-c.residual.log_ratio),
+                      "inside": c.inside} for c in covered],
+            "coverage": {by: coverage_summary(covered, by) for by in COVERAGE_BY},
+            "error_left_out": {by: abs_error_summary(residuals, by) for by in COVERAGE_BY}}
+
+
+METHOD = ("80% interval: order statistics floor/ceil((n+1) x 0.1 / 0.9) of the leave-one-"
+          "source-out log(predicted / observed) residuals of the first group with at least "
+          f"{MIN_GROUP} runs (generation + precision + limiter, generation + precision + scale, "
+          "generation + precision, generation), else pooled; a run's own interval leaves its "
+          "source out")

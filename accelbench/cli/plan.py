@@ -14,7 +14,14 @@ from rich.console import Console
 from rich.table import Table
 
 from accelbench.analytics.confidence import Confidence
-from accelbench.analytics.measured_steps import StepRow, step_errors, validate_measured_steps
+from accelbench.analytics.intervals import Covered
+from accelbench.analytics.measured_steps import (
+    StepRow,
+    missing_precision,
+    step_errors,
+    step_residual,
+    validate_measured_steps,
+)
 from accelbench.analytics.plan_input import (
     PlanInput,
     PlanOutcome,
@@ -28,9 +35,13 @@ from accelbench.analytics.plan_input import (
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
 from accelbench.analytics.published import (
+    COVERAGE_BY,
+    METHOD,
     Validation,
     ValidationRow,
     errors_by_source,
+    interval_check,
+    interval_report,
     validate_all,
 )
 from accelbench.analytics.steptime import OVERLAP_MODES, compute_source, sparse_compute_note
@@ -220,24 +231,54 @@ def _source_numbers(rows: list[ValidationRow]) -> dict[str, int]:
     return numbers
 
 
-def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title: str) -> Table:
-    """Predicted against observed MFU per run (leave-one-out column where given), with the
-    published figure, its kind and a footnote number for its source (see _source_lines)."""
+def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title: str,
+                      covered: list[Covered] | None = None) -> Table:
+    """Predicted against observed MFU per run (leave-one-out column where given, with its 80%
+    interval and whether the observed MFU fell inside), with the published figure, its kind
+    and a footnote number for its source (see _source_lines)."""
     table = plain_table(title)
     for col in ("id", "run", "device", "published", "observed MFU", "predicted MFU", "error",
-                "left out", "mem GB", "fits", "limit", "attn", "oracle", "set-up", "src"):
+                "left out", "80% interval", "in", "mem GB", "fits", "limit", "attn", "oracle",
+                "set-up", "src"):
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
                                                         "published") else "right")
     numbers = _source_numbers(rows)
+    covered = covered or []
     for i, r in enumerate(rows):
         left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
+        interval, inside = "-", "-"
+        if i < len(loo) and i < len(covered):
+            low, high = covered[i].interval.throughput(loo[i].predicted_mfu)
+            interval = f"{100 * low:.1f}-{100 * high:.1f}%"
+            inside = "yes" if covered[i].inside else "no"
         add_plain_row(table, r.run_id or "-", r.name, r.device, _published_figure(r),
                       f"{r.observed_mfu:.1%}",
-                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out,
+                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out, interval, inside,
                       f"{r.memory_gb:.0f}",
                       "yes" if r.fits else "no", r.limiter,
                       "fused" if r.fused_attention else "scores", r.oracle_tag, r.setup_tag,
                       f"[{numbers[r.source]}]")
+    return table
+
+
+def _coverage_table(covered: list[Covered]) -> Table:
+    """Per group (generation, precision, limiter, scale): runs, how many fell inside their
+    own out-of-sample 80% interval, and the leave-one-source-out |error|."""
+    table = plain_table("80% prediction intervals: coverage out of sample (each run's interval "
+                        "made without its source) and left-out |error|, by group")
+    for col in ("by", "group", "runs", "inside", "coverage", "median |error|", "worst |error|"):
+        table.add_column(col, justify="left" if col in ("by", "group") else "right")
+    report = interval_report(covered)
+    coverage, errors = report["coverage"], report["error_left_out"]
+    assert isinstance(coverage, dict) and isinstance(errors, dict)
+    for by in COVERAGE_BY:
+        for group, c in coverage[by].items():
+            if group == "overall" and by != COVERAGE_BY[-1]:
+                continue
+            e = errors[by][group]
+            add_plain_row(table, "all" if group == "overall" else by, group, f"{c['n']:.0f}",
+                          f"{c['inside']:.0f}", f"{c['coverage']:.0%}",
+                          f"{e['median_abs_error']:.1%}", f"{e['worst_abs_error']:.1%}")
     return table
 
 
@@ -275,9 +316,12 @@ def _measured_steps(store: ResultStore) -> tuple[list[StepRow], list[str]]:
     line for each cell left out (no profile at its thread count)."""
     profiles = profiles_by_threads(store)
     runs = measured_step_runs(store)
-    kept = [r for r in runs if r["threads"] in profiles]
     left = [f"record {r['record_id']}: no profile at {r['threads']} threads (accelbench "
             f"calibrate --threads {r['threads']})" for r in runs if r["threads"] not in profiles]
+    runs = [r for r in runs if r["threads"] in profiles]
+    missing = [missing_precision(r, profiles) for r in runs]
+    left += [why for why in missing if why]
+    kept = [r for r, why in zip(runs, missing, strict=True) if not why]
     return validate_measured_steps(kept, profiles), left
 
 
@@ -315,13 +359,20 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
     store = ResultStore(db, write=False)
     checked = validate_all(measured_training_runs(store), efficiency)
     steps, left = _measured_steps(store)
+    # intervals rest on the built-in curves' leave-one-source-out (none with --efficiency)
+    covered = (interval_check(checked, tuple(step_residual(r) for r in steps))
+               if checked.leave_one_out else [])
     if as_json:
         print(json.dumps({**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
-                          "measured_steps_summary": step_errors(steps)}, indent=2))
+                          "measured_steps_summary": step_errors(steps),
+                          "measured_steps_left_out": left,
+                          "intervals": interval_report(covered) if covered else None},
+                         indent=2))
         return
     _show(_validation_table(checked.published, checked.leave_one_out,
                             "Predicted vs published MFU (left out: the run's source left out of "
-                            "the fit of the built-in curves)"))
+                            "the fit of the built-in curves; its 80% interval made without that "
+                            "source's residuals)", covered))
     _show(_source_lines(checked.published))
     _show("\n".join(["notes:"] + _run_notes(checked.published)))
     _show(_source_table(checked))
@@ -339,6 +390,13 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None) -> None:
                       f"worst {s['worst_abs_error']:.1%}")
     if steps:
         _show(_steps_table(steps))
+    if covered:
+        _show(_coverage_table(covered))
+        _show(f"method: {METHOD}. Runs inside their interval: "
+              f"{sum(c.inside for c in covered)} of {len(covered)}.")
+    else:
+        _show("intervals: not computed with --efficiency (they rest on the built-in curves' "
+              "leave-one-source-out residuals)")
     for name, s in step_errors(steps).items():
         _show(f"measured step time, {name}: n={s['n']:.0f}, median |error| "
               f"{s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}")
