@@ -139,7 +139,7 @@ def _ranks(at: list[int]) -> str:
     return ", ".join(f"#{i}" for i in at)
 
 
-def _confidence_notes(outcome: PlanOutcome, headroom: float) -> list[str]:
+def _confidence_notes(outcome: PlanOutcome, request: PlanRequest) -> list[str]:
     """What the intervals are (per residual group, with the ranks using it), each flagged
     layout's reasons, and how many layouts the headroom moved down."""
     groups: dict[str, list[int]] = {}
@@ -147,7 +147,9 @@ def _confidence_notes(outcome: PlanOutcome, headroom: float) -> list[str]:
         groups.setdefault(f"{c.interval.group}, {c.interval.n} runs", []).append(i)
     lines = ["(ranges): 80% prediction intervals of tok/s, MFU and step s, estimates from the "
              "shipped runs' leave-one-source-out residuals (docs/planner.md): "
-             + "; ".join(f"{_ranks(at)} {group}" for group, at in groups.items())]
+             + "; ".join(f"{_ranks(at)} {group}" for group, at in groups.items())
+             + ("; --efficiency given: they are the built-in curves' residuals, not those of "
+                "the efficiency chosen" if request.efficiency is not None else "")]
     flagged: dict[tuple[str, str], list[str]] = {}
     for i, c in enumerate(outcome.confidence, 1):
         for flag in c.flags:
@@ -157,7 +159,8 @@ def _confidence_notes(outcome: PlanOutcome, headroom: float) -> list[str]:
     found = outcome.search
     if found is not None and found.n_over_headroom:
         lines.append(f"{found.n_over_headroom} of {found.n_fit} layouts that fit use more than "
-                     f"{headroom:.0%} of usable memory (--memory-headroom): ranked after "
+                     f"{request.headroom:.0%} of usable memory (--memory-headroom): ranked "
+                     "after "
                      "those within it")
     return lines
 
@@ -533,7 +536,7 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool) -> None:
         if ":" in cluster.device.key:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
         _show("; ".join(f"{k}: {v}" for k, v in _assumptions(request).items()))
-        for line in (_confidence_notes(outcome, request.headroom) + _runtime_notes(results)
+        for line in (_confidence_notes(outcome, request) + _runtime_notes(results)
                      + _precision_notes(results, setup.dtype)
                      + _sparsity_notes(results, request) + _moe_notes(results, request)):
             _show(line)
