@@ -60,16 +60,20 @@ class Confidence:
 
 
 def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
-           intervals: IntervalModel, envelope: Envelope, headroom: float = HEADROOM
-           ) -> Confidence:
-    """The interval and flags of one layout of `model` on `cluster`."""
+           intervals: IntervalModel, envelope: Envelope, headroom: float = HEADROOM,
+           unseen: IntervalModel | None = None) -> Confidence:
+    """The interval and flags of one layout of `model` on `cluster`: a device class without
+    validated runs, or compute timed by a profile, takes the `unseen` intervals (each class
+    predicted without its own runs) where given."""
     cls = device_class(cluster.device)
     timed_by = PROFILE_CLASS if cluster.profile is not None else cls
     where = conditions(timed_by, setup.dtype, result.limiter, cluster.n_devices)
     flags = []
     if cluster.profile is not None:
         flags.append(Flag("device", "compute timed by a measured profile: no validated run "
-                                    "was; the pooled interval of the built-in curves"))
+                                    "was; the interval of a device class never validated"))
+    if unseen is not None and (cluster.profile is not None or not envelope.has_class(cls)):
+        intervals = unseen
     mem = memory_flag(result.memory.total, result.memory.usable_bytes, headroom)
     flags += [mem] if mem else []
     flags += envelope.flags(cls, setup.dtype, float(active_params(model)), cluster.n_devices,

@@ -89,6 +89,10 @@ class Envelope:
 
     runs: tuple[ValidatedRun, ...]
 
+    def has_class(self, device_class: str) -> bool:
+        """Whether any validated run is on this device class."""
+        return any(r.device_class == device_class for r in self.runs)
+
     def _range_flags(self, n_params: float, n_devices: int, seq_len: int) -> list[Flag]:
         flags = []
         for kind, value, values, shown in (
@@ -120,8 +124,9 @@ class Envelope:
         same = [r for r in self.runs if r.device_class == device_class]
         family = precision_family(dtype)
         if not same:
-            flags.append(Flag("device", f"no validated run on {device_class}: the pooled "
-                                        "fit and pooled residuals"))
+            flags.append(Flag("device", f"no validated run on {device_class}: the pooled fit, "
+                                        "and the errors of classes predicted without their "
+                                        "own runs"))
         elif not any(r.precision == family for r in same):
             flags.append(Flag("precision", f"no validated {dtype} run on {device_class}"))
         if moe:

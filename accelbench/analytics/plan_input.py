@@ -10,12 +10,14 @@ from dataclasses import dataclass, field, fields, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
 from accelbench.analytics.confidence import Confidence, assess
+from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.envelope import HEADROOM, check_headroom
 from accelbench.analytics.planner import PlanResult, SearchResult, plan_fixed, search
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.published import (
     resolve_shape,
     shipped_interval_model,
+    unseen_class_interval_model,
     validated_envelope,
 )
 from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
@@ -281,6 +283,9 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
                        request.top, request.efficiency, request.headroom)
         results = found.best
     intervals, envelope = shipped_interval_model(), validated_envelope()
+    cls_known = envelope.has_class(device_class(request.cluster.device))
+    unseen = (unseen_class_interval_model()
+              if request.cluster.profile is not None or not cls_known else None)
     confidence = [assess(r, request.model, request.cluster, request.setup, intervals, envelope,
-                         request.headroom) for r in results]
+                         request.headroom, unseen) for r in results]
     return PlanOutcome(results, found, confidence)

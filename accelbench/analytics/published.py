@@ -230,11 +230,36 @@ def validate_leave_one_source_out(runs: tuple[PublishedRun, ...] = PUBLISHED_RUN
     """Each source's runs predicted with curves fitted without that source (fit_gemm_top on
     every other source's runs; a class left with no run takes the pooled fit): the planner
     judged on runs it has not seen. Rows in the order of `runs`."""
-    needed = needed_by_run(runs)
+    return _leave_out(runs, lambda run: run.source_key)
+
+
+def validate_leave_one_class_out(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS
+                                 ) -> list[ValidationRow]:
+    """Each device class's runs predicted as a class with no published run is: with the
+    pooled fit of the other classes' runs. The errors of a device the planner has never seen
+    validated (B200, MI300X, ...). Rows in the order of `runs`."""
+    return _leave_out(runs, lambda run: device_class(run.device))
+
+
+_NEEDED: dict[int, tuple[tuple[PublishedRun, ...], list[tuple[str, float]]]] = {}
+
+
+def _needed_once(runs: tuple[PublishedRun, ...]) -> list[tuple[str, float]]:
+    """needed_by_run(runs), computed once a process for the same runs."""
+    kept = _NEEDED.get(id(runs))
+    if kept is None or kept[0] is not runs:
+        kept = _NEEDED[id(runs)] = (runs, needed_by_run(runs))
+    return kept[1]
+
+
+def _leave_out(runs: tuple[PublishedRun, ...], key: Callable[[PublishedRun], str]
+               ) -> list[ValidationRow]:
+    """Each group's runs (by `key`) predicted with the tops fitted without that group."""
+    needed = _needed_once(runs)
     classes = {cls for cls, _ in needed}
     rows: dict[int, ValidationRow] = {}
-    for source in dict.fromkeys(run.source_key for run in runs):
-        inside = [i for i, run in enumerate(runs) if run.source_key == source]
+    for group in dict.fromkeys(key(run) for run in runs):
+        inside = [i for i, run in enumerate(runs) if key(run) == group]
         tops = fit_gemm_top([n for i, n in enumerate(needed) if i not in inside], classes)
         for i, row in zip(inside, validate_published(None, tuple(runs[i] for i in inside),
                                                      tops), strict=True):
@@ -355,6 +380,18 @@ def shipped_interval_model() -> IntervalModel:
     if "intervals" not in _SHIPPED:
         _SHIPPED["intervals"] = interval_model(validate_leave_one_source_out())
     model = _SHIPPED["intervals"]
+    assert isinstance(model, IntervalModel)
+    return model
+
+
+def unseen_class_interval_model() -> IntervalModel:
+    """The intervals of a device class no published run validates (or compute timed by a
+    measured profile): the pooled residuals of each class's runs predicted without any of its
+    class's runs (validate_leave_one_class_out), computed once a process. Wider than the
+    leave-one-source-out pool: a new class's efficiency is unknown, and so is its error."""
+    if "unseen" not in _SHIPPED:
+        _SHIPPED["unseen"] = interval_model(validate_leave_one_class_out())
+    model = _SHIPPED["unseen"]
     assert isinstance(model, IntervalModel)
     return model
 

@@ -236,3 +236,15 @@ def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
     assert out.exit_code == 0, out.output
     assert "record 7: a fp16 block cell" in out.stdout
     assert "not predicted" in out.stdout
+
+
+def test_a_device_class_never_validated_takes_the_wider_unseen_class_interval() -> None:
+    def top(device: str) -> dict:
+        return _plan_json("plan", "--model", "llama3-8b", "--device", device, "--nodes", "2",
+                          "--global-batch", "64", "--seq", "4096", "--top", "1")["best"][0]
+    seen, unseen = top("a100-80gb"), top("b200")
+    assert "device" in {f["kind"] for f in unseen["flags"]}
+    assert unseen["interval"]["group"] == "pooled"
+    width = {name: row["interval"]["high_factor"] / row["interval"]["low_factor"]
+             for name, row in (("seen", seen), ("unseen", unseen))}
+    assert width["unseen"] > 1.5 * width["seen"]
