@@ -165,6 +165,9 @@ def _cpu_profile_file(tmp_path, environment: dict) -> str:
     points = [Point("gemm", f"gemm:fp32:{p}", "", "fp32", f, f, f / (e * 1e11), 0, 0, 0, 5)
               for p in ("forward", "input_grad", "weight_grad") for f, e in ((1e8, 0.3),
                                                                              (1e11, 0.6))]
+    points += [Point("attention", f"attention:fp32:{d}:d32", "", "fp32", 128, 1e9,
+                     1e9 / (0.4 * 1e11), 0, 0, 0, 5) for d in ("forward", "backward")]
+    points.append(Point("memory", "memory:copy", "", "fp32", 1e8, 1e8, 1e-2, 0, 0, 0, 5))
     record = {"kind": "profile", "status": "ok", "environment": environment,
               "metrics": {"points": [point_dict(p) for p in points],
                           "peak_flops_per_s_by_dtype": {"fp32": 1e11, "bf16": 1e11}}}
@@ -231,11 +234,18 @@ def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
     profile = resolve_profile(_cpu_profile_file(tmp_path, {"device_type": "cpu"}), None)
     assert "no fp16 GEMM curve" in (missing_precision(_fp16_cell(), {2: profile}) or "")
     monkeypatch.setattr(plan_cli, "profiles_by_threads", lambda store: {2: profile})
-    monkeypatch.setattr(plan_cli, "measured_step_runs", lambda store: [_fp16_cell()])
+    fp32 = {**_fp16_cell(), "dtype": "fp32", "record_id": 8}
+    monkeypatch.setattr(plan_cli, "measured_step_runs", lambda store: [_fp16_cell(), fp32])
     out = CliRunner().invoke(app, ["plan", "--validate", "--db", str(tmp_path / "r.db")])
     assert out.exit_code == 0, out.output
     assert "record 7: a fp16 block cell" in out.stdout
     assert "not predicted" in out.stdout
+    data = _plan_json("plan", "--validate", "--db", str(tmp_path / "r.db"))
+    assert [r["record_id"] for r in data["measured_steps"]] == [8]  # the fp32 cell is
+    assert any("record 7" in line for line in data["measured_steps_left_out"])
+    # the predicted cell's residual joins the intervals, with its own source and interval
+    [cell] = [r for r in data["intervals"]["runs"] if r["source"].startswith("profile: ")]
+    assert cell["generation"] == "measured profile" and cell["group"] == "pooled"
 
 
 def test_a_device_class_never_validated_takes_the_wider_unseen_class_interval() -> None:
