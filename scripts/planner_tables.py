@@ -1,5 +1,7 @@
-"""Print docs/planner.md's validation tables (per run, per source) from the planner itself, so
-the page shows what `accelbench plan --validate` computes rather than figures copied by hand.
+"""Print docs/planner.md's validation tables (per run, per source, and the 80% intervals'
+coverage and left-out error by device generation, precision, limiter and scale) from the
+planner itself, so the page shows what `accelbench plan --validate` computes rather than
+figures copied by hand.
 
 Usage: .venv/bin/python scripts/planner_tables.py > /tmp/tables.md
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ORACLE = {"mfu": "{:.1%} MFU", "tokens_per_s_per_device": "{:,.0f} tok/s per device",
@@ -17,9 +20,9 @@ ORACLE = {"mfu": "{:.1%} MFU", "tokens_per_s_per_device": "{:,.0f} tok/s per dev
 
 def _validation() -> dict:
     """`accelbench plan --validate --json`, run as a user would run it."""
-    command = str(Path(sys.executable).parent / "accelbench")
-    out = subprocess.run([command, "plan", "--validate", "--json"], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "accelbench", "plan", "--validate", "--json",
+                          "--db", str(Path(tempfile.mkdtemp()) / "none.db")],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -56,10 +59,42 @@ def source_table(data: dict) -> list[str]:
     return lines
 
 
+def interval_table(data: dict) -> list[str]:
+    """Per group: runs, runs inside their own out-of-sample 80% interval, and the left-out
+    |error| (median, worst); overall last."""
+    report = data["intervals"]
+    lines = ["| By | Group | Runs | Inside their 80% interval | Coverage | Median left-out "
+             "|error| | Worst |", "|---|---|---|---|---|---|---|"]
+    for by in ("generation", "precision", "limiter", "scale"):
+        for group, c in report["coverage"][by].items():
+            if group == "overall":
+                continue
+            e = report["error_left_out"][by][group]
+            lines.append(f"| {by} | {group} | {c['n']} | {c['inside']} | {c['coverage']:.0%} "
+                         f"| {e['median_abs_error']:.1%} | {e['worst_abs_error']:.1%} |")
+    c = report["coverage"]["generation"]["overall"]
+    e = report["error_left_out"]["generation"]["overall"]
+    lines.append(f"| all | overall | {c['n']} | {c['inside']} | {c['coverage']:.0%} "
+                 f"| {e['median_abs_error']:.1%} | {e['worst_abs_error']:.1%} |")
+    return lines
+
+
+def interval_runs(data: dict) -> list[str]:
+    """Each run's group, interval (as observed / predicted) and whether it held."""
+    lines = ["| Run | Source | Group (runs) | 80% interval of observed / predicted "
+             "| Observed / predicted | Inside |", "|---|---|---|---|---|---|"]
+    for r in data["intervals"]["runs"]:
+        lines.append(f"| {r['name']} | {r['source']} | {r['group']} ({r['n_residuals']}) "
+                     f"| {r['low_factor']:.3f}-{r['high_factor']:.3f} "
+                     f"| {r['observed_over_predicted']:.3f} | {'yes' if r['inside'] else 'no'} |")
+    return lines
+
+
 def main() -> None:
-    """Both tables, a blank line between."""
+    """The tables, a blank line between."""
     data = _validation()
-    print("\n".join(run_table(data) + [""] + source_table(data)))
+    print("\n".join(run_table(data) + [""] + source_table(data) + [""] + interval_table(data)
+                    + [""] + interval_runs(data)))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,12 @@ _CLASS_OF = {"a100-40gb": "a100", "a100-80gb": "a100", "h100-sxm": "h100", "h100
 
 def device_class(device: DeviceSpec) -> str:
     """The class whose built-in curves a device uses (its datasheet row's key otherwise)."""
-    base = device.key.partition(":")[0]
+    return class_of_key(device.key)
+
+
+def class_of_key(key: str) -> str:
+    """device_class of a device key (a variant's key names its row before the colon)."""
+    base = key.partition(":")[0]
     return _CLASS_OF.get(base, base)
 
 

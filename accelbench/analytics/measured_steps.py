@@ -12,13 +12,16 @@ them (collectives run one thread a rank).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
+from accelbench.analytics.intervals import Residual, conditions
 from accelbench.analytics.memory import Kernels
+from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.config.errors import ConfigError
@@ -43,6 +46,8 @@ class StepRow:
     predicted_s: float
     profile: str
     record_id: int | None = None
+    dtype: str = "fp32"
+    n_devices: int = 1
 
     @property
     def error(self) -> float:
@@ -135,8 +140,27 @@ def validate_measured_steps(runs: list[dict[str, Any]],
         name = (f"{run['model'].name} {kind} s={run['seq_len']} b={run['micro_batch']}"
                 + (f" {_layout(run).label()}" if n > 1 else ""))
         rows.append(StepRow(name, kind, float(run["measured_s"]), predict_step_s(run, profile),
-                            profile.source, run.get("record_id")))
+                            profile.source, run.get("record_id"), str(run["dtype"]), n))
     return rows
+
+
+def missing_precision(run: dict[str, Any], profiles: dict[int, MachineProfile]) -> str | None:
+    """Why a cell cannot be predicted through the profile of its thread count: the profile
+    measured no GEMM curve of the cell's precision (`calibrate` measures fp32 and bf16 by
+    default; the study also makes fp16 cells). These cells run on a device with no datasheet
+    row (a CPU), so there is no datasheet model to fall back on and no peak is invented: the
+    cell is left out with this reason. None when the profile has the curve (or is absent:
+    pick_profile says so)."""
+    profile = profiles.get(int(run["threads"]))
+    dtype = str(run["dtype"])
+    peak = training_widths(dtype).peak if dtype in BYTES_PER_VALUE else dtype
+    if profile is None or peak in profile.peaks_flops_per_s:
+        return None
+    measured = ", ".join(sorted(profile.peaks_flops_per_s)) or "none"
+    return (f"record {run.get('record_id')}: a {dtype} {run['kind']} cell, and the "
+            f"{run['threads']}-thread profile has no {peak} GEMM curve (it measured {measured}); "
+            f"{profile.device_type or 'this device'} has no datasheet row to fall back on, so "
+            f"the cell is not predicted (accelbench calibrate --dtype {peak} measures one)")
 
 
 def step_errors(rows: list[StepRow]) -> dict[str, dict[str, float]]:
@@ -148,3 +172,14 @@ def step_errors(rows: list[StepRow]) -> dict[str, dict[str, float]]:
             out[kind] = {"n": len(errors), "median_abs_error": statistics.median(errors),
                          "worst_abs_error": max(errors)}
     return out
+
+
+MEASURED_CLASS = "measured profile"  # the device class of cells timed through a profile
+
+
+def step_residual(row: StepRow) -> Residual:
+    """A measured cell as an interval residual: log(predicted / observed) throughput, which is
+    log(measured / predicted) seconds; its source is the profile that timed it, its limiter
+    the cell's kind."""
+    return Residual(math.log(row.measured_s / row.predicted_s), f"profile: {row.profile}",
+                    conditions(MEASURED_CLASS, row.dtype, row.kind, row.n_devices), row.name)

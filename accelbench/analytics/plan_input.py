@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
+from accelbench.analytics.confidence import Confidence, assess
+from accelbench.analytics.efficiency import device_class
+from accelbench.analytics.envelope import HEADROOM, check_headroom
 from accelbench.analytics.planner import (
     PlanResult,
     SearchResult,
@@ -18,7 +21,12 @@ from accelbench.analytics.planner import (
     search,
 )
 from accelbench.analytics.profile import MachineProfile
-from accelbench.analytics.published import resolve_shape
+from accelbench.analytics.published import (
+    resolve_shape,
+    shipped_interval_model,
+    unseen_class_interval_model,
+    validated_envelope,
+)
 from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
 from accelbench.config.errors import (
     ConfigError,
@@ -36,6 +44,7 @@ from accelbench.config.layout import (
 from accelbench.config.model import ModelConfig
 from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.vocab import PEAK_PRECISIONS
+from accelbench.hardware.specs import DeviceSpec
 
 OPTIMIZERS = ("adam", "sgd")
 # A --layout naming all of these is evaluated alone; with any missing, the rest is searched.
@@ -67,6 +76,7 @@ class PlanInput:
     sparsity_pattern: str = "unstructured"
     overlap: str = "megatron"
     moe_imbalance: float = 1.0
+    memory_headroom: float = HEADROOM
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class PlanRequest:
     top: int = 10
     efficiency: float | None = None
     train_tokens: float = 300e9
+    headroom: float = HEADROOM
 
     @property
     def full(self) -> bool:
@@ -94,6 +105,7 @@ class PlanOutcome:
 
     results: list[PlanResult]
     search: SearchResult | None = None
+    confidence: list[Confidence] = field(default_factory=list)  # one per result
 
 
 def check_efficiency(efficiency: float | None) -> float | None:
@@ -270,6 +282,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
         require_positive(name, value)
     _check_links(given)
     check_moe_imbalance(given.moe_imbalance)
+    check_headroom(given.memory_headroom)
     model = resolve_shape(given.model)
     check_imbalance_model(model, given.moe_imbalance)
     if model.position == "learned" and given.seq > model.n_positions:
@@ -281,6 +294,7 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
     check_cluster_size(given, model, cluster)
     compute_rates(cluster.device, given.dtype)  # the peaks the precision needs, before a search
     if profile is not None:
+        check_profile_device(profile, cluster.device)
         cluster = replace(cluster, profile=profile)
         layer_rates(cluster, given.dtype)  # the profile has this precision's curves
     fixed = parse_layout_fields(not_modelled(given.layout), PLANNER_KEYS) if given.layout else {}
@@ -290,16 +304,49 @@ def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) 
                        given.fused_attention, given.sparsity, given.sparsity_pattern,
                        given.overlap, moe_imbalance=given.moe_imbalance)
     request = PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
-                          given.train_tokens)
+                          given.train_tokens, given.memory_headroom)
     check_divides(request, given.layout)
     return request
 
 
+# torch device types of a measured profile and the datasheet kinds they may time
+PROFILE_TYPE_KINDS = {"cuda": ("gpu",), "xpu": ("gpu",), "xla": ("tpu",), "hpu": ("hpu",)}
+
+
+def check_profile_device(profile: MachineProfile, device: DeviceSpec) -> None:
+    """A profile times only the kind of device it was measured on: its datasheet row's where
+    it recorded one, else a device of its torch type (a CPU profile times no accelerator)."""
+    base = device.key.partition(":")[0]
+    measured = f"{profile.device_type or 'an unknown device'}" + (
+        f" ({profile.device_name})" if profile.device_name else "")
+    if profile.device_key:
+        if profile.device_key != base:
+            raise ConfigError("profile", f"measured on {profile.device_key} {measured}, cannot "
+                              f"time {device.key}", f"--device {profile.device_key}, or a "
+                              f"profile measured on {base}")
+        return
+    if device.kind not in PROFILE_TYPE_KINDS.get(profile.device_type, ()):
+        raise ConfigError("profile", f"measured on {measured}, cannot time {device.key} (a "
+                          f"{device.kind})", f"a profile measured on {base}; this machine's "
+                          "own cells: plan --validate --db FILE")
+
+
 def run_plan(request: PlanRequest) -> PlanOutcome:
-    """Evaluate the full --layout alone, else search the fields it leaves open."""
+    """Evaluate the full --layout alone, else search the fields it leaves open; each result
+    with its interval and extrapolation flags (layouts above the memory headroom ranked
+    last)."""
     if request.full:
-        return PlanOutcome([plan_fixed(request.model, request.cluster, request.setup,
-                                       request.fixed, request.efficiency)])
-    found = search(request.model, request.cluster, request.setup, request.fixed, request.top,
-                   request.efficiency)
-    return PlanOutcome(found.best, found)
+        results = [plan_fixed(request.model, request.cluster, request.setup, request.fixed,
+                              request.efficiency)]
+        found = None
+    else:
+        found = search(request.model, request.cluster, request.setup, request.fixed,
+                       request.top, request.efficiency, request.headroom)
+        results = found.best
+    intervals, envelope = shipped_interval_model(), validated_envelope()
+    cls_known = envelope.has_class(device_class(request.cluster.device))
+    unseen = (unseen_class_interval_model()
+              if request.cluster.profile is not None or not cls_known else None)
+    confidence = [assess(r, request.model, request.cluster, request.setup, intervals, envelope,
+                         request.headroom, unseen) for r in results]
+    return PlanOutcome(results, found, confidence)

@@ -77,6 +77,7 @@ class SearchResult:
     elapsed_s: float = 0.0
     rejected: dict[str, int] = field(default_factory=dict)
     rejected_example: dict[str, str] = field(default_factory=dict)
+    n_over_headroom: int = 0  # layouts that fit but use more than the headroom of memory
 
     @property
     def layouts_per_s(self) -> float:
@@ -253,10 +254,11 @@ def evaluate(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: 
 
 def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
            fixed: dict[str, int | str | bool] | None = None, top: int = 10,
-           efficiency: float | None = None) -> SearchResult:
+           efficiency: float | None = None, headroom: float | None = None) -> SearchResult:
     """The `top` layouts by predicted tokens/s among those that divide and fit (those the
     runtime does not build included, marked); the others are counted by reason in
-    `rejected`."""
+    `rejected`. With a memory `headroom` (a fraction of usable memory), layouts above it rank
+    after every layout within it (envelope.memory_flag says so)."""
     start = time.perf_counter()
     result = SearchResult(best=[])
     ranked: list[PlanResult] = []
@@ -276,8 +278,11 @@ def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
         step = estimate_step(cfg, cluster, setup, layout, efficiency)
         note = "" if rule is None else rule.reason(layout, target, m)
         ranked.append(PlanResult(layout, memory, step, _limiter(step), note))
-    ranked.sort(key=lambda r: (-r.step.tokens_per_s, r.memory.total))
+    limit = float("inf") if headroom is None else headroom
+    ranked.sort(key=lambda r: (r.memory.total > limit * r.memory.usable_bytes,
+                               -r.step.tokens_per_s, r.memory.total))
     result.n_fit = len(ranked)
+    result.n_over_headroom = sum(r.memory.total > limit * r.memory.usable_bytes for r in ranked)
     result.best = ranked[:top]
     result.elapsed_s = time.perf_counter() - start
     return result

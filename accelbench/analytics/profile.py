@@ -136,6 +136,7 @@ class MachineProfile:
     curves: dict[str, Curve]
     latency_s: dict[str, float] = field(default_factory=dict)  # collective op -> seconds
     collective_ranks: int | None = None  # ranks the collective curves were measured on
+    device_key: str = ""  # the device's datasheet row (hardware table), "" when it has none
 
     def curve(self, key: str) -> Curve:
         """The named curve; a missing one is one line naming those the profile has."""
@@ -276,4 +277,5 @@ def profile_from_metrics(metrics: dict[str, Any], environment: dict[str, Any],
         device_name=str(environment.get("device_name", "")), source=source,
         peaks_flops_per_s=peaks, peak_labels=dict(metrics.get("peak_label_by_dtype") or {}),
         curves=build_curves(points, peaks), latency_s=latencies_s(points),
-        collective_ranks=metrics.get("collective_ranks"))
+        collective_ranks=metrics.get("collective_ranks"),
+        device_key=str(environment.get("device_spec_key") or ""))

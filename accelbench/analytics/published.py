@@ -7,13 +7,29 @@ oracles and tags) are in accelbench.analytics.published_runs.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.analytics.cluster import make_cluster
-from accelbench.analytics.efficiency import device_class
+from accelbench.analytics.efficiency import class_of_key, device_class
+from accelbench.analytics.envelope import Envelope, ValidatedRun
+from accelbench.analytics.intervals import (
+    COVERAGE,
+    LEVELS,
+    MIN_GROUP,
+    Covered,
+    IntervalModel,
+    Residual,
+    abs_error_summary,
+    conditions,
+    coverage_summary,
+    loso_coverage,
+    precision_family,
+)
+from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.published_runs import (
     MOE_NOT_MODELLED,
@@ -66,6 +82,8 @@ class ValidationRow:
     framework: str = ""  # the run's framework and the overlap it was predicted with
     overlap: str = ""
     published_memory_gib: float | None = None  # the source's peak per device, where given
+    dtype: str = "bf16"
+    n_devices: int = 0
 
     @property
     def error(self) -> float:
@@ -110,7 +128,7 @@ def validate_published(efficiency: float | None = None,
             result.memory.fits, result.limiter, run.oracle_tag, run.setup_tag, run.source,
             run.oracle_kind, run.oracle_value, run.fused_attention, run.run_id, run.source_key,
             run.notes, result.step.fp8_peak_utilisation, run.framework, run.overlap,
-            run.published_memory_gib))
+            run.published_memory_gib, run.dtype, run.n_devices))
     return rows
 
 
@@ -164,18 +182,22 @@ def validate_measured_runs(runs: list[dict[str, Any]],
             float(run["mfu"]),
             result.step.mfu, result.step.tokens_per_s / n, result.memory.total / GB,
             result.memory.fits, result.limiter, "measured", "V", "accelbench results store",
-            "mfu", float(run["mfu"]), True))
+            "mfu", float(run["mfu"]), True, source_key="measured", dtype=str(run["dtype"]),
+            n_devices=n))
     return rows
 
 
 def _solve_efficiency(predict_mfu: Callable[[float], float], observed_mfu: float,
                       start: float) -> float:
     """The compute efficiency at which a prediction meets the observed MFU (fixed point;
-    MFU grows with efficiency, less than in proportion where communication is exposed: 30
-    steps converge)."""
+    MFU grows with efficiency, less than in proportion where communication is exposed: at
+    most 30 steps, stopping once a step moves it by less than 1e-13 of itself)."""
     eff = start
     for _ in range(30):
-        eff = min(1.0, eff * observed_mfu / predict_mfu(eff))
+        new = min(1.0, eff * observed_mfu / predict_mfu(eff))
+        if abs(new - eff) <= 1e-13 * eff:
+            return new
+        eff = new
     return eff
 
 
@@ -208,11 +230,36 @@ def validate_leave_one_source_out(runs: tuple[PublishedRun, ...] = PUBLISHED_RUN
     """Each source's runs predicted with curves fitted without that source (fit_gemm_top on
     every other source's runs; a class left with no run takes the pooled fit): the planner
     judged on runs it has not seen. Rows in the order of `runs`."""
-    needed = needed_by_run(runs)
+    return _leave_out(runs, lambda run: run.source_key)
+
+
+def validate_leave_one_class_out(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS
+                                 ) -> list[ValidationRow]:
+    """Each device class's runs predicted as a class with no published run is: with the
+    pooled fit of the other classes' runs. The errors of a device the planner has never seen
+    validated (B200, MI300X, ...). Rows in the order of `runs`."""
+    return _leave_out(runs, lambda run: device_class(run.device))
+
+
+_NEEDED: dict[int, tuple[tuple[PublishedRun, ...], list[tuple[str, float]]]] = {}
+
+
+def _needed_once(runs: tuple[PublishedRun, ...]) -> list[tuple[str, float]]:
+    """needed_by_run(runs), computed once a process for the same runs."""
+    kept = _NEEDED.get(id(runs))
+    if kept is None or kept[0] is not runs:
+        kept = _NEEDED[id(runs)] = (runs, needed_by_run(runs))
+    return kept[1]
+
+
+def _leave_out(runs: tuple[PublishedRun, ...], key: Callable[[PublishedRun], str]
+               ) -> list[ValidationRow]:
+    """Each group's runs (by `key`) predicted with the tops fitted without that group."""
+    needed = _needed_once(runs)
     classes = {cls for cls, _ in needed}
     rows: dict[int, ValidationRow] = {}
-    for source in dict.fromkeys(run.source_key for run in runs):
-        inside = [i for i, run in enumerate(runs) if run.source_key == source]
+    for group in dict.fromkeys(key(run) for run in runs):
+        inside = [i for i, run in enumerate(runs) if key(run) == group]
         tops = fit_gemm_top([n for i, n in enumerate(needed) if i not in inside], classes)
         for i, row in zip(inside, validate_published(None, tuple(runs[i] for i in inside),
                                                      tops), strict=True):
@@ -304,3 +351,85 @@ def validate_all(measured_runs: list[dict[str, Any]],
                       validate_leave_one_source_out() if efficiency is None else [],
                       validate_measured_runs(measured_runs, efficiency),
                       NOT_MODELLED + MOE_NOT_MODELLED, validate_published(efficiency, MOE_RUNS))
+
+
+# --- Intervals and the envelope: what the planner has been validated on ---
+
+
+def row_residual(row: ValidationRow) -> Residual:
+    """A validation row as a residual: log(predicted / observed) MFU (= tokens/s per device),
+    its source and its run's conditions."""
+    return Residual(math.log(row.predicted_mfu / row.observed_mfu), row.source_key,
+                    conditions(class_of_key(row.device), row.dtype, row.limiter, row.n_devices),
+                    f"{row.run_id} {row.name}".strip())
+
+
+def interval_model(rows: list[ValidationRow], extra: tuple[Residual, ...] = ()
+                   ) -> IntervalModel:
+    """The intervals of out-of-sample rows (leave-one-source-out ones, or measured runs the
+    curves were never fitted on), with any further residuals."""
+    return IntervalModel(tuple(row_residual(r) for r in rows) + extra)
+
+
+_SHIPPED: dict[str, object] = {}
+
+
+def shipped_interval_model() -> IntervalModel:
+    """The intervals of the shipped runs' leave-one-source-out residuals (computed once a
+    process)."""
+    if "intervals" not in _SHIPPED:
+        _SHIPPED["intervals"] = interval_model(validate_leave_one_source_out())
+    model = _SHIPPED["intervals"]
+    assert isinstance(model, IntervalModel)
+    return model
+
+
+def unseen_class_interval_model() -> IntervalModel:
+    """The intervals of a device class no published run validates (or compute timed by a
+    measured profile): the pooled residuals of each class's runs predicted without any of its
+    class's runs (validate_leave_one_class_out), computed once a process. Wider than the
+    leave-one-source-out pool: a new class's efficiency is unknown, and so is its error."""
+    if "unseen" not in _SHIPPED:
+        _SHIPPED["unseen"] = interval_model(validate_leave_one_class_out())
+    model = _SHIPPED["unseen"]
+    assert isinstance(model, IntervalModel)
+    return model
+
+
+def validated_envelope(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS) -> Envelope:
+    """The envelope of the scored published runs: device class, precision, active parameters,
+    devices, sequence and observed MFU of each."""
+    return Envelope(tuple(
+        ValidatedRun(f"{run.run_id} {run.name}".strip(), device_class(run.device),
+                     precision_family(run.dtype), float(active_params(run.model)),
+                     run.n_devices, run.seq_len, run.published_mfu()) for run in runs))
+
+
+def interval_check(checked: Validation, extra: tuple[Residual, ...] = ()) -> list[Covered]:
+    """Each out-of-sample run (leave-one-source-out published rows, measured runs, then
+    `extra`, e.g. measured cells) against its own interval, made without its source."""
+    return loso_coverage(interval_model(checked.leave_one_out + checked.measured, extra))
+
+
+COVERAGE_BY = ("generation", "precision", "limiter", "scale")
+
+
+def interval_report(covered: list[Covered]) -> dict[str, object]:
+    """Plain dict for JSON: the method, each run's interval and whether it held, coverage and
+    leave-one-source-out |error| by group."""
+    residuals = [c.residual for c in covered]
+    return {"method": METHOD, "coverage_target": COVERAGE, "min_group": MIN_GROUP,
+            "levels": [list(level) for level in LEVELS],
+            "runs": [{"name": c.residual.name, "source": c.residual.source,
+                      **c.residual.where.__dict__, **c.interval.to_dict(),
+                      "observed_over_predicted": math.exp(-c.residual.log_ratio),
+                      "inside": c.inside} for c in covered],
+            "coverage": {by: coverage_summary(covered, by) for by in COVERAGE_BY},
+            "error_left_out": {by: abs_error_summary(residuals, by) for by in COVERAGE_BY}}
+
+
+METHOD = ("80% interval: order statistics floor/ceil((n+1) x 0.1 / 0.9) of the leave-one-"
+          "source-out log(predicted / observed) residuals of the first group with at least "
+          f"{MIN_GROUP} runs (generation + precision + limiter, generation + precision + scale, "
+          "generation + precision, generation), else pooled; a run's own interval leaves its "
+          "source out")

@@ -11,7 +11,15 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from accelbench.analytics.measured_steps import StepRow, step_errors, validate_measured_steps
+from accelbench.analytics.confidence import Confidence
+from accelbench.analytics.intervals import Covered
+from accelbench.analytics.measured_steps import (
+    StepRow,
+    missing_precision,
+    step_errors,
+    step_residual,
+    validate_measured_steps,
+)
 from accelbench.analytics.plan_input import (
     PlanInput,
     PlanOutcome,
@@ -25,9 +33,13 @@ from accelbench.analytics.plan_input import (
 )
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
 from accelbench.analytics.published import (
+    COVERAGE_BY,
+    METHOD,
     Validation,
     ValidationRow,
     errors_by_source,
+    interval_check,
+    interval_report,
     validate_all,
 )
 from accelbench.analytics.steptime import OVERLAP_MODES, compute_source, sparse_compute_note
@@ -61,31 +73,57 @@ def _pct(part: float, whole: float) -> str:
 
 
 # Each column with its priority (results/fit.py: 0 always shown; 1, 2, ...: left out when
-# narrow, the largest first): the layout and the plan's figures stay.
+# narrow, the largest first): the layout, the plan's figures and the extrapolation flags stay.
 _PLAN_COLUMNS = {"#": 0, "dp": 0, "tp": 0, "pp": 0, "vp": 2, "cp": 2, "ep": 2, "mb": 0,
                  "zero": 0, "recompute": 1, "sp": 2, "mem GB/dev": 0, "tok/s": 0, "MFU": 0,
                  "HFU": 4, "step s": 1, "bubble": 3, "comm": 3, "recomp": 4, "limit": 1,
-                 "days": 1}
+                 "days": 1, "flags": 0}
 
 
-def _rate_cells(r: PlanResult, train_tokens: float) -> list[str]:
-    """Rates and time split of a layout; blank for one that does not fit (it cannot run)."""
+def _rate(value: float, low: float, high: float) -> str:
+    """'185k (164-209k)': a rate and its interval, compact."""
+    for scale, unit in ((1e6, "M"), (1e3, "k")):
+        if value >= 10 * scale:
+            digits = 1 if value < 100 * scale and unit == "M" else 0
+            return (f"{value / scale:.{digits}f}{unit} ({low / scale:.{digits}f}-"
+                    f"{high / scale:.{digits}f}{unit})")
+    return f"{value:,.0f} ({low:,.0f}-{high:,.0f})"
+
+
+def _flag_cell(c: Confidence | None) -> str:
+    """The kinds of a layout's flags ('memory, mfu'), '-' when within the envelope."""
+    return ", ".join(f.kind for f in c.flags) if c and c.flags else "-"
+
+
+def _rate_cells(r: PlanResult, c: Confidence | None, train_tokens: float) -> list[str]:
+    """Rates with their 80% intervals and the time split of a layout; blank for one that does
+    not fit (it cannot run)."""
     s = r.step
     if not r.memory.fits:
-        return ["-"] * 7 + ["does not fit", "-"]
+        return ["-"] * 7 + ["does not fit", "-", _flag_cell(c)]
     comm = s.comm_exposed_s
-    return [f"{s.tokens_per_s:,.0f}", f"{s.mfu:.1%}", f"{s.hfu:.1%}", f"{s.step_s:.2f}",
+    if c is None:
+        rates = [f"{s.tokens_per_s:,.0f}", f"{s.mfu:.1%}", f"{s.step_s:.2f}"]
+    else:
+        iv = c.interval
+        low, high = iv.time(s.step_s)
+        mfu_low, mfu_high = iv.throughput(s.mfu)
+        rates = [_rate(s.tokens_per_s, *iv.throughput(s.tokens_per_s)),
+                 f"{s.mfu:.1%} ({100 * mfu_low:.0f}-{100 * mfu_high:.0f})",
+                 f"{s.step_s:.2f} ({low:.3g}-{high:.3g})"]
+    return [rates[0], rates[1], f"{s.hfu:.1%}", rates[2],
             _pct(s.bubble_s, s.step_s), _pct(comm, s.step_s), _pct(s.recompute_s, s.step_s),
-            r.limiter, f"{s.days_for_tokens(train_tokens):.1f}"]
+            r.limiter, f"{s.days_for_tokens(train_tokens):.1f}", _flag_cell(c)]
 
 
-def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> Table:
-    """The ranked layouts with what limits each; a '*' on the rank of one accelbench's runtime
-    does not build (see _runtime_notes)."""
+def _plan_table(results: list[PlanResult], title: str, train_tokens: float,
+                confidence: list[Confidence] | None = None) -> Table:
+    """The ranked layouts with what limits each, their 80% intervals and flags; a '*' on the
+    rank of one accelbench's runtime does not build (see _runtime_notes)."""
     table = plain_table(title)
     for col, priority in _PLAN_COLUMNS.items():
-        table.add_column(col, justify="left" if col in ("recompute", "limit") else "right",
-                         priority=priority, whole=True)
+        table.add_column(col, justify="left" if col in ("recompute", "limit", "flags")
+                         else "right", priority=priority, whole=col != "flags")
     for i, r in enumerate(results, 1):
         lay = r.layout
         add_plain_row(
@@ -93,8 +131,38 @@ def _plan_table(results: list[PlanResult], title: str, train_tokens: float) -> T
             _stages_cell(lay), str(lay.vp), str(lay.cp), str(lay.ep), str(lay.mb), str(lay.zero),
             lay.recompute, "on" if lay.sp else "off",
             f"{r.memory.total / GB:.1f} ({_pct(r.memory.total, r.memory.usable_bytes)})",
-            *_rate_cells(r, train_tokens))
+            *_rate_cells(r, confidence[i - 1] if confidence else None, train_tokens))
     return table
+
+
+def _ranks(at: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in at)
+
+
+def _confidence_notes(outcome: PlanOutcome, request: PlanRequest) -> list[str]:
+    """What the intervals are (per residual group, with the ranks using it), each flagged
+    layout's reasons, and how many layouts the headroom moved down."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(outcome.confidence, 1):
+        groups.setdefault(f"{c.interval.group}, {c.interval.n} runs", []).append(i)
+    lines = ["(ranges): 80% prediction intervals of tok/s, MFU and step s, estimates from the "
+             "shipped runs' leave-one-source-out residuals (docs/planner.md): "
+             + "; ".join(f"{_ranks(at)} {group}" for group, at in groups.items())
+             + ("; --efficiency given: they are the built-in curves' residuals, not those of "
+                "the efficiency chosen" if request.efficiency is not None else "")]
+    flagged: dict[tuple[str, str], list[str]] = {}
+    for i, c in enumerate(outcome.confidence, 1):
+        for flag in c.flags:
+            flagged.setdefault((flag.kind, flag.reason), []).append(
+                f"#{i}" + (f" {flag.value}" if flag.value else ""))
+    lines += [f"! {kind} ({', '.join(at)}): {reason}" for (kind, reason), at in flagged.items()]
+    found = outcome.search
+    if found is not None and found.n_over_headroom:
+        lines.append(f"{found.n_over_headroom} of {found.n_fit} layouts that fit use more than "
+                     f"{request.headroom:.0%} of usable memory (--memory-headroom): ranked "
+                     "after "
+                     "those within it")
+    return lines
 
 
 def _stages_cell(lay: Layout) -> str:
@@ -166,27 +234,57 @@ def _source_numbers(rows: list[ValidationRow]) -> dict[str, int]:
     return numbers
 
 
-def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title: str) -> Table:
-    """Predicted against observed MFU per run (leave-one-out column where given), with the
-    published figure, its kind and a footnote number for its source (see _source_lines)."""
+def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title: str,
+                      covered: list[Covered] | None = None) -> Table:
+    """Predicted against observed MFU per run (leave-one-out column where given, with its 80%
+    interval and whether the observed MFU fell inside), with the published figure, its kind
+    and a footnote number for its source (see _source_lines)."""
     table = plain_table(title)
     priorities = {"id": 0, "run": 1, "device": 2, "published": 3, "observed MFU": 0,
-                  "predicted MFU": 0, "error": 0, "left out": 2, "mem GB": 4, "fits": 4,
-                  "limit": 4, "attn": 5, "oracle": 5, "set-up": 5, "src": 3}
+                  "predicted MFU": 0, "error": 0, "left out": 2, "80% interval": 2, "in": 2,
+                  "mem GB": 4, "fits": 4, "limit": 4, "attn": 5, "oracle": 5, "set-up": 5,
+                  "src": 3}
     for col, priority in priorities.items():
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
                                                         "published") else "right",
                          priority=priority, whole=col not in ("run", "device"))
     numbers = _source_numbers(rows)
+    covered = covered or []
     for i, r in enumerate(rows):
         left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
+        interval, inside = "-", "-"
+        if i < len(loo) and i < len(covered):
+            low, high = covered[i].interval.throughput(loo[i].predicted_mfu)
+            interval = f"{100 * low:.1f}-{100 * high:.1f}%"
+            inside = "yes" if covered[i].inside else "no"
         add_plain_row(table, r.run_id or "-", r.name, r.device, _published_figure(r),
                       f"{r.observed_mfu:.1%}",
-                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out,
+                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out, interval, inside,
                       f"{r.memory_gb:.0f}",
                       "yes" if r.fits else "no", r.limiter,
                       "fused" if r.fused_attention else "scores", r.oracle_tag, r.setup_tag,
                       f"[{numbers[r.source]}]")
+    return table
+
+
+def _coverage_table(covered: list[Covered]) -> Table:
+    """Per group (generation, precision, limiter, scale): runs, how many fell inside their
+    own out-of-sample 80% interval, and the leave-one-source-out |error|."""
+    table = plain_table("80% prediction intervals: coverage out of sample (each run's interval "
+                        "made without its source) and left-out |error|, by group")
+    for col in ("by", "group", "runs", "inside", "coverage", "median |error|", "worst |error|"):
+        table.add_column(col, justify="left" if col in ("by", "group") else "right")
+    report = interval_report(covered)
+    coverage, errors = report["coverage"], report["error_left_out"]
+    assert isinstance(coverage, dict) and isinstance(errors, dict)
+    for by in COVERAGE_BY:
+        for group, c in coverage[by].items():
+            if group == "overall" and by != COVERAGE_BY[-1]:
+                continue
+            e = errors[by][group]
+            add_plain_row(table, "all" if group == "overall" else by, group, f"{c['n']:.0f}",
+                          f"{c['inside']:.0f}", f"{c['coverage']:.0%}",
+                          f"{e['median_abs_error']:.1%}", f"{e['worst_abs_error']:.1%}")
     return table
 
 
@@ -225,9 +323,12 @@ def _measured_steps(store: ResultStore) -> tuple[list[StepRow], list[str]]:
     line for each cell left out (no profile at its thread count)."""
     profiles = profiles_by_threads(store)
     runs = measured_step_runs(store)
-    kept = [r for r in runs if r["threads"] in profiles]
     left = [f"record {r['record_id']}: no profile at {r['threads']} threads (accelbench "
             f"calibrate --threads {r['threads']})" for r in runs if r["threads"] not in profiles]
+    runs = [r for r in runs if r["threads"] in profiles]
+    missing = [missing_precision(r, profiles) for r in runs]
+    left += [why for why in missing if why]
+    kept = [r for r, why in zip(runs, missing, strict=True) if not why]
     return validate_measured_steps(kept, profiles), left
 
 
@@ -268,13 +369,20 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None,
     store = ResultStore(db, write=False)
     checked = validate_all(measured_training_runs(store), efficiency)
     steps, left = _measured_steps(store)
+    # intervals rest on the built-in curves' leave-one-source-out (none with --efficiency)
+    covered = (interval_check(checked, tuple(step_residual(r) for r in steps))
+               if checked.leave_one_out else [])
     if as_json:
         print(json.dumps({**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
-                          "measured_steps_summary": step_errors(steps)}, indent=2))
+                          "measured_steps_summary": step_errors(steps),
+                          "measured_steps_left_out": left,
+                          "intervals": interval_report(covered) if covered else None},
+                         indent=2))
         return
     _show(_validation_table(checked.published, checked.leave_one_out,
                             "Predicted vs published MFU (left out: the run's source left out of "
-                            "the fit of the built-in curves)"), wide)
+                            "the fit of the built-in curves; its 80% interval made without that "
+                            "source's residuals)", covered), wide)
     _show(_source_lines(checked.published))
     _show("\n".join(["notes:"] + _run_notes(checked.published)))
     _show(_source_table(checked), wide)
@@ -292,6 +400,13 @@ def _validate(as_json: bool, efficiency: float | None, db: Path | None,
                       f"worst {s['worst_abs_error']:.1%}")
     if steps:
         _show(_steps_table(steps), wide)
+    if covered:
+        _show(_coverage_table(covered), wide)
+        _show(f"method: {METHOD}. Runs inside their interval: "
+              f"{sum(c.inside for c in covered)} of {len(covered)}.")
+    else:
+        _show("intervals: not computed with --efficiency (they rest on the built-in curves' "
+              "leave-one-source-out residuals)")
     for name, s in step_errors(steps).items():
         _show(f"measured step time, {name}: n={s['n']:.0f}, median |error| "
               f"{s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}")
@@ -345,6 +460,9 @@ def plan(
     profile: str = typer.Option(None, help="Time compute (and collectives inside a node) from "
                                 "a measured machine profile: a profile record id of --db, "
                                 "'latest', or a JSON file of `accelbench calibrate --json`."),
+    memory_headroom: float = typer.Option(0.9, help="Fraction of usable memory a layout may "
+                                          "use before it is flagged and ranked after those "
+                                          "within it, in (0, 1]."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     db: Path = typer.Option(None, help="Results store whose training runs --validate uses, "
                             "and where --profile ID|latest is read."),
@@ -360,7 +478,7 @@ def plan(
         layout=layout, intra_bw=intra_bw, inter_bw=inter_bw, intra_latency_us=intra_latency_us,
         inter_latency_us=inter_latency_us, efficiency=efficiency, train_tokens=train_tokens,
         fused_attention=fused_attention, sparsity=sparsity, sparsity_pattern=sparsity_pattern,
-        overlap=overlap, moe_imbalance=moe_imbalance)
+        overlap=overlap, moe_imbalance=moe_imbalance, memory_headroom=memory_headroom)
     if validate:
         check_validate(given)
         if profile is not None:
@@ -409,7 +527,13 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool,
         print(json.dumps({"model": request.model.name, "cluster": cluster.to_dict(),
                           "setup": asdict(setup), "assumptions": _assumptions(request),
                           "search": header, "rejected": rejected,
-                          "best": [r.to_dict() for r in results]}, indent=2))
+                          "memory_headroom": request.headroom,
+                          "over_headroom": outcome.search.n_over_headroom
+                          if outcome.search else None,
+                          "best": [{**r.to_dict(), **c.to_dict(r, cluster.n_devices,
+                                                               request.train_tokens)}
+                                   for r, c in zip(results, outcome.confidence, strict=True)]},
+                         indent=2))
     if not results:
         _say(f"no layout divides and fits ({header})")
         if rejected:
@@ -418,11 +542,12 @@ def _emit(request: PlanRequest, outcome: PlanOutcome, json_out: bool,
     if not json_out:
         title = (f"{request.model.name} on {cluster.n_devices} x {cluster.device.key}: "
                  f"batch {setup.global_batch} x {setup.seq_len}, {setup.dtype}; {header}")
-        _show(_plan_table(results, title, request.train_tokens), wide)
+        _show(_plan_table(results, title, request.train_tokens, outcome.confidence), wide)
         if ":" in cluster.device.key:
             _show(f"device {cluster.device.key}: {cluster.device.source}")
         _show("; ".join(f"{k}: {v}" for k, v in _assumptions(request).items()))
-        for line in (_runtime_notes(results) + _precision_notes(results, setup.dtype)
+        for line in (_confidence_notes(outcome, request) + _runtime_notes(results)
+                     + _precision_notes(results, setup.dtype)
                      + _sparsity_notes(results, request) + _moe_notes(results, request)):
             _show(line)
     if outcome.search is None and not results[0].memory.fits:

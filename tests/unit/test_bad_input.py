@@ -55,6 +55,7 @@ INPUTS = {
     "afile": "a plain file where a folder is expected",
     "bert/": "a folder whose config.json has model_type 'bert'",
     "gqa3.json": "a Llama config.json: 6 query heads on 3 key/value heads",
+    "cpu-profile.json": "a machine profile record measured on a CPU (no curves)",
     "bad-ids/": "a shard folder whose index and sha256 are right but whose token ids (60000) "
                 "exceed GPT-2's 50257",
 }
@@ -212,6 +213,9 @@ CASES = [
          "half the weights, got 0.6"),
     case("plan --validate --seq 4096", "error: validate: --validate does not use --seq"),
     case("plan --overlap async", "error: overlap: unknown value 'async'"),
+    case("plan --memory-headroom 1.5", "error: memory-headroom: must be in (0, 1], got 1.5"),
+    case("plan --model gpt2 --global-batch 8 --seq 512 --profile {dir}/cpu-profile.json",
+         "error: profile: measured on cpu, cannot time a100-80gb (a gpu)"),
     case("plan --profile {dir}/afile", "error: profile: cannot read"),
     case("plan --profile latest --db {dir}/results.db", "error: profile: no results store at"),
     case("plan --profile {dir}/afile --efficiency 0.5", "error: efficiency: --efficiency "
@@ -267,6 +271,9 @@ def make_inputs(folder: Path) -> None:
     (folder / "binary.txt").write_bytes(bytes(range(256)) * 4)
     (folder / "english.txt").write_text("The quick brown fox jumps over the lazy dog.\n")
     (folder / "afile").write_text("a file, not a folder\n")
+    (folder / "cpu-profile.json").write_text(json.dumps({
+        "kind": "profile", "status": "ok", "environment": {"device_type": "cpu"},
+        "metrics": {"points": [], "peak_flops_per_s_by_dtype": {"fp32": 1e11}}}) + "\n")
     (folder / "bert").mkdir()
     (folder / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}) + "\n")
     (folder / "gqa3.json").write_text(json.dumps({

@@ -138,7 +138,8 @@ def test_validate_json_is_clean_stdout() -> None:
     assert set(json.loads(out.stdout)) == {"published", "leave_one_source_out", "measured",
                                            "summary", "by_source", "by_source_left_out",
                                            "not_modelled", "measured_steps",
-                                           "measured_steps_summary", "moe", "by_source_moe"}
+                                           "measured_steps_summary", "moe", "by_source_moe",
+                                           "measured_steps_left_out", "intervals"}
 
 
 def test_validate_reads_the_store_without_making_one(tmp_path, monkeypatch) -> None:

@@ -1,0 +1,82 @@
+"""How far to trust one planned layout: its 80% prediction interval and its extrapolation flags;
+no torch.
+
+The interval comes from the shipped runs' leave-one-source-out residuals
+(published.shipped_interval_model, conditioned as accelbench.analytics.intervals says), the
+flags from the envelope of the same runs (published.validated_envelope) and the memory
+headroom. Both are estimates about an estimate, and are labelled so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.analytics.cluster import ClusterSpec
+from accelbench.analytics.efficiency import device_class
+from accelbench.analytics.envelope import HEADROOM, Envelope, Flag, memory_flag
+from accelbench.analytics.intervals import Interval, IntervalModel, conditions
+from accelbench.analytics.params import active_params
+from accelbench.analytics.planner import PlanResult
+from accelbench.analytics.steptime import TrainSetup
+from accelbench.config.model import ModelConfig
+
+PROFILE_CLASS = "measured profile"  # the conditions of compute timed by a machine profile
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """A layout's interval (multipliers of its predicted throughput) and its flags."""
+
+    interval: Interval
+    flags: tuple[Flag, ...]
+
+    @property
+    def within_envelope(self) -> bool:
+        """Whether no flag was raised."""
+        return not self.flags
+
+    def ranges(self, result: PlanResult, n_devices: int, train_tokens: float | None = None
+               ) -> dict[str, list[float]]:
+        """[low, high] of tokens/s (global and per device), MFU, HFU, step seconds and, given
+        a token count, days to train."""
+        step, iv = result.step, self.interval
+        out = {"tokens_per_s": list(iv.throughput(step.tokens_per_s)),
+               "tokens_per_s_per_device": list(iv.throughput(step.tokens_per_s / n_devices)),
+               "mfu": list(iv.throughput(step.mfu)), "hfu": list(iv.throughput(step.hfu)),
+               "step_s": list(iv.time(step.step_s))}
+        if train_tokens:
+            out["days"] = list(iv.time(step.days_for_tokens(train_tokens)))
+        return out
+
+    def to_dict(self, result: PlanResult, n_devices: int, train_tokens: float | None = None
+                ) -> dict[str, object]:
+        """Plain dict for JSON: the interval's method and group, the ranges and the flags."""
+        return {"interval": {**self.interval.to_dict(), "estimate": True,
+                             "method": "empirical quantiles of leave-one-source-out "
+                                       "log-residuals (docs/planner.md)",
+                             **self.ranges(result, n_devices, train_tokens)},
+                "flags": [f.to_dict() for f in self.flags],
+                "within_envelope": self.within_envelope}
+
+
+def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
+           intervals: IntervalModel, envelope: Envelope, headroom: float = HEADROOM,
+           unseen: IntervalModel | None = None) -> Confidence:
+    """The interval and flags of one layout of `model` on `cluster`: a device class without
+    validated runs, or compute timed by a profile, takes the `unseen` intervals (each class
+    predicted without its own runs) where given."""
+    cls = device_class(cluster.device)
+    timed_by = PROFILE_CLASS if cluster.profile is not None else cls
+    where = conditions(timed_by, setup.dtype, result.limiter, cluster.n_devices)
+    flags = []
+    if cluster.profile is not None:
+        flags.append(Flag("device", "compute timed by a measured profile: no validated run "
+                                    "was; the interval of a device class never validated"))
+    if unseen is not None and (cluster.profile is not None or not envelope.has_class(cls)):
+        intervals = unseen
+    mem = memory_flag(result.memory.total, result.memory.usable_bytes, headroom)
+    flags += [mem] if mem else []
+    flags += envelope.flags(cls, setup.dtype, float(active_params(model)), cluster.n_devices,
+                            setup.seq_len, result.step.mfu if result.memory.fits else None,
+                            moe=bool(model.n_experts))
+    return Confidence(intervals.interval(where), tuple(flags))
