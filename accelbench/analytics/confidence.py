@@ -12,11 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelbench.analytics.cluster import ClusterSpec
-from accelbench.analytics.efficiency import device_class
+from accelbench.analytics.efficiency import class_of_key, device_class
 from accelbench.analytics.envelope import HEADROOM, Envelope, Flag, memory_flag
 from accelbench.analytics.intervals import Interval, IntervalModel, conditions
 from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult
+from accelbench.analytics.published import (
+    shipped_interval_model,
+    unseen_class_interval_model,
+    validated_envelope,
+)
 from accelbench.analytics.steptime import TrainSetup
 from accelbench.config.model import ModelConfig
 
@@ -59,6 +64,28 @@ class Confidence:
                 "within_envelope": self.within_envelope}
 
 
+def intervals_for(device_class_: str, profiled: bool, envelope: Envelope,
+                  intervals: IntervalModel, unseen: IntervalModel | None) -> IntervalModel:
+    """Which residuals make a prediction's interval: those of a device class never validated
+    (`unseen`, where given) for a class no validated run is on or compute timed by a profile,
+    else `intervals` (the shipped runs' leave-one-source-out residuals)."""
+    if unseen is not None and (profiled or not envelope.has_class(device_class_)):
+        return unseen
+    return intervals
+
+
+def prediction_interval(device_key: str, dtype: str, limiter: str, n_devices: int,
+                        profiled: bool = False) -> Interval:
+    """The 80% interval `plan` gives a prediction on `device_key` in `dtype` with this
+    limiter and device count, from the shipped runs' residuals (each computed once a
+    process); the report's overlays take theirs here: one rule for both."""
+    cls = class_of_key(device_key)
+    model = intervals_for(cls, profiled, validated_envelope(), shipped_interval_model(),
+                          unseen_class_interval_model())
+    return model.interval(conditions(PROFILE_CLASS if profiled else cls, dtype, limiter,
+                                     n_devices))
+
+
 def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
            intervals: IntervalModel, envelope: Envelope, headroom: float = HEADROOM,
            unseen: IntervalModel | None = None) -> Confidence:
@@ -72,8 +99,7 @@ def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: 
     if cluster.profile is not None:
         flags.append(Flag("device", "compute timed by a measured profile: no validated run "
                                     "was; the interval of a device class never validated"))
-    if unseen is not None and (cluster.profile is not None or not envelope.has_class(cls)):
-        intervals = unseen
+    intervals = intervals_for(cls, cluster.profile is not None, envelope, intervals, unseen)
     mem = memory_flag(result.memory.total, result.memory.usable_bytes, headroom)
     flags += [mem] if mem else []
     flags += envelope.flags(cls, setup.dtype, float(active_params(model)), cluster.n_devices,

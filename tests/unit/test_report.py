@@ -217,8 +217,10 @@ def test_two_databases_are_two_machines_compared(dbs, two):
     assert f"M2 {B_NAME}" in page
     assert f"Speedup over M2 {B_NAME}" in page
     assert "M2 (baseline)" in page
-    # machine B has a datasheet: the planner's prediction beside the measurement, with its error
-    assert re.search(r"<td>[\d,.]+ \([+-]\d+%\)</td>", page)
+    # machine B has a datasheet: the planner's prediction beside the measurement, with its 80%
+    # interval (labelled an estimate) and its error
+    assert re.search(r"<td>[\d,.]+ \([\d,.]+-[\d,.]+\) [+-]\d+%(, outside)?</td>", page)
+    assert "80% interval, est." in page and "80% prediction interval" in page
 
 
 def test_fairness_lists_what_differs(dbs):

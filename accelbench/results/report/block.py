@@ -21,7 +21,13 @@ from accelbench.results.report.cells import (
 from accelbench.results.report.content import PREDICTED, Figure, Panel, Section, Series, Table
 from accelbench.results.report.machines import Machine
 from accelbench.results.report.paper import cite
-from accelbench.results.report.predict import Prediction, block_prediction, prediction_text
+from accelbench.results.report.predict import (
+    HEADER,
+    INTERVAL_NOTE,
+    Prediction,
+    block_prediction,
+    prediction_text,
+)
 
 SOURCE = ("kind 'block' records: <phase>_tflops_per_device, forward_backward_tokens_per_s_per_"
           "device, forward_backward_mfu, error bars from <phase>_time_s_min/max; the study's "
@@ -68,13 +74,16 @@ def _series(label: str, records: list[Record], value) -> Series:
 
 
 def _planner(label: str, records: list[Record]) -> list[Series]:
-    """The planner's assumed TFLOPS for the series' device, flat over its batches."""
+    """The planner's assumed TFLOPS for the series' device, flat over its batches, with its
+    80% interval (drawn as a band)."""
     ok = [r for r in records if r.status == "ok"]
     pred = block_prediction(ok[0]) if ok else None
     if not isinstance(pred, Prediction):
         return []
     xs = tuple(float(r.spec["batch"]) for r in records)
-    return [Series(f"{label} planner", xs, (pred.value,) * len(xs), kind=PREDICTED)]
+    n = len(xs)
+    low, high = ((pred.bounds[0],) * n, (pred.bounds[1],) * n) if pred.bounds else (None, None)
+    return [Series(f"{label} planner", xs, (pred.value,) * n, low, high, kind=PREDICTED)]
 
 
 def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figure, Figure]:
@@ -91,7 +100,9 @@ def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figu
                   (tflops("forward"), tflops("backward")),
                   "Figure 3 of the study, regenerated: model TFLOPS per device of one "
                   "transformer layer, error bars from the fastest and slowest repetition; "
-                  f"x at the axis: {DOES_NOT_FIT}; dotted: the planner's assumed rate.")
+                  f"x at the axis: {DOES_NOT_FIT}; dotted: the planner's assumed rate, "
+                  "shaded: its 80% prediction interval (an estimate from the shipped published "
+                  "runs' leave-one-source-out residuals, as accelbench plan gives it).")
     tokens = Panel("forward + backward", "batch (sequences)", "tokens/s per device",
                    tuple(_series(lab, rs, lambda r: phase_rate(r, "forward_backward",
                                                                "tokens"))
@@ -136,8 +147,9 @@ def block_section(machines: list[Machine]) -> Section:
                  for r in rs)
     table = Table("Block cells", ("series", "batch", "status", "fwd TFLOPS", "bwd TFLOPS",
                                   "tokens/s f+b", "MFU f+b", "mem GiB", "est. GiB",
-                                  "planner TFLOPS f+b (error)"), rows,
+                                  f"planner TFLOPS f+b {HEADER}"), rows,
                   "Throughput at the median repetition, (slowest-fastest) after it; mem: "
                   "measured peak above the cell's start; est.: the analytics estimate; "
-                  "planner: its compute efficiency times the datasheet's dense peak.")
+                  "planner: its compute efficiency times the datasheet's dense peak; "
+                  f"{INTERVAL_NOTE} (that of one compute-limited device).")
     return Section("block", title, SOURCE, (), _figures(groups, labels), (table,))

@@ -23,7 +23,8 @@ class Table:
 @dataclass(frozen=True)
 class Series:
     """One line of a panel: y over x, with the spread of repeated measurements (low and high
-    y, drawn as error bars) and the x where the cell does not fit (status oom)."""
+    y, drawn as error bars; of a prediction, its 80% interval, drawn as a band) and the x
+    where the cell does not fit (status oom)."""
 
     label: str
     x: tuple[float, ...]

@@ -34,8 +34,11 @@ def _errors(s: Series) -> list[list[float]] | None:
 
 def _line(ax: Any, s: Series) -> str:
     """One series as a line with error bars; returns its colour."""
-    if s.kind == PREDICTED:
+    if s.kind == PREDICTED:  # a prediction: dotted, its interval (an estimate) a band
         (line,) = ax.plot(s.x, s.y, linestyle=":", linewidth=1.5, label=s.label)
+        if s.low is not None and s.high is not None:
+            ax.fill_between(s.x, s.low, s.high, color=line.get_color(), alpha=0.15,
+                            linewidth=0, label=f"{s.label}: 80% interval (estimate)")
         return line.get_color()
     hollow = s.kind != MEASURED
     # published values are points the paper states, not a curve: no line between them

@@ -16,7 +16,12 @@ from accelbench.results.report.cells import (
 from accelbench.results.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
 from accelbench.results.report.machines import Machine
 from accelbench.results.report.paper import FIG6_GAS, cite
-from accelbench.results.report.predict import prediction_text, train_prediction
+from accelbench.results.report.predict import (
+    HEADER,
+    INTERVAL_NOTE,
+    prediction_text,
+    train_prediction,
+)
 from accelbench.results.report.training import training_cells
 
 SOURCE = ("kind 'train' records (benchmark train) that differ only in GAS: "
@@ -109,9 +114,10 @@ def gas_section(machines: list[Machine]) -> Section:
     text = () if groups else ("No training records with more than one GAS value: the figure "
                               "shows the paper's published speedups alone.",)
     ours = Table("Our GAS cells", ("series", "GAS", "status", "tokens/s per device",
-                                   "speedup over GAS 1", "planner tokens/s per device (error)"),
+                                   "speedup over GAS 1", f"planner tokens/s per device {HEADER}"),
                  _rows(groups, labels),
-                 "Speedup: tokens/s over the same cell's at GAS 1; (slowest-fastest step).")
+                 "Speedup: tokens/s over the same cell's at GAS 1; (slowest-fastest step); "
+                 f"planner: {INTERVAL_NOTE}.")
     tables = (ours, published) if groups else (published,)
     return Section("gas", title, SOURCE, text, (_figure(groups, labels),), tables)
 

@@ -18,7 +18,12 @@ from accelbench.results.report.cells import (
 from accelbench.results.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
 from accelbench.results.report.machines import Machine
 from accelbench.results.report.paper import TABLE_II, TABLE_II_NOTE, cite
-from accelbench.results.report.predict import prediction_text, train_prediction
+from accelbench.results.report.predict import (
+    HEADER,
+    INTERVAL_NOTE,
+    prediction_text,
+    train_prediction,
+)
 
 SOURCE = ("kind 'scale' summary records (metrics.rows: devices, tokens_per_s_global, speedup, "
           "scaling_efficiency) and their per-count 'train' cells (spec.scale_devices, same "
@@ -110,11 +115,12 @@ def scaling_section(machines: list[Machine]) -> Section:
                              cite("table II")) for p in TABLE_II), TABLE_II_NOTE)
     ours = Table("Our scaling rows", ("series", "devices", "status", "tokens/s (all devices)",
                                       "tokens/s per device", "speedup", "scaling efficiency",
-                                      "MFU", "over devices", "planner tokens/s per device "
-                                      "(error)"),
+                                      "MFU", "over devices",
+                                      f"planner tokens/s per device {HEADER}"),
                  tuple(row for lab, r, cells in items for row in _rows(lab, r, cells)),
                  "Speedup over the smallest count that ran ('over devices'); "
-                 "(slowest-fastest step) of each count's cell.")
+                 "(slowest-fastest step) of each count's cell; planner: "
+                 f"{INTERVAL_NOTE}.")
     text = () if items else ("No scale records: the figure shows the paper's published "
                              "efficiencies alone.",)
     return Section("scaling", "Device scaling (table II)", SOURCE, text, (_figure(items),),

@@ -26,7 +26,12 @@ from accelbench.results.report.cells import (
 )
 from accelbench.results.report.content import Figure, Panel, Series
 from accelbench.results.report.machines import Machine
-from accelbench.results.report.predict import prediction_text, train_prediction
+from accelbench.results.report.predict import (
+    HEADER,
+    INTERVAL_NOTE,
+    prediction_text,
+    train_prediction,
+)
 
 CELL_FIELDS = ("model_name", "seq_len", "micro_batch", "gas", "dtype", "recompute", "compile",
                "tf32", "max_micro_batch", "data")
@@ -84,13 +89,14 @@ def measure_columns(r: Record) -> tuple[str, ...]:
 def measure_header(unit: str) -> tuple[str, ...]:
     """The columns measure_columns gives, in this token unit."""
     return (f"{unit}s/s per device", "MFU", "mem GiB", "est. GiB",
-            f"planner {unit}s/s per device (error)")
+            f"planner {unit}s/s per device {HEADER}")
 
 
 TABLE_CAPTION = ("Throughput at the median step, (slowest-fastest step) after it; MFU against "
                  "the machine's own dense peak for the precision that ran; mem: measured peak "
                  "above the cell's start, worst rank; est.: the analytics estimate; planner: "
-                 "the planner's prediction for the same model, layout and batch, and its error. "
+                 "the planner's prediction for the same model, layout and batch, and its error; "
+                 f"{INTERVAL_NOTE}. "
                  f"{FP8_CAPTION[0].upper()}{FP8_CAPTION[1:]}.")
 
 
