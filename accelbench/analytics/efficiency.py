@@ -10,7 +10,8 @@ and activations are memory-bound: their bytes over the memory bandwidth.
 The rates come from one of two places. A machine profile (analytics/profile.py, made by
 `accelbench calibrate`) gives measured efficiency curves. Without one, built-in curves per
 device class are used: a GEMM of f FLOPs takes GEMM_FIXED_S + f / (top x peak), so small
-GEMMs reach less of the peak, and fused attention reaches ATTENTION_SHARE of top. `top` is
+GEMMs reach less of the peak, and fused attention reaches ATTENTION_SHARE of top (or, where a
+source states the FlashAttention generation's own rate on the class, that: Hopper). `top` is
 the one fitted number per device class (BUILTIN_GEMM_TOP, fitted to the published runs by
 analytics/published.py fit_gemm_top; docs/planner.md).
 """
@@ -34,13 +35,20 @@ from accelbench.hardware.specs import DeviceSpec
 # Large-GEMM efficiency (achieved over the dense peak) per device class: fitted to the
 # published runs of each class (fit_gemm_top in analytics/published.py; a test refits them).
 # A class with no published run takes POOLED, the fit over every run, and says so.
-BUILTIN_GEMM_TOP = {"a100": 0.69, "h100": 0.48, "tpu-v4": 0.85}
+BUILTIN_GEMM_TOP = {"a100": 0.69, "h100": 0.49, "tpu-v4": 0.85}
 POOLED_GEMM_TOP = 0.67
 # Stated, not fitted: a kernel's fixed cost (launch, tail wave) of a few microseconds, and
 # fused attention at 0.75 of the large-GEMM efficiency (FlashAttention-2 reports 50-73% of the
 # A100 peak forward and backward, against 80-90% for large cuBLAS GEMMs).
 GEMM_FIXED_S = 4e-6
 ATTENTION_SHARE = 0.75
+# FlashAttention generation by device class, where a source states its rate apart from the
+# GEMMs': FlashAttention-2 on Hopper reaches 35% of the dense peak (Shah et al. 2024,
+# FlashAttention-3, arXiv 2407.08608, abstract: "FlashAttention-2 achieves only 35% utilization
+# on H100 GPUs"; FA3 reaches 75%). The shipped H100 runs ran FA2-class kernels (S13 states
+# "SDPA FlashAttention-2"; none states FA3), so an H100's fused attention runs at 0.35 of the
+# peak, not at ATTENTION_SHARE of its (lower, fitted) GEMM efficiency. Stated, not fitted.
+FUSED_ATTENTION_OF_PEAK = {"h100": 0.35}
 HBM_EFFICIENCY = 0.8  # achieved over the datasheet memory bandwidth for streaming kernels
 # 16-bit values moved per token by the memory-bound ops of one layer's forward: two norms
 # (read and write h each), two residual adds with their bias/dropout (two reads, one write);
@@ -86,6 +94,7 @@ class BuiltinRates:
     gemm_top: float
     other_top: float
     bytes_per_s: float
+    attention_of_peak: float | None = None  # FUSED_ATTENTION_OF_PEAK's, where stated
 
     def gemm_s(self, m: int, k: int, n: int, gemm_pass: str, block: bool = True) -> float:
         """One product: the fixed cost plus its FLOPs at the large-GEMM rate."""
@@ -94,8 +103,10 @@ class BuiltinRates:
         return GEMM_FIXED_S + gemm_flops(m, k, n) / (top * peak)
 
     def attention_s(self, flops: float, direction: str, seq: int, head_dim: int) -> float:
-        """A fused attention call of `flops` FLOPs."""
-        return GEMM_FIXED_S + flops / (ATTENTION_SHARE * self.other_top * self.other_peak)
+        """A fused attention call of `flops` FLOPs: at the class's stated FlashAttention rate
+        where there is one, else at ATTENTION_SHARE of the large-GEMM efficiency."""
+        share = self.attention_of_peak or ATTENTION_SHARE * self.other_top
+        return GEMM_FIXED_S + flops / (share * self.other_peak)
 
     def stream_s(self, n_bytes: float) -> float:
         """A memory-bound op moving `n_bytes`."""
@@ -168,7 +179,8 @@ def builtin_rates(device: DeviceSpec, dtype: str, peak: float, efficiency: float
                   ) -> BuiltinRates:
     """The device class's built-in rates in `dtype` (`efficiency` replaces the fitted top);
     `peak` is the dense peak of the precision's MFU column. FP8 runs its block GEMMs at the FP8
-    peak x FP8_GEMM_EFFICIENCY."""
+    peak x FP8_GEMM_EFFICIENCY; fused attention stays in 16 bits, at the class's
+    FUSED_ATTENTION_OF_PEAK where stated."""
     widths = training_widths(dtype)
     top = efficiency if efficiency is not None else builtin_gemm_top(device)[0]
     gemm_peak, gemm_top = peak, top
@@ -176,7 +188,8 @@ def builtin_rates(device: DeviceSpec, dtype: str, peak: float, efficiency: float
         gemm_peak, gemm_top = device.peak_flops_per_s(widths.gemm_peak) or peak, \
             FP8_GEMM_EFFICIENCY
     bw = (device.memory_bw_gb_per_s or 1000.0) * GB * HBM_EFFICIENCY
-    return BuiltinRates(gemm_peak, peak, gemm_top, top, bw)
+    return BuiltinRates(gemm_peak, peak, gemm_top, top, bw,
+                        FUSED_ATTENTION_OF_PEAK.get(device_class(device)))
 
 
 @dataclass(frozen=True)
