@@ -15,6 +15,8 @@ import pytest
 
 OLD_DB = Path(__file__).parents[1] / "data" / "results_v1.db"
 
+pytestmark = pytest.mark.slow  # each test starts Python processes
+
 # Runs each command line in one process with torch and torchao made unimportable, and prints
 # one JSON line: per command, its exit code; then the heavy modules that got loaded.
 _DRIVER = r"""
