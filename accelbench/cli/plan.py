@@ -73,11 +73,12 @@ def _pct(part: float, whole: float) -> str:
 
 
 # Each column with its priority (results/fit.py: 0 always shown; 1, 2, ...: left out when
-# narrow, the largest first): the layout, the plan's figures and the extrapolation flags stay.
+# narrow, the largest first): the layout and the plan's figures with their intervals stay (the
+# flags are also the "!" lines below the table).
 _PLAN_COLUMNS = {"#": 0, "dp": 0, "tp": 0, "pp": 0, "vp": 2, "cp": 2, "ep": 2, "mb": 0,
-                 "zero": 0, "recompute": 1, "sp": 2, "mem GB/dev": 0, "tok/s": 0, "MFU": 0,
+                 "zero": 0, "recompute": 1, "sp": 2, "mem GB/dev": 1, "tok/s": 0, "MFU": 0,
                  "HFU": 4, "step s": 1, "bubble": 3, "comm": 3, "recomp": 4, "limit": 1,
-                 "days": 1, "flags": 0}
+                 "days": 1, "flags": 1}
 
 
 def _rate(value: float, low: float, high: float) -> str:

@@ -156,7 +156,8 @@ def test_the_planner_at_80_columns_and_wide(monkeypatch, capsys):
     header = next([c.strip() for c in line.split("┃")[1:-1]] for line in table.splitlines()
                   if "tok/s" in line)
     rate = header.index("tok/s")
-    assert all(re.fullmatch(r"[\d,]+", row[rate]) for row in _rows(table)[-3:])  # whole
+    whole = r"[\d.,]+[kM]? \([\d.,]+[kM]?-[\d.,]+[kM]?\)"  # a rate and its 80% interval
+    assert all(re.fullmatch(whole, row[rate]) for row in _rows(table)[-3:])  # on one line
     assert "(--wide shows them)" in out and "HFU" not in table
     code, out, _ = _run_main(monkeypatch, capsys, *args, "--wide")
     assert code == 0 and "HFU" in out and "left out" not in out
