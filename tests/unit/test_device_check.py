@@ -1,8 +1,8 @@
 """scripts/device-check: bad input is one line and exit 2 before any file is written, and the
 whole GPU acceptance run is rehearsed on this CPU at tiny sizes through the same code path
 (install into a --target folder with a wheel folder, preflight, check, the gpu-accept study's
-dry run and run, the report), so the first GPU call cannot fail on a flag, an import or a
-path."""
+dry run, calibrate --quick, the study, the report), so the first GPU call cannot fail on a
+flag, an import or a path."""
 
 from __future__ import annotations
 
@@ -137,13 +137,14 @@ def test_the_cpu_rehearsal_runs_every_stage_into_at_most_eight_files(tmp_path):
     assert (site / "accelbench" / "assets" / "studies" / "gpu-accept.toml").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ok"] and [s["name"] for s in summary["stages"]] == [
-        "install wheels", "install accelbench", "check", "dry run", "study", "report"]
+        "install wheels", "install accelbench", "check", "dry run", "calibrate", "study",
+        "report"]
     (check,) = json.loads((out / "check.json").read_text())
     assert check["kind"] == "check" and check["metrics"]["features_failed"] == 0
     store = ResultStore(out / "results.db", write=False)
     records = store.query()
     store.close()
-    assert {"check", "block", "train"} <= {r.kind for r in records}
+    assert {"check", "profile", "block", "train"} <= {r.kind for r in records}
     models = {str(r.spec.get("model_name")) for r in records if r.kind == "train"}
     assert {"gpt2-tiny", "genslm-25m"} <= models
     assert all(r.status == "ok" for r in records), [(r.kind, r.reason) for r in records]
