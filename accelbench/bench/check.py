@@ -328,10 +328,10 @@ def probe_fp8(s: CheckSettings) -> Found:
 
 def probe_two_four(s: CheckSettings) -> Found:
     """torch's 2:4 semi-structured kernels: a compressed linear equals the dense one."""
-    from accelbench.models.semi_structured import _device_problem, kernel_backend
+    from accelbench.models.semi_structured import device_problem, kernel_backend
     from accelbench.models.sparsity import transposable_two_four_mask
 
-    problem = _device_problem(s.device, "bf16")
+    problem = device_problem(s.device, "bf16")
     if problem:
         raise NotHere(problem)
     w = torch.randn(128, 128, device=s.device, dtype=torch.bfloat16)

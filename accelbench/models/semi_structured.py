@@ -54,7 +54,7 @@ def sparse_linears(parts: list[nn.Module]) -> Iterator[tuple[str, nn.Linear]]:
                 yield name, module
 
 
-def _device_problem(device: torch.device, dtype: str) -> str | None:
+def device_problem(device: torch.device, dtype: str) -> str | None:
     """Why this device and precision have no 2:4 training kernel, or None."""
     if device.type != "cuda":
         return f"{device.type} (torch's 2:4 semi-structured kernels are CUDA-only)"
@@ -88,7 +88,7 @@ def layout_problem(tp: int, zero: int, compiled: bool,
 def two_four_kernel_problem(device: torch.device, dtype: str, tp: int, zero: int,
                             compiled: bool, shapes: list[tuple[int, int]]) -> str | None:
     """Why a 2:4 cell cannot run the sparse kernels (the record's reason), or None."""
-    problem = _device_problem(device, dtype)
+    problem = device_problem(device, dtype)
     if problem is None:
         found = layout_problem(tp, zero, compiled, shapes)
         problem = None if found is None else f"cuda with {found}"

@@ -142,7 +142,7 @@ def test_the_two_four_label_is_the_backend_torch_sparse_picks(monkeypatch, force
 def test_a_torch_without_cusparselt_is_a_reason_not_a_wrong_label(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
     monkeypatch.setattr(torch.backends.cusparselt, "is_available", lambda: False)
-    problem = semi_structured._device_problem(torch.device("cuda", 0), "bf16")
+    problem = semi_structured.device_problem(torch.device("cuda", 0), "bf16")
     assert problem and "built without cuSPARSELt" in problem
 
 
