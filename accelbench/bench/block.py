@@ -36,7 +36,7 @@ from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_li
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.energy import open_meter
-from accelbench.models.gpt import Block
+from accelbench.models.gpt import Block, fresh_compile_cache
 
 KIND = "block"
 
@@ -100,6 +100,8 @@ def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: t
     torch_dtype = TORCH_DTYPES[dtype]
     with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         block = Block(cfg).to(device=device, dtype=torch_dtype)
+        if spec.compile:
+            fresh_compile_cache()  # each cell compiles, past Dynamo's recompile limit
         module = torch.compile(block) if spec.compile else block
         x = torch.randn(batch, seq_len, cfg.d_model, device=device, dtype=torch_dtype,
                         requires_grad=True)  # as inside a model: the input's gradient is needed

@@ -3,6 +3,8 @@ natively on float8 matrix units, or in torchao's emulation)."""
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from accelbench.config.errors import ConfigError
@@ -30,12 +32,26 @@ def compute_dtype(name: str) -> str:
 def dtype_support(device: torch.device, name: str) -> str | None:
     """None if the device runs `name`, else the reason it cannot (recorded as 'unsupported')."""
     name = compute_dtype(name)  # fp8 without float8 units is emulated (fp8_mode), not refused
-    if device.type == "cuda" and name == "bf16" and not torch.cuda.is_bf16_supported():
+    if device.type == "cuda" and name == "bf16" and not cuda_bf16_native(device):
         capability = torch.cuda.get_device_capability(device)
         return f"bf16 needs compute capability 8.0+, this GPU has {capability}"
     if device.type == "mps" and name == "bf16" and not torch.backends.mps.is_macos_or_newer(14, 0):
         return "bf16 on MPS needs macOS 14"
     return None
+
+
+def cuda_bf16_native(device: torch.device) -> bool:
+    """Whether this CUDA device (the one passed, not the current one) has bf16 units: torch's
+    is_bf16_supported, asked about `device`, with emulation excluded where its signature has
+    `including_emulation` (a V100 or T4 'supports' bf16 by emulating it, far below its fp16
+    rate); without it, compute capability 8.0+. ROCm: torch says every GPU does."""
+    if torch.version.hip:
+        return True
+    supported = torch.cuda.is_bf16_supported
+    if "including_emulation" not in inspect.signature(supported).parameters:
+        return torch.cuda.get_device_capability(device)[0] >= 8
+    with torch.cuda.device(device):
+        return bool(supported(including_emulation=False))
 
 
 def set_tf32(device: torch.device, tf32: bool) -> None:

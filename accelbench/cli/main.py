@@ -41,6 +41,7 @@ _COMMAND_MODULES = (
     "report",
     "study",
     "calibrate",
+    "check",
 )
 
 for _name in _COMMAND_MODULES:

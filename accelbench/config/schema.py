@@ -192,6 +192,19 @@ class ProfileMetrics:
     threads: int | None = None  # CPU threads of the compute measurements
 
 
+@dataclass(frozen=True)
+class CheckMetrics:
+    """`accelbench check`: the feature matrix of one device (bench/check.py), one entry a
+    feature: name, status (ok, unavailable, failed), detail (what was found or why not),
+    seconds, values."""
+
+    features: list[dict[str, Any]] | None = None
+    features_ok: int | None = None
+    features_unavailable: int | None = None
+    features_failed: int | None = None
+    check_time_s: float | None = None  # the whole matrix, wall clock
+
+
 def metrics_dict(metrics: Any) -> dict[str, Any]:
     """A metrics dataclass as the record's dict (every declared key, None where unmeasured)."""
     return asdict(metrics)
@@ -213,4 +226,6 @@ def metric_names(kind: str) -> tuple[str, ...]:
         return tuple(f.name for f in fields(PeakMetrics))
     if kind == "profile":
         return tuple(f.name for f in fields(ProfileMetrics))
+    if kind == "check":
+        return tuple(f.name for f in fields(CheckMetrics))
     return tuple(f.name for f in fields(TrainMetrics))

@@ -90,7 +90,9 @@ def _auto() -> torch.device:
 
 
 def select(name: str = "auto") -> torch.device:
-    """The torch device for a --device value; 'auto' prefers an accelerator over the CPU."""
+    """The torch device for a --device value; 'auto' prefers an accelerator over the CPU. An
+    indexed accelerator (cuda:N) is made current: CUDA events record on the current device's
+    stream, so without it `--device cuda:1` would time an idle cuda:0."""
     kind = name.split(":")[0]
     if kind not in DEVICE_CHOICES:
         raise ConfigError("device", f"unknown device {name!r}", ", ".join(DEVICE_CHOICES))
@@ -107,6 +109,7 @@ def select(name: str = "auto") -> torch.device:
     if device.index is not None and not 0 <= device.index < count:
         raise ConfigError("device", f"{name!r} names device {device.index} but there are "
                           f"{count}", f"{kind}:0 to {kind}:{count - 1}")
+    set_current(device)
     return device
 
 

@@ -238,3 +238,18 @@ def set_recompute(blocks: list[Block], mode: str) -> None:
     for block in blocks:
         block.recompute = mode == "full"
         block.attn.recompute_core = mode == "selective"
+
+
+def fresh_compile_cache() -> None:
+    """Forget every graph Dynamo compiled, at the start of a compiled cell. Its cache is keyed
+    on the one Block.forward all blocks share: without this, each dtype, recompute mode or
+    shape of an in-process sweep adds a recompile until Dynamo's limit (8), and later cells
+    silently run eager while their records say compile=True."""
+    torch._dynamo.reset()
+
+
+def compile_blocks(blocks: list[Block]) -> None:
+    """torch.compile each block in place, on a fresh Dynamo cache (fresh_compile_cache)."""
+    fresh_compile_cache()
+    for block in blocks:
+        block.compile()

@@ -33,9 +33,11 @@ def _compress(weight: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_backend() -> str:
-    """The semi-structured backend torch picks: cuSPARSELt where built in, else CUTLASS."""
+    """The semi-structured backend to_sparse_semi_structured picks: cuSPARSELt unless
+    SparseSemiStructuredTensor._FORCE_CUTLASS is set (it never falls back to CUTLASS by
+    itself: without cuSPARSELt in the build, compression fails)."""
     forced = torch.sparse.SparseSemiStructuredTensor._FORCE_CUTLASS
-    return "cutlass" if forced or not torch.backends.cusparselt.is_available() else "cusparselt"
+    return "cutlass" if forced else "cusparselt"
 
 
 def kernel_label() -> str:
@@ -52,7 +54,7 @@ def sparse_linears(parts: list[nn.Module]) -> Iterator[tuple[str, nn.Linear]]:
                 yield name, module
 
 
-def _device_problem(device: torch.device, dtype: str) -> str | None:
+def device_problem(device: torch.device, dtype: str) -> str | None:
     """Why this device and precision have no 2:4 training kernel, or None."""
     if device.type != "cuda":
         return f"{device.type} (torch's 2:4 semi-structured kernels are CUDA-only)"
@@ -61,6 +63,8 @@ def _device_problem(device: torch.device, dtype: str) -> str | None:
     major, minor = torch.cuda.get_device_capability(device)
     if major < 8:
         return f"cuda capability {major}.{minor} (sparse tensor cores start at 8.0)"
+    if kernel_backend() == "cusparselt" and not torch.backends.cusparselt.is_available():
+        return f"cuda: this torch {torch.__version__} is built without cuSPARSELt"
     if dtype not in KERNEL_DTYPES:
         return f"cuda with {dtype} (the kernels here take {' or '.join(KERNEL_DTYPES)})"
     return None
@@ -84,7 +88,7 @@ def layout_problem(tp: int, zero: int, compiled: bool,
 def two_four_kernel_problem(device: torch.device, dtype: str, tp: int, zero: int,
                             compiled: bool, shapes: list[tuple[int, int]]) -> str | None:
     """Why a 2:4 cell cannot run the sparse kernels (the record's reason), or None."""
-    problem = _device_problem(device, dtype)
+    problem = device_problem(device, dtype)
     if problem is None:
         found = layout_problem(tp, zero, compiled, shapes)
         problem = None if found is None else f"cuda with {found}"
@@ -111,14 +115,17 @@ class TwoFourLinear(torch.autograd.Function):
         ctx.compress, ctx.dtypes = compress, (x.dtype, weight.dtype)
         ctx.has_bias = bias is not None
         with torch.autocast(x.device.type, enabled=False):
-            return F.linear(xc, compress(wc), None if bias is None else bias.to(dtype))
+            y = F.linear(xc, compress(wc), None if bias is None else bias.to(dtype))
+        # cuSPARSELt without _FUSE_TRANSPOSE (torch 2.11's default) returns (B,T,N) column-major:
+        # q/k/v with last-dim stride B*T rule out the fused attention kernels (math fallback)
+        return y.contiguous()
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         xc, wc = ctx.saved_tensors
         g = grad.to(wc.dtype).contiguous()
         with torch.autocast(g.device.type, enabled=False):
-            grad_x = F.linear(g, ctx.compress(wc.t().contiguous()))
+            grad_x = F.linear(g, ctx.compress(wc.t().contiguous())).contiguous()
             g2 = g.reshape(-1, g.shape[-1])
             grad_w = g2.t() @ xc.reshape(-1, xc.shape[-1])
         grad_b = g2.sum(0) if ctx.has_bias else None

@@ -30,7 +30,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.config.layout import Layout
-from accelbench.models.gpt import GPT, Block, set_recompute
+from accelbench.models.gpt import GPT, Block, compile_blocks, set_recompute
 from accelbench.models.moe import MoE
 from accelbench.parallel.dist import ExpertGroups
 from accelbench.parallel.expert import place_experts, shard_experts
@@ -104,8 +104,7 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
     experts = place_experts(model, layout, mesh)  # ep > 1: this rank's experts, all-to-all
     set_recompute(blocks, recompute)
     if compile:
-        for block in blocks:
-            block.compile()
+        compile_blocks(blocks)
     if mesh is None:
         if layout.world_size > 1 or layout.zero > 0:
             raise ValueError(f"layout {layout.label()} needs a process group (a mesh)")

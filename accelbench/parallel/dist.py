@@ -9,6 +9,7 @@ device type (nccl on CUDA and ROCm, gloo on CPU).
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import re
 from dataclasses import dataclass
@@ -82,6 +83,16 @@ def backend_for(device: torch.device) -> str:
     return pairs.get(device.type, "gloo")
 
 
+def init_kwargs(backend: str, device: torch.device) -> dict[str, object]:
+    """Extra init_process_group arguments: NCCL gets the rank's device (`device_id`, where this
+    torch takes it), so its communicator is made at once on the right GPU instead of lazily on
+    whichever is current at the first collective."""
+    if backend != "nccl" or device.type != "cuda" or device.index is None:
+        return {}
+    params = inspect.signature(dist.init_process_group).parameters
+    return {"device_id": device} if "device_id" in params else {}
+
+
 def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                      env: dict[str, str] | None = None) -> tuple[DistEnv, torch.device]:
     """Join the process group the launcher set up (idempotent); returns (env, this rank's device).
@@ -103,7 +114,8 @@ def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_
         init = f"tcp://{info.master_addr}:{info.master_port}"
     dist.init_process_group(backend=backend, init_method=init, rank=info.rank,
                             world_size=info.world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+                            timeout=datetime.timedelta(seconds=timeout_s),
+                            **init_kwargs(backend, device))
     _timeout_s[0] = timeout_s
     return info, device
 

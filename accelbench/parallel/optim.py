@@ -154,12 +154,16 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     holders = layout.dp * layout.tp
     # Norms in the gradients' own precision (no float64 copy of every gradient), summed in
     # float64; plain tensors in one foreach kernel (as torch's own clipping), DTensors each.
-    plain = [p for p in params if not isinstance(p.grad, DTensor)]
-    if plain:
-        norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in plain]))
-        weights = torch.tensor([getattr(p, EXPERT_SHARDS_ATTR, 1) / holders for p in plain],
-                               dtype=torch.float64, device=device)
-        total += (norms.to(torch.float64).pow(2) * weights).sum()
+    # Grouped by weight (a Python number), not a weight tensor made from a list: that copy
+    # from the host would wait for the device inside every timed step.
+    by_weight: dict[float, list[torch.Tensor]] = {}
+    for p in params:
+        if not isinstance(p.grad, DTensor):
+            weight = getattr(p, EXPERT_SHARDS_ATTR, 1) / holders
+            by_weight.setdefault(weight, []).append(p.grad.detach())
+    for weight, grads in by_weight.items():
+        norms = torch.stack(torch._foreach_norm(grads))
+        total += norms.to(torch.float64).pow(2).sum() * weight
     for p in params:
         if isinstance(p.grad, DTensor):
             local, shards = _local_grad(p.grad)
@@ -170,17 +174,23 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     return total.sqrt()
 
 
-def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> float:
-    """Scale all gradients so their global norm is at most max_norm (torch's rule); the norm."""
+def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> torch.Tensor:
+    """Scale all gradients so their global norm is at most max_norm (torch's rule); the norm,
+    a tensor on the device. No host sync: the coefficient stays on the device and every
+    gradient is multiplied by it (1 when under the limit), as torch's own clipping does; a
+    caller that wants the number reads it with float() outside the timed step."""
     params = [p for p in model.parameters() if p.grad is not None]
     norm = grad_norm(params, layout)
-    coef = min(1.0, max_norm / (float(norm) + 1e-6))
-    if coef < 1.0:  # foreach kernels take DTensors or plain tensors, not a mix of both
-        for is_dtensor in (True, False):
-            grads = [p.grad for p in params if isinstance(p.grad, DTensor) == is_dtensor]
-            if grads:
-                torch._foreach_mul_(grads, coef)
-    return float(norm)
+    if not params:
+        return norm
+    coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    # DTensor gradients are scaled through their local shards (views of the same storage):
+    # foreach kernels take plain tensors, and a Partial gradient scales as its sum does
+    grads = [p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad for p in params]
+    for dtype in {g.dtype for g in grads}:
+        same = [g for g in grads if g.dtype == dtype]
+        torch._foreach_mul_(same, coef.to(device=same[0].device, dtype=dtype))
+    return norm
 
 
 def local_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:

@@ -37,7 +37,7 @@ from torch.distributed.pipelining import (
 
 from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import moe_layer_count
-from accelbench.models.gpt import GPT, Block, set_recompute
+from accelbench.models.gpt import GPT, Block, fresh_compile_cache, set_recompute
 from accelbench.models.moe import logged_aux_loss_sum, set_aux_grad_scale, start_aux_log
 from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.dist import expert_groups
@@ -131,6 +131,8 @@ class PipelineRunner:
         self.experts = expert_groups(layout, mesh) if layout.ep > 1 else None
         self.expert_groups = self.experts  # as prepare_model's module carries them
         stages = []
+        if compile:
+            fresh_compile_cache()
         for s in self.stage_ids:
             module = GPTStage(model, stage_layers(layout, model.cfg.n_layer, s),
                               s == 0, s == n_stages - 1)
@@ -153,7 +155,7 @@ class PipelineRunner:
                 apply_sequence_parallel_stage_edges(module, tp_mesh, module.wte is not None,
                                                     module.lm_head is not None)
         set_recompute(blocks, recompute)
-        if compile:
+        if compile:  # the cache was emptied once for the cell, before the first stage
             for block in blocks:
                 block.compile()
         if self.layout.zero >= 2:  # FSDP2 on the stage: the schedule defers its reduce-scatter

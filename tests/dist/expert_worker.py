@@ -185,7 +185,7 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
             total = _step(module, layout, batch[step])
         held = module.modules if isinstance(module, PipelineRunner) else [module]
         out["router_grad_sq"].append(router_grad_sq(held))
-        out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
+        out["grad_norm"].append(float(clip_grad_norm_(module, MAX_NORM, layout)))
         opt.step()
         opt.zero_grad(set_to_none=True)
         out["loss"].append(mean_over_replicas(total, layout, device))

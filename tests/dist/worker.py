@@ -128,7 +128,7 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG, profiled: bool = F
                 loss, fwd_bytes = accumulate(module, x, y, gas)
         if profiled:
             out.setdefault("collective_s", []).append(comm.time_s)
-        out["grad_norm"].append(clip_grad_norm_(module, MAX_NORM, layout))
+        out["grad_norm"].append(float(clip_grad_norm_(module, MAX_NORM, layout)))
         opt.step()
         if step == 0:
             out["bytes"] = local_state_bytes(module, opt)

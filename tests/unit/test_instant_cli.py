@@ -38,7 +38,7 @@ print(json.dumps({"codes": codes, "loaded": [m for m in ("torch", "torchao", "ma
 """
 
 _COMMANDS = ("hw", "block", "results", "train", "scale", "sbatch", "plan", "genslm", "report",
-             "study", "calibrate", "data", "run")
+             "study", "calibrate", "data", "run", "check")
 
 
 def _lines(tmp_path: Path) -> list[list[str]]:

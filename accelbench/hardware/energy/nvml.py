@@ -27,14 +27,11 @@ def normal_uuid(text: Any) -> str:
     return text[4:] if text.startswith("gpu-") else text
 
 
-def nvml_index(pynvml: Any, uuid: str) -> int | None:
-    """The NVML index of the GPU with this UUID, None when no GPU of the host has it."""
-    want = normal_uuid(uuid)
-    for index in range(pynvml.nvmlDeviceGetCount()):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        if normal_uuid(pynvml.nvmlDeviceGetUUID(handle)) == want:
-            return index
-    return None
+def nvml_handle(pynvml: Any, uuid: str) -> Any:
+    """The NVML handle of the GPU with this UUID, looked up by the UUID itself
+    (nvmlDeviceGetHandleByUUID): no other GPU of the host is opened, so one that this process
+    may not query does not disable the meter. Raises pynvml.NVMLError when none has it."""
+    return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{normal_uuid(uuid)}")
 
 
 class NvmlSource:
@@ -44,9 +41,9 @@ class NvmlSource:
     interval_s = INTERVAL_S
     host_wide = False
 
-    def __init__(self, pynvml: Any, index: int, uuid: str) -> None:
+    def __init__(self, pynvml: Any, handle: Any, uuid: str) -> None:
         self._nvml = pynvml
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self._handle = handle
         self.devices = (f"GPU-{normal_uuid(uuid)}",)
         self._zero_mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
 
@@ -77,11 +74,14 @@ def open_nvml(device: torch.device) -> NvmlSource | Unavailable:
     except pynvml.NVMLError as err:
         return Unavailable(f"nvmlInit failed: {err}")
     try:
-        found = nvml_index(pynvml, uuid)
-        if found is not None:
-            return NvmlSource(pynvml, found, uuid)
-        reason = f"no NVML GPU has the UUID of {device} ({uuid}; a MIG instance has no counter)"
-    except pynvml.NVMLError as err:  # NotSupported before Volta, NoPermission, ...
-        reason = f"NVML energy counter: {err}"
+        handle = nvml_handle(pynvml, uuid)
+    except pynvml.NVMLError as err:  # NotFound: a MIG instance, a UUID NVML does not know
+        reason = (f"no NVML GPU has the UUID of {device} ({uuid}; a MIG instance has no "
+                  f"counter): {err}")
+    else:
+        try:
+            return NvmlSource(pynvml, handle, uuid)
+        except pynvml.NVMLError as err:  # NotSupported before Volta, NoPermission, ...
+            reason = f"NVML energy counter: {err}"
     pynvml.nvmlShutdown()
     return Unavailable(reason)

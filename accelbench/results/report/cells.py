@@ -155,7 +155,7 @@ def points_series(label: str, points: list[tuple[float, Rate | None, bool]],
                   kind: str = MEASURED) -> Series:
     """A series from (x, rate, does-not-fit) points: a rate is drawn with its spread, a point
     that does not fit is marked at x, a point with neither is left out."""
-    drawn = sorted((x, r) for x, r, _ in points if r is not None)
+    drawn = sorted(((x, r) for x, r, _ in points if r is not None), key=lambda p: p[0])
     spread = all(r.low is not None and r.high is not None for _, r in drawn)
     return Series(label, tuple(x for x, _ in drawn), tuple(r.value for _, r in drawn),
                   tuple(r.low for _, r in drawn) if spread else None,

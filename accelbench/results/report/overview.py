@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from accelbench.results.check import CHECK_HEADER, check_rows, check_summary
 from accelbench.results.report.cells import tflops
 from accelbench.results.report.content import Section, Table
 from accelbench.results.report.machines import Machine, short_version
@@ -43,4 +44,21 @@ def machines_section(machines: list[Machine], base: Machine) -> Section:
                   "'none': no datasheet, peaks measured.")
     return Section("machines", "Machines", "the environment of every record",
                    (f"Regenerates the tables and figures of {PAPER} from accelbench's records, "
-                    "and compares the machines that made them.",), (), (table,))
+                    "and compares the machines that made them.",), (),
+                   (table, *check_tables(machines)))
+
+
+def check_tables(machines: list[Machine]) -> list[Table]:
+    """Each machine's newest feature matrix (accelbench check), where it has one."""
+    tables = []
+    for m in machines:
+        checks = [r for r in m.records if r.kind == "check"]
+        if not checks:
+            continue
+        newest = max(checks, key=lambda r: r.created_utc)
+        tables.append(Table(f"Feature check, M{m.index}", CHECK_HEADER,
+                            tuple(check_rows(newest)),
+                            f"accelbench check on M{m.index} ({check_summary(newest)}, "
+                            f"{newest.created_utc}): ok, unavailable (with why) or failed "
+                            "(with the error) for every feature accelbench uses."))
+    return tables

@@ -39,7 +39,8 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
             if r.kind == "train" and r.spec.get("sparsity") is not None:
                 dense = {k: v for k, v in r.spec.items() if k != "sparsity"}
                 key = (m.index, m.label, cell_key(Record("train", "ok", dense, {})),
-                       canonical(r.spec.get("layout")))
+                       canonical(r.spec.get("layout")), canonical(r.spec.get("compile")),
+                       canonical(r.spec.get("sparsity_pattern")))  # a 2:4 sweep's own dense
                 groups.setdefault(key, []).append(r)
     # every training cell records its level (0.0: dense); a group is a sparsity sweep only when
     # one of its cells is sparse

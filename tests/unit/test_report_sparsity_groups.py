@@ -1,0 +1,38 @@
+"""The sparsity figure of a database where a 2:4 sweep's dense cell sits beside an ordinary
+training cell of the same shape (the gpu-accept study): each sweep keeps its own dense cell,
+and two points at one level never make the figure compare records (the first CPU rehearsal
+of scripts/device-check stopped the report there with a TypeError)."""
+
+from __future__ import annotations
+
+from accelbench.results.record import Record
+from accelbench.results.report.cells import Rate, points_series
+from accelbench.results.report.machines import group_machines
+from accelbench.results.report.sparsity import _groups, sparsity_section
+
+ENV = {"device_type": "cpu", "device_name": "CPU", "device_count": 1, "cpu": "CPU",
+       "cpu_count": 2, "torch": "2.13.0+cpu", "host": "vm"}
+SPEC = {"model_name": "gpt2-tiny", "seq_len": 64, "dtype": "bf16", "micro_batch": 2, "gas": 1,
+        "recompute": "none", "compile": False}
+
+
+def _cell(sparsity: float, pattern: str, tokens_per_s: float) -> tuple[str, Record]:
+    spec = {**SPEC, "sparsity": sparsity, "sparsity_pattern": pattern}
+    metrics = {"n_devices": 1, "tokens_per_step_global": 128,
+               "step_time_s_median": 128 / tokens_per_s, "loss_last": 5.0}
+    return ("x.db", Record("train", "ok", spec, ENV, metrics))
+
+
+def test_a_two_four_sweep_keeps_its_own_dense_cell():
+    machines = group_machines([_cell(0.0, "unstructured", 1000), _cell(0.0, "2:4", 900),
+                               _cell(0.5, "2:4", 450)])
+    (group,) = _groups(machines).values()
+    assert [(r.spec["sparsity_pattern"], r.spec["sparsity"]) for r in group] == [
+        ("2:4", 0.0), ("2:4", 0.5)]
+    assert sparsity_section(machines).figures
+
+
+def test_two_points_at_one_level_are_drawn_without_comparing_rates():
+    series = points_series("x", [(0.0, Rate(1.0), False), (0.0, Rate(2.0), False),
+                                 (0.5, Rate(0.5), False)])
+    assert series.x == (0.0, 0.0, 0.5) and series.y == (1.0, 2.0, 0.5)
