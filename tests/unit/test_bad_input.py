@@ -257,6 +257,8 @@ CASES = [
     case("sbatch --nodes 2 -- train --layout dp=4", "error: layout: dp*tp*pp*cp = 4*1*1*1 = 4, but "
          "the world has 16 devices"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
+    case("check --device tpu", "error: device: unknown device 'tpu'"),
+    case("check --compile-backend nope", "error: compile-backend: unknown value 'nope'"),
 ]
 
 
