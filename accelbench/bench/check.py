@@ -27,7 +27,6 @@ from accelbench.config.schema import CheckMetrics, metrics_dict
 KIND = "check"
 OK, UNAVAILABLE, FAILED = "ok", "unavailable", "failed"
 STATUSES = (OK, UNAVAILABLE, FAILED)
-COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # cli/check.py repeats them
 MATMUL_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")  # torch's priority order, roughly
 _SDPA_ENUM = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",

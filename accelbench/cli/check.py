@@ -9,8 +9,7 @@ from rich.text import Text
 
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.config.errors import require_choice
-
-COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # bench.check's, without importing torch
+from accelbench.config.vocab import COMPILE_BACKENDS
 
 
 def check(

@@ -18,5 +18,6 @@ PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")  # what datasheet peak
 RECOMPUTE_KINDS = ("none", "selective", "full")  # activation recomputation (Korthikanti et al.)
 ZERO_STAGES = (0, 1, 2, 3)  # 0: plain data parallel; 1 optimizer, 2 +grads, 3 +params sharded
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # torch.compile backends `check` may use
 GIB = 2**30  # bytes in a GiB: measured and estimated memory
 GB = 10**9  # bytes in a GB: datasheet memory and link figures
