@@ -69,7 +69,16 @@ class EnergyFields:
 
 
 @dataclass(frozen=True)
-class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
+class TopologyFields:
+    """The nodes a cell ran on (parallel/topology.py): torchrun's node rank, or Slurm's."""
+
+    n_nodes: int | None = None  # distinct nodes (torchrun agents) of the group
+    ranks_per_node: list[int] | None = None  # nodes in node-rank order
+    collectives_cross_node: list[str] | None = None  # mesh dims (pp, dp, tp) spanning nodes
+
+
+@dataclass(frozen=True)
+class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields):
     """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
 
     n_devices: int | None = None

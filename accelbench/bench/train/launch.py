@@ -22,11 +22,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import SweepPeak, SweepPeaks, peak_of
+from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks, peak_of
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.cell_folder import (
     FINAL_FILE,
@@ -37,14 +38,17 @@ from accelbench.bench.train.cell_folder import (
     read_outcome,
     write_json,
 )
+from accelbench.bench.train.nodes import join_nodes, lost_node_outcome, ranks_on_my_node
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
 from accelbench.bench.train.steps import Heartbeat, StepProgress, set_heartbeat
+from accelbench.config.layout import Layout
 from accelbench.config.noise import quiet_if_asked
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun, write_rank_error
 from accelbench.parallel.procs import Interrupted, signal_name, watch_parent
+from accelbench.parallel.topology import Topology
 from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
 
 # Launched ranks wait in a collective this much longer than the watchdog waits for progress, so
@@ -97,6 +101,7 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     cells = spec.cells()
     clean = False
     try:
+        topology = join_nodes(info.rank)
         for i, cell in enumerate(cells):
             layout = cell_layout(spec, info.world_size, cell.gas)
             if on_cell and info.rank == 0:
@@ -109,8 +114,8 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
                     outcomes.append(done)
                 continue
             peak = _group_peak(peaks, cell.dtype).peak()
-            outcome = run_cell(spec, cell, layout, device, peak, progress,
-                               local_ranks=info.world_size)  # one host assumed
+            outcome = _run_cell_on_nodes(spec, cell, layout, device, peak, progress, topology,
+                                         sink)
             if outcome is not None and info.rank == 0:
                 sink(outcome)
                 outcomes.append(outcome)
@@ -118,6 +123,34 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     finally:
         teardown(together=clean)
     return outcomes
+
+
+def _run_cell_on_nodes(spec: TrainSpec, cell: TrainCell, layout: Layout,
+                       device: torch.device, peak: Peak, progress: StepProgress | None,
+                       topology: Topology, sink: Sink) -> Outcome | None:
+    """run_cell on the group; when it fails on several nodes, rank 0 first records the nodes
+    that stopped beating as the cell's error (then every rank raises: the group is broken)."""
+    rank = dist.get_rank()
+    try:
+        return run_cell(spec, cell, layout, device, peak, progress,
+                        local_ranks=ranks_on_my_node(topology, rank))
+    except Exception as err:
+        if rank == 0 and topology.n_nodes > 1:
+            lost = lost_node_outcome(topology, layout, cell_spec(spec, cell, layout,
+                                                                 str(device)), err)
+            if lost is not None:
+                sink(lost)
+        raise
+
+
+def join_user_launch() -> None:
+    """A rank of a user's torchrun ends itself once its agent is gone (an orphan would hold
+    its peers in a collective until their timeout), and takes a test's fault if one is set."""
+    info = read_env()
+    if info.launcher == "torchrun":
+        watch_parent(os.getppid(), signal.SIGKILL)
+    if os.environ.get(TEST_FAULT_ENV):
+        set_heartbeat(with_test_fault(lambda step, phase: None, info.rank))
 
 
 def rank_env(spec: TrainSpec) -> dict[str, str]:
@@ -264,20 +297,23 @@ def worker_main(folder: str) -> None:
 
 def with_test_fault(beat: Heartbeat, rank: int) -> Heartbeat:
     """The heartbeat, with the fault tests inject (tests/dist/test_lifecycle.py) where
-    ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase> names this rank: at its first
-    heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill` (SIGKILL itself), `raise`
-    (RuntimeError('boom')) or `hold` (sleep 120 s). Unset (always, outside tests): no fault."""
+    ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase>[:<n>] names this rank: at its first
+    (or n-th: a later cell's) heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill`
+    (SIGKILL itself), `raise` (RuntimeError('boom')) or `hold` (sleep 120 s). Unset (always,
+    outside tests): no fault."""
     fault = os.environ.get(TEST_FAULT_ENV, "").split(":")
-    if len(fault) != 3 or fault[1] != str(rank):
+    if len(fault) not in (3, 4) or fault[1] != str(rank):
         return beat
-    action, when = fault[0], fault[2]
-    fired = []
+    action, when, nth = fault[0], fault[2], int(fault[3]) if len(fault) == 4 else 1
+    seen = []
 
     def faulty(step: int, phase: str) -> None:
         beat(step, phase)
-        if fired or when not in (str(step), phase):
+        if when not in (str(step), phase):
             return
-        fired.append(True)
+        seen.append(True)
+        if len(seen) != nth:
+            return
         if action in ("stop", "kill"):
             os.kill(os.getpid(), signal.SIGSTOP if action == "stop" else signal.SIGKILL)
         elif action == "raise":

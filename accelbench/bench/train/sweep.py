@@ -16,7 +16,12 @@ from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.dense_ref import DenseReference
 from accelbench.bench.train.fit import find_max_micro_batch
-from accelbench.bench.train.launch import in_process_group, run_group_sweep, run_launched_sweep
+from accelbench.bench.train.launch import (
+    in_process_group,
+    join_user_launch,
+    run_group_sweep,
+    run_launched_sweep,
+)
 from accelbench.bench.train.spec import (
     TrainCell,
     TrainSpec,
@@ -59,6 +64,7 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     check_sweep(spec)
     ref = DenseReference()  # sparse cells against the sweep's dense cell (speedup, loss)
     if in_process_group():
+        join_user_launch()
         outcomes = run_group_sweep(spec, ref.sink(sink), progress, on_cell, skip)
     elif spec.nproc > 1 or needs_group(spec.layout_for(1)):
         outcomes = run_launched_sweep(spec, ref.sink(sink), on_cell, skip)
