@@ -43,6 +43,10 @@ def world_size(spec: TrainSpec) -> int:
 def check_sweep(spec: TrainSpec) -> TrainSpec:
     """Every check that needs no measurement: fields, data, and the layout of every cell."""
     validate_train_spec(spec)
+    if in_process_group() and spec.nproc not in (1, world_size(spec)):
+        raise ConfigError("nproc", f"{spec.nproc} ranks asked for, but the launcher started "
+                          f"{world_size(spec)}", f"{world_size(spec)}, or leave it out under "
+                          "torchrun or srun")
     check_data(spec)
     for gas in spec.gas:
         cell_layout(spec, world_size(spec), gas)
