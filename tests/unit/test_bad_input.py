@@ -216,6 +216,18 @@ CASES = [
     case("sbatch --nodes 1 -- plan", "error: command: 'plan' does not run as a process group"),
     case("sbatch --nodes 2 -- train --layout dp=4", "error: layout: dp*tp*pp*cp = 4*1*1*1 = 4, but "
          "the world has 16 devices"),
+    case("sbatch --nodes 2 --gpus-per-node 0 -- train --nproc 3", "error: nproc: 3 ranks do "
+         "not split evenly over --nodes 2"),
+    case("sbatch --nodes 4 --gpus-per-node 0 -- train --nproc 2", "error: nproc: 2 ranks do "
+         "not split evenly over --nodes 4"),
+    case("sbatch --nodes 2 --gpus-per-node 4 -- train --nproc 4", "error: nproc: 4 ranks, but "
+         "--nodes 2 x 4 ranks a node = 8"),
+    case("sbatch --nodes 2 --gpus-per-node 8 --nproc-per-node 4 -- train", "error: "
+         "nproc-per-node: 4 ranks on 8 GPUs a node"),
+    case("sbatch --nodes 1 --gpus-per-node -1 -- train", "error: gpus-per-node: must be 0 or "
+         "more, got -1"),
+    case("sbatch --nodes 1 --cpus-per-task 0 -- train", "error: cpus-per-task: must be a "
+         "positive number, got 0"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
 ]
 

@@ -36,3 +36,21 @@ def test_which_collectives_cross_nodes():
     assert cross_node_dims(Layout(dp=2, tp=2), spread) == ["tp"]
     assert two_by_four.n_nodes == 2 and two_by_four.ranks_per_node() == [4, 4]
     assert two_by_four.describe(1) == "node 1 (host h1, ranks 4-7)"
+
+
+def test_nproc_that_contradicts_the_launchers_world_is_refused(monkeypatch):
+    from accelbench.bench.train.spec import TrainSpec
+    from accelbench.bench.train.sweep import check_sweep
+    from accelbench.config.errors import ConfigError
+    from accelbench.config.presets import get_preset
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    spec = TrainSpec(model=get_preset("gpt2-tiny"), seq_lens=(16,), micro_batches=(2,),
+                     gas=(1,), dtypes=("fp32",), device="cpu", nproc=4)
+    try:
+        check_sweep(spec)
+    except ConfigError as err:
+        assert str(err).startswith("nproc: 4 ranks asked for, but the launcher started 2")
+    else:
+        raise AssertionError("not refused")
