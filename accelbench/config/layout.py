@@ -62,7 +62,7 @@ class Layout:
     pp_schedule: str = "1f1b"
     mb: int = 1
     recompute: str = "none"
-    cp: int = 1  # context parallel: each sequence split over cp ranks (ring attention)
+    cp: int = 1  # context parallel: each sequence split over cp ranks (parallel/context.py)
     pp_first: int = 0
     pp_last: int = 0
     ep: int = 1  # expert parallel: carved out of dp (ep divides dp), adds no ranks
@@ -433,10 +433,18 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: "schedule=interleaved_1f1b, or vp=1"),
     # ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) parameters; zero 0 with
     # tp averages gradients with its own all-reduce, zero 2/3 is FSDP2 on a 2-D mesh.
-    Rule("context parallel", RUNTIME, "layout.cp", lambda lay, t, m: lay.cp > 1,
-         lambda lay, t, m: f"cp={lay.cp}: context parallelism is modelled by the planner; "
-                           "accelbench's runtime does not build it",
-         lambda lay, t, m: "cp=1"),
+    Rule("context parallel", RUNTIME, "layout.cp",
+         lambda lay, t, m: lay.cp > 1 and (lay.tp > 1 or lay.pp > 1 or lay.ep > 1),
+         lambda lay, t, m: f"cp={lay.cp} with tp={lay.tp}, pp={lay.pp}, ep={lay.ep}: "
+                           "accelbench's runtime builds context parallelism with dp and ZeRO "
+                           "only (the planner models the rest)",
+         lambda lay, t, m: "cp with tp=1, pp=1 and ep=1, or cp=1"),
+    Rule("context model", RUNTIME, "layout.cp",
+         lambda lay, t, m: lay.cp > 1 and n_experts(t.model) > 0,
+         lambda lay, t, m: f"cp={lay.cp} with model {t.model.name}'s mixture-of-experts "
+                           "layers: their routing and load-balancing loss are per micro-batch, "
+                           "which cp would split",
+         lambda lay, t, m: "cp=1, or a dense model"),
     Rule("kv share", RUNTIME, "layout.tp",
          lambda lay, t, m: lay.tp > t.model.kv_heads and 2 * t.model.head_dim
          % (lay.tp // t.model.kv_heads) != 0,
