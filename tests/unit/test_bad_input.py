@@ -119,6 +119,15 @@ CASES = [
          "ep=3 does not divide the 8 experts"),
     case("train --nproc 2 --device cpu --layout ep=2", "error: layout.ep: ep=2: expert "
          "parallelism splits mixture-of-experts layers, and model gpt2-xl has none"),
+    case("train --nproc 2 --device cpu --layout cp=2 --seq 30", "error: layout.cp: cp=2 splits "
+         "each sequence into 2 x cp = 4 load-balanced chunks, which do not divide sequence 30"),
+    case("train --nproc 2 --device cpu --layout cp=3", "error: layout: tp*pp*cp = 3 does not "
+         "divide the 2 devices"),
+    case("train --model gpt2-tiny --seq 64 --nproc 4 --device cpu --layout tp=2,cp=2",
+         "error: layout.cp: cp=2 with tp=2, pp=1, ep=1: accelbench's runtime builds context "
+         "parallelism with dp and ZeRO only"),
+    case("train --model moe-tiny --nproc 2 --device cpu --layout cp=2", "error: layout.cp: cp=2 "
+         "with model moe-tiny's mixture-of-experts layers"),
     case("train --nproc 2 --device cpu --max-micro-batch", "error: max-micro-batch: the "
          "largest-micro-batch search runs on one process only"),
     case("train --json --output {dir}/missing/out.json", "error: output: '{dir}/missing/"
@@ -228,6 +237,10 @@ CASES = [
          "more, got -1"),
     case("sbatch --nodes 1 --cpus-per-task 0 -- train", "error: cpus-per-task: must be a "
          "positive number, got 0"),
+    case("sbatch --nodes 2 --gpus-per-node 0 -- train --layout cp=4", "error: layout: "
+         "tp*pp*cp = 4 does not divide the 2 devices"),
+    case("sbatch --nodes 1 --gpus-per-node 4 -- train --layout cp=4 --seq 36", "error: "
+         "layout.cp: cp=4 splits each sequence into 2 x cp = 8 load-balanced chunks"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
 ]
 
