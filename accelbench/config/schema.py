@@ -109,7 +109,7 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields):
     collective_time_s_per_rank: list[float | None] | None = None
     collective_time_source: str | None = None
     pipeline_bubble_fraction_theory: float | None = None
-    # bytes one rank sends per step, by kind (tp, pp, dp, ep, tied) and in all (comm_bytes_per_step)
+    # bytes one rank sends per step, by kind (tp, pp, dp, ep, tied, cp) and in all
     comm_bytes_per_step_per_rank: dict[str, float] | None = None  # this code, busiest rank
     comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
     comm_bytes_per_step_ideal_per_rank: dict[str, float] | None = None  # Megatron's volume
