@@ -149,10 +149,11 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
     (moe_cost.all_to_all_bytes_per_layer, uniform routing) of the busiest rank's MoE layers.
     """
     layers_per_rank = max(rank_layers(cfg, layout, r) for r in range(layout.pp))  # uneven too
-    tp_bytes = (tp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, recompute)
+    local_seq = seq_len // layout.cp  # a cp rank's tokens
+    tp_bytes = (tp_bytes_per_layer(cfg, local_seq, micro_batch, dtype, layout.tp, recompute)
                 * layers_per_rank * n_micro if layout.tp > 1 else 0.0)
     message_split = layout.tp if layout.sp else 1
-    pp_bytes = (pp_message_bytes(cfg, seq_len, micro_batch, dtype, message_split)
+    pp_bytes = (pp_message_bytes(cfg, local_seq, micro_batch, dtype, message_split)
                 * pp_sends_per_microbatch(layout.vp) * n_micro if layout.pp > 1 else 0.0)
     grad_ranks = layout.dp * layout.cp  # cp ranks hold the same weights (Megatron too)
     dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, grad_ranks, layout.zero, n_micro)
@@ -416,7 +417,8 @@ def _cp_calls(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int, 
     reduce-scatters their gradients in the backward."""
     if layout.cp == 1:
         return []
-    kv = 2 * micro_batch * seq_len * cfg.kv_dim * compute_bytes  # keys and values, whole
+    # keys and values of the whole sequence, this tensor rank's heads (cp needs tp | kv heads)
+    kv = 2 * micro_batch * seq_len * cfg.kv_dim // layout.tp * compute_bytes
     layers = rank_layers(cfg, layout, pp_rank) * n_micro
     forwards = 2 if recompute == "full" else 1
     return [CommCall("cp", "all_gather", kv, layers * forwards, layout.cp),
@@ -439,7 +441,7 @@ def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
     implementation (scalar ones, the loss and the gradient norm, and SP's small all-reduces
     of norm and bias gradients left out, and under sp the MoE layers' small sums of their
     per-expert counts and mean router scores over tp)."""
-    act = FP32_BYTES * micro_batch * seq_len * cfg.d_model
+    act = FP32_BYTES * micro_batch * seq_len // layout.cp * cfg.d_model  # this rank's tokens
     compute_bytes = BYTES_PER_VALUE[dtype]
     dense, expert = (FP32_BYTES * n for n in local_param_split(cfg, layout, pp_rank))
     n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0

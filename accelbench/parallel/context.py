@@ -108,17 +108,24 @@ class ContextShard:
         return torch.cat(ordered, dim=2)  # type: ignore[arg-type]
 
 
+def cp_groups(layout: Layout) -> list[list[int]]:
+    """The cp groups (pp = 1): tp innermost, then cp, then dp (Megatron's order), so group
+    (d, t) holds ranks (d x cp + c) x tp + t for c < cp."""
+    cp, tp = layout.cp, layout.tp
+    return [[(d * cp + c) * tp + t for c in range(cp)]
+            for d in range(layout.dp) for t in range(tp)]
+
+
 def context_shard(layout: Layout) -> ContextShard:
-    """This rank's ContextShard: its cp group is cp consecutive ranks (tp = pp = 1), made on
-    every rank in the same order as torch.distributed requires."""
+    """This rank's ContextShard, its cp group made on every rank in the same order as
+    torch.distributed requires."""
     timeout = group_timeout()
     me, mine = dist.get_rank(), None
-    for start in range(0, layout.world_size, layout.cp):
-        members = list(range(start, start + layout.cp))
+    for members in cp_groups(layout):
         group = dist.new_group(members, timeout=timeout)
         if me in members:
             mine = group
-    return ContextShard(mine, layout.cp, me % layout.cp)
+    return ContextShard(mine, layout.cp, (me // layout.tp) % layout.cp)
 
 
 def set_context(model: GPT, shard: ContextShard | None) -> None:
