@@ -1,15 +1,18 @@
-"""Which ranks of a multi-node group are still alive, through the group's own key-value store.
+"""Which ranks of a multi-node group are still alive, through a key-value store rank 0 serves.
 
-Each rank adds 1 to its counter `accelbench/alive/<rank>` in the store every BEAT_S seconds
-(a daemon thread). When a collective fails, rank 0 reads every counter, waits SILENT_AFTER_S and
-reads them again: a rank whose counter did not move is gone (its process, its agent or its
-node). The store is torchrun's (held by the agent of node 0) or, under srun, the one rank 0
-serves: it outlives every other node, so rank 0 can always ask it.
+Rank 0 opens a TCPStore server (a free port on its host) and hands its address to the group;
+every rank adds 1 to its counter `alive/<rank>` there every BEAT_S seconds (a daemon thread).
+When a collective fails, rank 0 reads every counter, waits SILENT_AFTER_S and reads them again:
+a rank whose counter did not move is gone (its process, its agent or its node). The store is
+rank 0's own, not torchrun's (which the agent of whichever node won the rendezvous endpoint
+serves, and which dies with that node), so rank 0 can always ask it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import socket
 import threading
 import time
 
@@ -17,23 +20,30 @@ import torch.distributed as dist
 
 BEAT_S = 0.5
 SILENT_AFTER_S = 3.0  # six beats: a living rank's thread gets the interpreter in that time
-_PREFIX = "accelbench/alive/"
+CONNECT_S = 30.0
+_PREFIX = "alive/"
+_stores: list[dist.Store] = []  # this process's connection (rank 0: the server)
 
 
-def _store() -> dist.Store | None:
-    """The default group's store (None where this torch does not expose it)."""
-    get = getattr(dist.distributed_c10d, "_get_default_store", None)
-    try:
-        return get() if get is not None else None
-    except RuntimeError:
-        return None
+def _open(host: str, port: int, serve: bool) -> dist.TCPStore:
+    """The server (port 0: a free one) or a client of it."""
+    return dist.TCPStore(host, port, None, serve, datetime.timedelta(seconds=CONNECT_S),
+                         wait_for_workers=False)
 
 
-def start_beating(rank: int) -> bool:
-    """Start this rank's beat thread; False when the group has no store to beat in."""
-    store = _store()
-    if store is None:
-        return False
+def start_beating(rank: int) -> None:
+    """Rank 0 serves the store and every rank starts beating into it (a collective: every
+    rank of the default group calls it)."""
+    address: list[object] = [None]
+    if rank == 0:
+        server = _open(socket.gethostname(), 0, True)
+        _stores[:] = [server]
+        address = [(socket.gethostname(), server.port)]
+    dist.broadcast_object_list(address, src=0)
+    if rank != 0:
+        host, port = address[0]  # type: ignore[misc]
+        _stores[:] = [_open(host, port, False)]
+    store = _stores[0]
     store.add(_PREFIX + str(rank), 1)
 
     def beat() -> None:
@@ -43,15 +53,17 @@ def start_beating(rank: int) -> bool:
                 store.add(_PREFIX + str(rank), 1)
 
     threading.Thread(target=beat, name="accelbench-liveness", daemon=True).start()
-    return True
 
 
 def silent_ranks(world_size: int, wait_s: float = SILENT_AFTER_S) -> list[int]:
     """The ranks whose beats stopped: counters unchanged over wait_s ([] without a store)."""
-    store = _store()
-    if store is None:
+    if not _stores:
         return []
-    before = [store.add(_PREFIX + str(r), 0) for r in range(world_size)]
-    time.sleep(wait_s)
-    after = [store.add(_PREFIX + str(r), 0) for r in range(world_size)]
+    store = _stores[0]
+    try:
+        before = [store.add(_PREFIX + str(r), 0) for r in range(world_size)]
+        time.sleep(wait_s)
+        after = [store.add(_PREFIX + str(r), 0) for r in range(world_size)]
+    except (RuntimeError, OSError):  # dist.DistStoreError is a RuntimeError
+        return []
     return [r for r in range(world_size) if after[r] == before[r]]

@@ -38,14 +38,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _agent(port: int, db: Path, log: Path) -> subprocess.Popen:
-    """One "node": a torchrun agent with one rank, rendezvous on 127.0.0.1:port."""
+def _agent(port: int, db: Path, log: Path, host: bool) -> subprocess.Popen:
+    """One "node": a torchrun agent with one rank, rendezvous on 127.0.0.1:port (served by the
+    `host` agent: torchrun's store, which the other agents cannot outlive)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "ACCELBENCH_TEST_FAULT": "hold:1:building the model:2"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
            "--nproc-per-node", "1", "--rdzv-backend", "c10d",
            "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "multinode-test",
-           *TRAIN, "--db", str(db)]
+           "--rdzv-conf", f"is_host={int(host)}", *TRAIN, "--db", str(db)]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env,
                             start_new_session=True)
 
@@ -63,6 +64,12 @@ def _worker_env(agent: subprocess.Popen) -> dict[str, str]:
     return {}
 
 
+def _listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:port."""
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _wait(predicate, limit_s: float) -> None:
     start = time.monotonic()
     while not predicate():
@@ -72,11 +79,16 @@ def _wait(predicate, limit_s: float) -> None:
 
 def test_two_nodes_record_once_with_topology_and_a_killed_node_is_named(tmp_path):
     db, port = tmp_path / "results.db", _free_port()
-    agents = [_agent(port, db, tmp_path / f"agent{n}.log") for n in range(2)]
+    # The first agent serves the rendezvous and, started first (a lower pid: c10d orders the
+    # nodes by host and pid), is node 0 with global rank 0; the test kills the other one.
+    agents = [_agent(port, db, tmp_path / "agent0.log", True)]
+    _wait(lambda: _listening(port), 60)
+    agents.append(_agent(port, db, tmp_path / "agent1.log", False))
     try:
         _wait(lambda: all(_worker_env(a) for a in agents), 120)
         envs = [_worker_env(a) for a in agents]
         zero = next(i for i, e in enumerate(envs) if e["RANK"] == "0")
+        assert zero == 0, "the rendezvous host's agent is not node 0 (pid order wrapped?)"
         node0, node1 = agents[zero], agents[1 - zero]
         log0 = tmp_path / f"agent{zero}.log"
         killed_group_rank = envs[1 - zero]["GROUP_RANK"]

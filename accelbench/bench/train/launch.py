@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks, peak_of
+from accelbench.bench.peak import SweepPeak, SweepPeaks, peak_of
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.cell_folder import (
     FINAL_FILE,
@@ -92,32 +92,31 @@ def _group_finished(skip: Skip | None, record_spec: dict, rank: int,
 def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
                     on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
     """Every cell on the process group; rank 0 sinks the outcomes, the other ranks return [].
-    A cell rank 0's `skip` reports finished is skipped by every rank (and returned on rank 0)."""
+    A cell rank 0's `skip` reports finished is skipped by every rank (and returned on rank 0).
+    When a cell fails on several nodes, rank 0 first records the nodes that stopped beating as
+    the cell's error (then every rank raises: the group is broken)."""
     device_type = None if spec.device == "auto" else spec.device.split(":")[0]
     info, device = init_distributed(device_type, timeout_s=spec.hang_timeout_s)
     rank_sink = sink if info.rank == 0 else (lambda outcome: None)
-    peaks = SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks)
+    group = _Group(spec, device, SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks),
+                   progress, skip)
     outcomes: list[Outcome] = []
     cells = spec.cells()
     clean = False
     try:
-        topology = join_nodes(info.rank)
+        group.topology = join_nodes(info.rank)
         for i, cell in enumerate(cells):
             layout = cell_layout(spec, info.world_size, cell.gas)
             if on_cell and info.rank == 0:
                 on_cell(i, len(cells), f"{cell.label} on {layout.label()}")
-            done = _group_finished(skip, cell_spec(spec, cell, layout, str(device)), info.rank,
-                                   info.world_size)
-            if done is not None:
-                peaks.adopt(done)
-                if info.rank == 0:
-                    outcomes.append(done)
-                continue
-            peak = _group_peak(peaks, cell.dtype).peak()
-            outcome = _run_cell_on_nodes(spec, cell, layout, device, peak, progress, topology,
-                                         sink)
+            try:
+                outcome, finished_before = group.cell(cell, layout)
+            except Exception as err:
+                group.record_lost_node(cell, layout, err, sink)
+                raise
             if outcome is not None and info.rank == 0:
-                sink(outcome)
+                if not finished_before:
+                    sink(outcome)
                 outcomes.append(outcome)
         clean = True
     finally:
@@ -125,22 +124,38 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     return outcomes
 
 
-def _run_cell_on_nodes(spec: TrainSpec, cell: TrainCell, layout: Layout,
-                       device: torch.device, peak: Peak, progress: StepProgress | None,
-                       topology: Topology, sink: Sink) -> Outcome | None:
-    """run_cell on the group; when it fails on several nodes, rank 0 first records the nodes
-    that stopped beating as the cell's error (then every rank raises: the group is broken)."""
-    rank = dist.get_rank()
-    try:
-        return run_cell(spec, cell, layout, device, peak, progress,
-                        local_ranks=ranks_on_my_node(topology, rank))
-    except Exception as err:
-        if rank == 0 and topology.n_nodes > 1:
-            lost = lost_node_outcome(topology, layout, cell_spec(spec, cell, layout,
-                                                                 str(device)), err)
-            if lost is not None:
-                sink(lost)
-        raise
+class _Group:
+    """What every cell of a group sweep shares: the spec, device, peaks and the topology."""
+
+    def __init__(self, spec: TrainSpec, device: torch.device, peaks: SweepPeaks,
+                 progress: StepProgress | None, skip: Skip | None) -> None:
+        self.spec, self.device, self.peaks = spec, device, peaks
+        self.progress, self.skip = progress, skip
+        self.topology: Topology | None = None
+
+    def cell(self, cell: TrainCell, layout: Layout) -> tuple[Outcome | None, bool]:
+        """(rank 0's outcome, whether it was finished before) of one cell on every rank."""
+        rank, world = dist.get_rank(), dist.get_world_size()
+        done = _group_finished(self.skip, cell_spec(self.spec, cell, layout, str(self.device)),
+                               rank, world)
+        if done is not None:
+            self.peaks.adopt(done)
+            return done, True
+        peak = _group_peak(self.peaks, cell.dtype).peak()
+        local = ranks_on_my_node(self.topology, rank) if self.topology else world
+        return run_cell(self.spec, cell, layout, self.device, peak, self.progress,
+                        local_ranks=local), False
+
+    def record_lost_node(self, cell: TrainCell, layout: Layout, err: BaseException,
+                         sink: Sink) -> None:
+        """Rank 0 of a group over several nodes: the cell as an error naming the nodes whose
+        ranks stopped beating, when some did."""
+        if dist.get_rank() != 0 or self.topology is None or self.topology.n_nodes < 2:
+            return
+        record_spec = cell_spec(self.spec, cell, layout, str(self.device))
+        lost = lost_node_outcome(self.topology, layout, record_spec, err)
+        if lost is not None:
+            sink(lost)
 
 
 def join_user_launch() -> None:
