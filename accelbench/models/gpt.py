@@ -109,8 +109,8 @@ def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       mask: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels; fewer key
     and value heads than query heads (grouped-query) are shared by groups of query heads. A
-    given boolean mask (True: attend) replaces the square causal one (context parallelism:
-    this rank's queries against the whole sequence's keys)."""
+    given additive mask (0: attend, -inf: not) replaces the square causal one (context
+    parallelism: this rank's queries against the whole sequence's keys)."""
     gqa = k.shape[1] != q.shape[1]
     if mask is not None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
@@ -149,7 +149,8 @@ class Attention(nn.Module):
         positions = mask = None
         if self.context is not None:  # the cp group's keys and values, in sequence order
             k, v = self.context.gather(k), self.context.gather(v)
-            positions, mask = self.context.positions(t, q.device), self.context.mask(t, q.device)
+            positions = self.context.positions(t, q.device)
+            mask = self.context.mask(t, q.device, q.dtype)
         if self.rotary is not None:
             q, k = self.rotary(q, k, positions)
         if self.recompute_core and torch.is_grad_enabled():

@@ -76,7 +76,7 @@ class ContextShard:
     def __init__(self, group: dist.ProcessGroup | None, cp: int, rank: int) -> None:
         self.group, self.cp, self.rank = group, cp, rank
         self._positions: dict[tuple[int, torch.device], torch.Tensor] = {}
-        self._masks: dict[tuple[int, torch.device], torch.Tensor] = {}
+        self._masks: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
 
     def positions(self, local_len: int, device: torch.device) -> torch.Tensor:
         """Global positions of this rank's tokens (cached per length and device)."""
@@ -89,12 +89,17 @@ class ContextShard:
         """This rank's tokens of (batch, seq) ids or targets."""
         return t[:, self.positions(t.shape[1] // self.cp, t.device)]
 
-    def mask(self, local_len: int, device: torch.device) -> torch.Tensor:
-        """(local_len, seq) causal mask: a query attends the keys at or before its position."""
-        key = (local_len, device)
+    def mask(self, local_len: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """(local_len, seq) additive causal mask (0 where a query may attend a key at or before
+        its position, -inf elsewhere), made once per length, device and dtype: a boolean mask
+        would be turned into such a tensor by every attention call and saved by each layer
+        for its backward."""
+        key = (local_len, device, dtype)
         if key not in self._masks:
             keys = torch.arange(local_len * self.cp, device=device)
-            self._masks[key] = self.positions(local_len, device)[:, None] >= keys[None, :]
+            allowed = self.positions(local_len, device)[:, None] >= keys[None, :]
+            self._masks[key] = torch.zeros(allowed.shape, dtype=dtype,
+                                           device=device).masked_fill_(~allowed, float("-inf"))
         return self._masks[key]
 
     def gather(self, z: torch.Tensor) -> torch.Tensor:
