@@ -19,7 +19,9 @@ import time
 import torch.distributed as dist
 
 BEAT_S = 0.5
-SILENT_AFTER_S = 3.0  # six beats: a living rank's thread gets the interpreter in that time
+SILENT_AFTER_S = 5.0  # ten beats: a living rank's thread gets a core in that time, loaded too
+VERDICT_WAIT_S = SILENT_AFTER_S + 15.0  # how long the others wait for rank 0's record
+_VERDICT = "verdict"
 CONNECT_S = 30.0
 _PREFIX = "alive/"
 _stores: list[dist.Store] = []  # this process's connection (rank 0: the server)
@@ -47,16 +49,17 @@ def start_beating(rank: int) -> None:
     store.add(_PREFIX + str(rank), 1)
 
     def beat() -> None:
-        with contextlib.suppress(Exception):  # the store gone: the group is over anyway
-            while True:
-                time.sleep(BEAT_S)
+        while True:
+            time.sleep(BEAT_S)
+            with contextlib.suppress(RuntimeError, OSError):  # a missed beat: try the next
                 store.add(_PREFIX + str(rank), 1)
 
     threading.Thread(target=beat, name="accelbench-liveness", daemon=True).start()
 
 
 def silent_ranks(world_size: int, wait_s: float = SILENT_AFTER_S) -> list[int]:
-    """The ranks whose beats stopped: counters unchanged over wait_s ([] without a store)."""
+    """The ranks whose beats stopped: counters unchanged over wait_s ([] without a store);
+    rank 0, which asks, is alive."""
     if not _stores:
         return []
     store = _stores[0]
@@ -66,4 +69,19 @@ def silent_ranks(world_size: int, wait_s: float = SILENT_AFTER_S) -> list[int]:
         after = [store.add(_PREFIX + str(r), 0) for r in range(world_size)]
     except (RuntimeError, OSError):  # dist.DistStoreError is a RuntimeError
         return []
-    return [r for r in range(world_size) if after[r] == before[r]]
+    return [r for r in range(1, world_size) if after[r] == before[r]]
+
+
+def give_verdict() -> None:
+    """Rank 0 has recorded what it could: the ranks waiting in wait_for_verdict may exit."""
+    if _stores:
+        with contextlib.suppress(RuntimeError, OSError):
+            _stores[0].set(_VERDICT, "1")
+
+
+def wait_for_verdict(timeout_s: float = VERDICT_WAIT_S) -> None:
+    """A surviving rank waits (up to timeout_s) for rank 0 to record the failure before it
+    exits: torchrun stops every rank of a node once one of them fails, rank 0 among them."""
+    if _stores:
+        with contextlib.suppress(RuntimeError, OSError):
+            _stores[0].wait([_VERDICT], datetime.timedelta(seconds=timeout_s))

@@ -1,10 +1,12 @@
-"""A multi-node launch on one host: two torchrun agents, one rank each, meet through the c10d
-rendezvous on 127.0.0.1 as two "nodes" and run `accelbench train` (gloo, CPU).
+"""A multi-node launch on one host: two torchrun agents, two ranks each, meet through the c10d
+rendezvous on 127.0.0.1 as two "nodes" and run `accelbench train --layout dp=2,tp=2` (gloo, CPU).
 
 One launch, two cells: the first is recorded once, by global rank 0, with the topology (2 nodes,
-1 rank each, dp's all-reduce crossing nodes); in the second the rank of node 1 holds while the
-model is built (ACCELBENCH_TEST_FAULT) and its agent is SIGKILLed: the rank ends itself with its
-agent, rank 0's collective fails, and the cell is recorded as an error naming node 1, all within
+2 ranks each, tp inside a node, dp's all-reduce crossing nodes); in the second rank 2 (node 1)
+holds before its first forward (ACCELBENCH_TEST_FAULT: the 4th forward/backward heartbeat, the
+first cell having 3 steps) and node 1's agent is SIGKILLed: its
+ranks end themselves with their agent, rank 0's collective fails, and the cell is recorded as an
+error naming node 1, all within
 the documented bound (SILENT_AFTER_S of roll call after the failure; --hang-timeout where no
 connection closes).
 """
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.dist
 TRAIN = ["-m", "accelbench", "train", "--model",
          "gpt2-tiny:n_layer=2,vocab_size=1024,n_positions=64", "--seq", "16",
          "--micro-batch", "1,2", "--steps", "3", "--warmup-steps", "1", "--dtype", "fp32",
-         "--device", "cpu", "--layout", "dp=2", "--hang-timeout", "20", "--quiet"]
+         "--device", "cpu", "--layout", "dp=2,tp=2", "--hang-timeout", "20", "--quiet"]
 
 
 def _free_port() -> int:
@@ -39,12 +41,12 @@ def _free_port() -> int:
 
 
 def _agent(port: int, db: Path, log: Path, host: bool) -> subprocess.Popen:
-    """One "node": a torchrun agent with one rank, rendezvous on 127.0.0.1:port (served by the
+    """One "node": a torchrun agent with two ranks, rendezvous on 127.0.0.1:port (served by the
     `host` agent: torchrun's store, which the other agents cannot outlive)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "ACCELBENCH_TEST_FAULT": "hold:1:building the model:2"}
+           "ACCELBENCH_TEST_FAULT": "hold:2:forward/backward:4"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-           "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+           "--nproc-per-node", "2", "--rdzv-backend", "c10d",
            "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "multinode-test",
            "--rdzv-conf", f"is_host={int(host)}", *TRAIN, "--db", str(db)]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env,
@@ -52,16 +54,25 @@ def _agent(port: int, db: Path, log: Path, host: bool) -> subprocess.Popen:
 
 
 def _worker_env(agent: subprocess.Popen) -> dict[str, str]:
-    """The torchrun variables of the agent's rank and its PID (empty until it has started)."""
-    for pid in descendants(agent.pid):
+    """The torchrun variables of the agent's first rank and its PID (empty until it has
+    started)."""
+    for pid in sorted(descendants(agent.pid)):
         try:
             items = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
         env = dict(i.decode(errors="replace").split("=", 1) for i in items if b"=" in i)
-        if "RANK" in env and "GROUP_RANK" in env:
+        if env.get("LOCAL_RANK") == "0" and "GROUP_RANK" in env:
             return {**env, "PID": str(pid)}
     return {}
+
+
+def _holding(pid: str) -> bool:
+    """Whether the process's main thread sleeps in time.sleep (the test fault's hold)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() == "hrtimer_nanosleep"
+    except OSError:
+        return False
 
 
 def _listening(port: int) -> bool:
@@ -92,9 +103,9 @@ def test_two_nodes_record_once_with_topology_and_a_killed_node_is_named(tmp_path
         node0, node1 = agents[zero], agents[1 - zero]
         log0 = tmp_path / f"agent{zero}.log"
         killed_group_rank = envs[1 - zero]["GROUP_RANK"]
-        _wait(lambda: "cell 2/2" in log0.read_text(), 150)
-        time.sleep(1.0)  # rank 1 now holds in its build; rank 0 waits for it in a collective
-        os.kill(node1.pid, signal.SIGKILL)  # the agent alone: its rank must follow it
+        _wait(lambda: "cell 2/2" in log0.read_text() and _holding(envs[1]["PID"]), 150)
+        time.sleep(0.5)  # rank 0 now waits for rank 2 in a collective of the step
+        os.kill(node1.pid, signal.SIGKILL)  # the agent alone: its ranks must follow it
         killed = time.monotonic()
         node0.wait(timeout=60)
         ended_s = time.monotonic() - killed
@@ -107,13 +118,13 @@ def test_two_nodes_record_once_with_topology_and_a_killed_node_is_named(tmp_path
     records = ResultStore(db).query(kind="train")
     assert [r.status for r in records] == ["ok", "error"], [r.reason for r in records]
     ok, lost = records
-    assert ok.metrics["n_nodes"] == 2 and ok.metrics["n_devices"] == 2
-    assert ok.metrics["ranks_per_node"] == [1, 1]
-    assert ok.metrics["collectives_cross_node"] == ["dp"]
-    assert ok.spec["world_size"] == 2 and ok.spec["micro_batch"] == 1
+    assert ok.metrics["n_nodes"] == 2 and ok.metrics["n_devices"] == 4
+    assert ok.metrics["ranks_per_node"] == [2, 2]
+    assert ok.metrics["collectives_cross_node"] == ["dp"]  # tp stays inside a node
+    assert ok.spec["world_size"] == 4 and ok.spec["micro_batch"] == 1
     assert lost.reason.startswith(f"lost node {killed_group_rank} (host "), lost.reason
-    assert "ranks 1)" in lost.reason and lost.spec["micro_batch"] == 2
+    assert "ranks 2-3)" in lost.reason and lost.spec["micro_batch"] == 2
     assert lost.metrics["collectives_cross_node"] == ["dp"]
-    orphan = Path(f"/proc/{envs[1 - zero]['PID']}")  # the killed agent's rank, now init's
+    orphan = Path(f"/proc/{envs[1 - zero]['PID']}")  # a killed agent's rank, now init's
     _wait(lambda: not orphan.exists() or orphan.joinpath("stat").read_text().split()[2] == "Z",
           20)

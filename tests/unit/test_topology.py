@@ -54,3 +54,16 @@ def test_nproc_that_contradicts_the_launchers_world_is_refused(monkeypatch):
         assert str(err).startswith("nproc: 4 ranks asked for, but the launcher started 2")
     else:
         raise AssertionError("not refused")
+
+
+def test_a_node_is_lost_only_when_all_its_ranks_are_silent(monkeypatch):
+    from accelbench.bench.train import nodes
+    from accelbench.config.layout import Layout
+
+    two_by_two = _nodes(0, 0, 1, 1)
+    monkeypatch.setattr(nodes, "silent_ranks", lambda world: [1, 2, 3])
+    lost = nodes.lost_node_outcome(two_by_two, Layout(dp=2, tp=2), {}, RuntimeError("gone"))
+    assert lost.status == "error" and lost.reason.startswith("lost node 1 (host h1, ranks 2-3):")
+    assert "node 0" not in lost.reason and lost.metrics["collectives_cross_node"] == ["dp"]
+    monkeypatch.setattr(nodes, "silent_ranks", lambda world: [1, 3])  # no whole node silent
+    assert nodes.lost_node_outcome(two_by_two, Layout(dp=2, tp=2), {}, RuntimeError()) is None

@@ -47,6 +47,7 @@ from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun, write_rank_error
+from accelbench.parallel.liveness import give_verdict, wait_for_verdict
 from accelbench.parallel.procs import Interrupted, signal_name, watch_parent
 from accelbench.parallel.topology import Topology
 from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
@@ -149,13 +150,19 @@ class _Group:
     def record_lost_node(self, cell: TrainCell, layout: Layout, err: BaseException,
                          sink: Sink) -> None:
         """Rank 0 of a group over several nodes: the cell as an error naming the nodes whose
-        ranks stopped beating, when some did."""
-        if dist.get_rank() != 0 or self.topology is None or self.topology.n_nodes < 2:
+        ranks stopped beating, when some did; the other ranks wait for it before they exit."""
+        if self.topology is None or self.topology.n_nodes < 2:
+            return
+        if dist.get_rank() != 0:
+            wait_for_verdict()  # torchrun would stop rank 0 with this rank's node
             return
         record_spec = cell_spec(self.spec, cell, layout, str(self.device))
-        lost = lost_node_outcome(self.topology, layout, record_spec, err)
-        if lost is not None:
-            sink(lost)
+        try:
+            lost = lost_node_outcome(self.topology, layout, record_spec, err)
+            if lost is not None:
+                sink(lost)
+        finally:
+            give_verdict()
 
 
 def join_user_launch() -> None:

@@ -45,10 +45,12 @@ def topology_metrics(layout: Layout, topology: Topology) -> TrainMetrics:
 
 def lost_node_outcome(topology: Topology, layout: Layout, record_spec: dict,
                       err: BaseException) -> Outcome | None:
-    """Rank 0 after a failed collective: an error naming the nodes whose ranks stopped beating
-    (None when every rank still beats: the failure is not a lost node)."""
-    silent = silent_ranks(len(topology.node_of_rank))
-    nodes = sorted({topology.node_of_rank[r] for r in silent})
+    """Rank 0 after a failed collective: an error naming the nodes all of whose ranks stopped
+    beating (None when none did: the failure is not a lost node). Rank 0's node is never
+    lost: rank 0 asks."""
+    silent = set(silent_ranks(len(topology.node_of_rank)))
+    nodes = sorted(n for n in set(topology.node_of_rank)  # every rank of the node silent
+                   if set(topology.ranks_on(n)) <= silent)
     if not nodes:
         return None
     lines = str(err).strip().splitlines() or [""]
