@@ -62,7 +62,7 @@ class Layout:
     pp_schedule: str = "1f1b"
     mb: int = 1
     recompute: str = "none"
-    cp: int = 1  # context parallel: each sequence split over cp ranks (ring attention)
+    cp: int = 1  # context parallel: each sequence split over cp ranks (parallel/context.py)
     pp_first: int = 0
     pp_last: int = 0
     ep: int = 1  # expert parallel: carved out of dp (ep divides dp), adds no ranks
@@ -363,10 +363,11 @@ RULES: tuple[Rule, ...] = (
                            "group's norms and dropouts)",
          lambda lay, t, m: "sp=off, or tp >= 2"),
     Rule("sequence", ARITHMETIC, "layout.tp",
-         lambda lay, t, m: lay.sp and t.seq_len is not None and t.seq_len % lay.tp != 0,
-         lambda lay, t, m: f"tp={lay.tp} does not divide sequence {t.seq_len} (sequence "
-                           "parallel)",
-         lambda lay, t, m: f"a divisor of {t.seq_len}, or sp=off"),
+         lambda lay, t, m: lay.sp and t.seq_len is not None
+         and t.seq_len % (lay.tp * lay.cp) != 0,
+         lambda lay, t, m: f"tp={lay.tp} does not divide sequence {t.seq_len}"
+                           + (f" / cp={lay.cp}" if lay.cp > 1 else "") + " (sequence parallel)",
+         lambda lay, t, m: f"a divisor of {t.seq_len // lay.cp}, or sp=off"),
     Rule("uneven stages", ARITHMETIC, "layout.pp_first",
          lambda lay, t, m: lay.uneven and (lay.pp < 2 or (lay.vp > 1 and lay.pp < 3)),
          lambda lay, t, m: "pp_first/pp_last need pp >= 2 (pp >= 3 with vp > 1: the middle "
@@ -433,10 +434,20 @@ RULES: tuple[Rule, ...] = (
          lambda lay, t, m: "schedule=interleaved_1f1b, or vp=1"),
     # ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) parameters; zero 0 with
     # tp averages gradients with its own all-reduce, zero 2/3 is FSDP2 on a 2-D mesh.
-    Rule("context parallel", RUNTIME, "layout.cp", lambda lay, t, m: lay.cp > 1,
-         lambda lay, t, m: f"cp={lay.cp}: context parallelism is modelled by the planner; "
-                           "accelbench's runtime does not build it",
-         lambda lay, t, m: "cp=1"),
+    Rule("context parallel", RUNTIME, "layout.cp",
+         lambda lay, t, m: lay.cp > 1 and (lay.pp > 1 or lay.ep > 1
+                                           or t.model.kv_heads % lay.tp != 0),
+         lambda lay, t, m: f"cp={lay.cp} with pp={lay.pp}, ep={lay.ep}, tp={lay.tp} on "
+                           f"{t.model.kv_heads} key/value heads: accelbench's runtime builds "
+                           "context parallelism with dp, ZeRO and tp (+sp) dividing the "
+                           "key/value heads only (the planner models the rest)",
+         lambda lay, t, m: "cp with pp=1, ep=1 and tp dividing the key/value heads, or cp=1"),
+    Rule("context model", RUNTIME, "layout.cp",
+         lambda lay, t, m: lay.cp > 1 and n_experts(t.model) > 0,
+         lambda lay, t, m: f"cp={lay.cp} with model {t.model.name}'s mixture-of-experts "
+                           "layers: their routing and load-balancing loss are per micro-batch, "
+                           "which cp would split",
+         lambda lay, t, m: "cp=1, or a dense model"),
     Rule("kv share", RUNTIME, "layout.tp",
          lambda lay, t, m: lay.tp > t.model.kv_heads and 2 * t.model.head_dim
          % (lay.tp // t.model.kv_heads) != 0,

@@ -69,7 +69,16 @@ class EnergyFields:
 
 
 @dataclass(frozen=True)
-class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
+class TopologyFields:
+    """The nodes a cell ran on (parallel/topology.py): torchrun's node rank, or Slurm's."""
+
+    n_nodes: int | None = None  # distinct nodes (torchrun agents) of the group
+    ranks_per_node: list[int] | None = None  # nodes in node-rank order
+    collectives_cross_node: list[str] | None = None  # mesh dims (pp, dp, tp) spanning nodes
+
+
+@dataclass(frozen=True)
+class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields):
     """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
 
     n_devices: int | None = None
@@ -100,7 +109,7 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields):
     collective_time_s_per_rank: list[float | None] | None = None
     collective_time_source: str | None = None
     pipeline_bubble_fraction_theory: float | None = None
-    # bytes one rank sends per step, by kind (tp, pp, dp, ep, tied) and in all (comm_bytes_per_step)
+    # bytes one rank sends per step, by kind (tp, pp, dp, ep, tied, cp) and in all
     comm_bytes_per_step_per_rank: dict[str, float] | None = None  # this code, busiest rank
     comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
     comm_bytes_per_step_ideal_per_rank: dict[str, float] | None = None  # Megatron's volume

@@ -64,14 +64,24 @@ class Rotary(nn.Module):
             inv_freq = llama3_inv_freq(inv_freq, cfg)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate q and k of shape (batch, heads, seq, head_dim)."""
-        seq = q.shape[-2]
-        t = torch.arange(seq, device=q.device, dtype=torch.float32)
-        freqs = torch.outer(t, self.inv_freq)
+    def forward(self, q: torch.Tensor, k: torch.Tensor,
+                q_positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q and k of shape (batch, heads, seq, head_dim): k at positions 0..seq-1, q at
+        the same or, under context parallelism, at its tokens' global positions."""
+        k_cos, k_sin = self._angles(torch.arange(k.shape[-2], device=k.device), k.dtype)
+        if q_positions is None and q.shape[-2] == k.shape[-2]:
+            return self._rotate(q, k_cos, k_sin), self._rotate(k, k_cos, k_sin)
+        if q_positions is None:
+            q_positions = torch.arange(q.shape[-2], device=q.device)
+        q_cos, q_sin = self._angles(q_positions, q.dtype)
+        return self._rotate(q, q_cos, q_sin), self._rotate(k, k_cos, k_sin)
+
+    def _angles(self, positions: torch.Tensor, dtype: torch.dtype
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of each position's angles."""
+        freqs = torch.outer(positions.to(torch.float32), self.inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
-        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
 
     def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """Named so as not to override nn.Module._apply, which .to(device) calls."""
@@ -95,10 +105,15 @@ def make_norm(cfg: ModelConfig) -> nn.Module:
     return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
 
 
-def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      mask: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels; fewer key
-    and value heads than query heads (grouped-query) are shared by groups of query heads."""
+    and value heads than query heads (grouped-query) are shared by groups of query heads. A
+    given additive mask (0: attend, -inf: not) replaces the square causal one (context
+    parallelism: this rank's queries against the whole sequence's keys)."""
     gqa = k.shape[1] != q.shape[1]
+    if mask is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
 
 
@@ -114,6 +129,7 @@ class Attention(nn.Module):
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.rotary = Rotary(cfg) if cfg.position == "rotary" else None
         self.recompute_core = False  # selective recompute: rerun the attention core in backward
+        self.context = None  # context parallelism: a parallel.context.ContextShard
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model).
@@ -130,12 +146,17 @@ class Attention(nn.Module):
         q, k, v = qkv.split((q_width, kv_width, kv_width), dim=2)
         q = q.view(b, t, self.n_head, d).transpose(1, 2)
         k, v = (z.view(b, t, kv_width // d, d).transpose(1, 2) for z in (k, v))
+        positions = mask = None
+        if self.context is not None:  # the cp group's keys and values, in sequence order
+            k, v = self.context.gather(k), self.context.gather(v)
+            positions = self.context.positions(t, q.device)
+            mask = self.context.mask(t, q.device, q.dtype)
         if self.rotary is not None:
-            q, k = self.rotary(q, k)
+            q, k = self.rotary(q, k, positions)
         if self.recompute_core and torch.is_grad_enabled():
-            y = checkpoint(_causal_attention, q, k, v, use_reentrant=False)
+            y = checkpoint(_causal_attention, q, k, v, mask, use_reentrant=False)
         else:
-            y = _causal_attention(q, k, v)
+            y = _causal_attention(q, k, v, mask)
         return self.c_proj(y.transpose(1, 2).reshape(b, t, q_width))
 
 
@@ -177,6 +198,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.position == "learned" else None
         self.h = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
+        self.context = None  # context parallelism: a parallel.context.ContextShard
         self.ln_f = make_norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
@@ -196,18 +218,28 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token (and learned position) embeddings of ids (batch, seq)."""
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Token (and learned position) embeddings of ids (batch, seq) at their positions
+        (0..seq-1 unless given)."""
         x = self.wte(idx)
         if self.wpe is not None:
-            x = x + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            if positions is None:
+                positions = torch.arange(idx.shape[1], device=idx.device)
+            x = x + self.wpe(positions)
         return x
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """Logits (batch, seq, vocab), or (logits, loss) when targets are given."""
+        """Logits (batch, seq, vocab), or (logits, loss) when targets are given. Under context
+        parallelism (`context` set) it takes whole sequences and computes, and returns the
+        logits and mean loss of, only this rank's tokens."""
         if idx.shape[1] > self.cfg.n_positions and self.wpe is not None:
             raise ValueError(f"sequence {idx.shape[1]} exceeds n_positions {self.cfg.n_positions}")
-        x = self.embed(idx)
+        positions = None
+        if self.context is not None:
+            positions = self.context.positions(idx.shape[1] // self.context.cp, idx.device)
+            idx = self.context.shard(idx)
+            targets = self.context.shard(targets) if targets is not None else None
+        x = self.embed(idx, positions)
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))

@@ -16,6 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from accelbench.analytics.comm import (
+    cp_bytes_per_layer,
     dp_bytes_per_rank,
     pp_message_bytes,
     pp_sends_per_microbatch,
@@ -32,6 +33,7 @@ from accelbench.analytics.moe_cost import (
 from accelbench.analytics.params import block_params
 from accelbench.config.layout import Layout, rank_layer_counts, stage_layer_counts
 from accelbench.config.model import ModelConfig, is_moe_layer
+from accelbench.parallel.context import placement
 from accelbench.parallel.tp import kv_share
 
 # Profiler event names of collectives: the c10d op (any backend), and backend-level records.
@@ -147,20 +149,25 @@ def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, mi
     (moe_cost.all_to_all_bytes_per_layer, uniform routing) of the busiest rank's MoE layers.
     """
     layers_per_rank = max(rank_layers(cfg, layout, r) for r in range(layout.pp))  # uneven too
-    tp_bytes = (tp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, recompute)
+    local_seq = seq_len // layout.cp  # a cp rank's tokens
+    tp_bytes = (tp_bytes_per_layer(cfg, local_seq, micro_batch, dtype, layout.tp, recompute)
                 * layers_per_rank * n_micro if layout.tp > 1 else 0.0)
     message_split = layout.tp if layout.sp else 1
-    pp_bytes = (pp_message_bytes(cfg, seq_len, micro_batch, dtype, message_split)
+    pp_bytes = (pp_message_bytes(cfg, local_seq, micro_batch, dtype, message_split)
                 * pp_sends_per_microbatch(layout.vp) * n_micro if layout.pp > 1 else 0.0)
-    dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, layout.dp, layout.zero, n_micro)
-                if layout.dp > 1 else 0.0)
+    grad_ranks = layout.dp * layout.cp  # cp ranks hold the same weights (Megatron too)
+    dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, grad_ranks, layout.zero, n_micro)
+                if grad_ranks > 1 else 0.0)
     edp = layout.dp // layout.ep
     if expert_grad_bytes_per_replica and edp > 1:
         dp_bytes += dp_bytes_per_rank(expert_grad_bytes_per_replica, edp, layout.zero, n_micro)
     ep_bytes = _ideal_ep_bytes(cfg, layout, seq_len * micro_batch, n_micro, dtype, recompute)
+    cp_bytes = (cp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, layout.cp,
+                                   recompute) * layers_per_rank * n_micro)
     return {"tp_bytes_per_step": tp_bytes, "pp_bytes_per_step": pp_bytes,
             "dp_bytes_per_step": dp_bytes, "ep_bytes_per_step": ep_bytes,
-            "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes + ep_bytes}
+            "cp_bytes_per_step": cp_bytes,
+            "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes + ep_bytes + cp_bytes}
 
 
 def _ideal_ep_bytes(cfg: ModelConfig, layout: Layout, tokens: int, n_micro: int, dtype: str,
@@ -180,14 +187,14 @@ def _ideal_ep_bytes(cfg: ModelConfig, layout: Layout, tokens: int, n_micro: int,
 # and so is the residual stream, hence pipeline messages and SP's all-gathers of norm outputs.
 FP32_BYTES = 4
 INT64_BYTES = 8  # expert parallelism's per-expert row counts
-COMM_KINDS = ("tp", "pp", "dp", "tied", "ep")
+COMM_KINDS = ("tp", "pp", "dp", "tied", "ep", "cp")
 
 
 @dataclass(frozen=True)
 class CommCall:
     """Collectives of one kind that one rank issues per optimizer step."""
 
-    kind: str  # 'tp', 'pp' (stage messages), 'dp', 'tied' (embedding and head copy), 'ep'
+    kind: str  # 'tp', 'pp' (stage messages), 'dp', 'tied' (embedding and head copy), 'ep', 'cp'
     op: str  # all_reduce, all_gather, reduce_scatter, broadcast, send or all_to_all
     buffer_bytes: float  # one call's whole (unsharded) buffer; all_to_all: this rank's input
     calls: float  # calls per optimizer step
@@ -403,6 +410,21 @@ def _ep_calls(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
                      (forwards + 1) * per_step, layout.ep)]
 
 
+def _cp_calls(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int, n_micro: int,
+              compute_bytes: int, recompute: str, pp_rank: int = 0) -> list[CommCall]:
+    """Context parallelism (parallel/context.py): each layer all-gathers the whole sequence's
+    keys and values over cp in every forward (again when full recompute reruns the block) and
+    reduce-scatters their gradients in the backward."""
+    if layout.cp == 1:
+        return []
+    # keys and values of the whole sequence, this tensor rank's heads (cp needs tp | kv heads)
+    kv = 2 * micro_batch * seq_len * cfg.kv_dim // layout.tp * compute_bytes
+    layers = rank_layers(cfg, layout, pp_rank) * n_micro
+    forwards = 2 if recompute == "full" else 1
+    return [CommCall("cp", "all_gather", kv, layers * forwards, layout.cp),
+            CommCall("cp", "reduce_scatter", kv, layers, layout.cp)]
+
+
 def _tied_calls(cfg: ModelConfig, layout: Layout, pp_rank: int) -> list[CommCall]:
     """Under pp a tied head's copy and the embedding sum their gradients once per step between
     the first and last stage (each tensor rank whole; each dp rank its shard under ZeRO 2/3)."""
@@ -419,7 +441,7 @@ def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
     implementation (scalar ones, the loss and the gradient norm, and SP's small all-reduces
     of norm and bias gradients left out, and under sp the MoE layers' small sums of their
     per-expert counts and mean router scores over tp)."""
-    act = FP32_BYTES * micro_batch * seq_len * cfg.d_model
+    act = FP32_BYTES * micro_batch * seq_len // layout.cp * cfg.d_model  # this rank's tokens
     compute_bytes = BYTES_PER_VALUE[dtype]
     dense, expert = (FP32_BYTES * n for n in local_param_split(cfg, layout, pp_rank))
     n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
@@ -427,7 +449,9 @@ def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
     return (_tp_calls(cfg, layout, act, compute_bytes, n_micro, recompute, pp_rank)
             + _sp_moe_calls(layout, moe_dense, expert, n_micro)
             + _pp_calls(layout, act, n_micro, pp_rank)
-            + _data_parallel_calls(layout, dense, expert, n_micro)
+            + _data_parallel_calls(placement(layout), dense, expert, n_micro)  # dp x cp
+            + _cp_calls(cfg, layout, seq_len, micro_batch, n_micro, compute_bytes, recompute,
+                        pp_rank)
             + _tied_calls(cfg, layout, pp_rank)
             + _ep_calls(cfg, layout, seq_len, micro_batch, n_micro, compute_bytes, recompute,
                         pp_rank))

@@ -120,6 +120,11 @@ def init_distributed(device_type: str | None = None, timeout_s: float = DEFAULT_
     return info, device
 
 
+def group_timeout() -> datetime.timedelta:
+    """How long a collective of this process's groups waits (the world group's timeout)."""
+    return datetime.timedelta(seconds=_timeout_s[0])
+
+
 def teardown(together: bool = False) -> None:
     """Leave the process group (safe to call when none exists).
 
@@ -190,14 +195,15 @@ def mesh_coords(mesh: DeviceMesh) -> dict[str, int]:
 
 def mean_over_replicas(loss: torch.Tensor | None, layout: Layout, device: torch.device) -> float:
     """The global mean loss of a step on every rank: sum of the ranks that hold a loss (the last
-    pipeline stage; every tp rank there holds the same value) divided by their count dp x tp."""
+    pipeline stage; every tp rank there holds the same value; each cp rank the mean of its
+    equal share of tokens) divided by their count dp x cp x tp."""
     value = torch.zeros((), dtype=torch.float64, device=device)
     if loss is not None:
         value += loss.detach().to(torch.float64)
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return float(value)
     dist.all_reduce(value)
-    return float(value) / (layout.dp * layout.tp)
+    return float(value) / (layout.dp * layout.cp * layout.tp)
 
 
 def is_rank_zero(env: dict[str, str] | None = None) -> bool:

@@ -1,4 +1,4 @@
-"""Starting ranks: torchrun on this machine, supervised, and sbatch scripts for clusters.
+"""Starting ranks: torchrun on this machine, supervised (sbatch scripts: parallel/slurm.py).
 
 launch_torchrun runs `python -m torch.distributed.run --standalone --nproc-per-node N <argv>`
 through a small wrapper (this module's `agent` entry) that ties the torchrun agent to the
@@ -24,7 +24,6 @@ import json
 import os
 import re
 import runpy
-import shlex
 import signal
 import subprocess
 import sys
@@ -381,34 +380,6 @@ def read_rank_errors(folder: Path) -> dict[int, dict]:
             data = json.loads(path.read_text())
             errors[int(data["rank"])] = data
     return errors
-
-
-def sbatch_script(nodes: int, gpus_per_node: int, command: list[str] | str,
-                  job_name: str = "accelbench", time_limit: str = "01:00:00",
-                  partition: str | None = None, account: str | None = None,
-                  port: int = 29500, extra_sbatch: list[str] | None = None) -> str:
-    """A multi-node Slurm batch script: one srun task per node, each running torchrun with
-    gpus_per_node ranks that meet at the first node through the c10d rendezvous."""
-    args = command if isinstance(command, str) else shlex.join(command)
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1", f"#SBATCH --gpus-per-node={gpus_per_node}",
-             f"#SBATCH --time={time_limit}"]
-    if partition:
-        lines.append(f"#SBATCH --partition={partition}")
-    if account:
-        lines.append(f"#SBATCH --account={account}")
-    lines += [f"#SBATCH {item}" for item in extra_sbatch or []]
-    lines += [
-        "set -euo pipefail",
-        'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        f"export MASTER_ADDR=$head_node MASTER_PORT={port}",
-        "srun --kill-on-bad-exit=1 python -m torch.distributed.run \\",
-        f"    --nnodes={nodes} --nproc-per-node={gpus_per_node} \\",
-        "    --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT \\",
-        "    --rdzv-id=$SLURM_JOB_ID \\",
-        f"    {args}",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["agent"]:

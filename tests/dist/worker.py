@@ -26,6 +26,7 @@ from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
+from accelbench.parallel.context import context_shard, placement, set_context
 from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.optim import clip_grad_norm_, local_state_bytes, make_optimizer
@@ -104,17 +105,24 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG, profiled: bool = F
     """Train STEPS steps under a layout; losses, grad norms and state bytes of this rank, and
     with `profiled` the seconds in collectives of each step."""
     gas = gas_for(layout_text)
-    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, layout_world(), gas)
-    mesh = make_mesh(layout, device)
-    coords = {n: mesh.get_local_rank(n) for n in ("pp", "dp", "tp")}
-    data = batches(layout.dp * gas * MICRO_BATCH)
-    rows = slice(coords["dp"] * gas * MICRO_BATCH, (coords["dp"] + 1) * gas * MICRO_BATCH)
+    layout = validate_layout(parse_layout(layout_text, RUNTIME_KEYS), cfg, layout_world(), gas,
+                             SEQ)
     torch.manual_seed(SEED)
     model = GPT(cfg)
+    if layout.cp > 1:  # context parallel: whole sequences in, this rank's tokens computed
+        set_context(model, context_shard(layout))
+    cp, layout = layout.cp, placement(layout)  # cp ranks hold the weights as dp ranks do
+    mesh = make_mesh(layout, device)
+    coords = {n: mesh.get_local_rank(n) for n in ("pp", "dp", "tp")}
+    coords["dp"], coords["cp"] = divmod(coords["dp"], cp)
+    replicas = layout.dp // cp
+    data = batches(replicas * gas * MICRO_BATCH)
+    rows = slice(coords["dp"] * gas * MICRO_BATCH, (coords["dp"] + 1) * gas * MICRO_BATCH)
     if layout.pp > 1:
         module = PipelineRunner(model, layout, mesh, gas, device)
     else:
         module = prepare_model(model, layout, mesh)
+    context = model.context
     del model
     opt, _ = make_optimizer(module, layout, lr_for(cfg), WEIGHT_DECAY)
     out = {"loss": [], "grad_norm": [], "step_time_s": 0.0}
@@ -125,7 +133,8 @@ def run_case(layout_text: str, device: torch.device, cfg=CFG, profiled: bool = F
             if layout.pp > 1:
                 loss = module.step(x, y)
             else:
-                loss, fwd_bytes = accumulate(module, x, y, gas)
+                loss, fwd_bytes = accumulate(module, x, context.shard(y) if context else y,
+                                             gas)
         if profiled:
             out.setdefault("collective_s", []).append(comm.time_s)
         out["grad_norm"].append(float(clip_grad_norm_(module, MAX_NORM, layout)))
@@ -175,7 +184,7 @@ def main() -> None:
         cfg = config_for(name)
         ranks = gather_rank_results(run_case(layout_text, device, cfg, "collectives" in flags))
         if rank0:  # one process's run, once per model and global batch (the same on any rank)
-            dp = parse_layout(layout_text, RUNTIME_KEYS).dp
+            dp = parse_layout(layout_text, RUNTIME_KEYS).dp  # cp ranks share their rows
             key = (cfg.name, dp * gas_for(layout_text) * MICRO_BATCH)
             if key not in references:
                 references[key] = reference(batches(key[1]), cfg)

@@ -137,6 +137,15 @@ CASES = [
          "ep=3 does not divide the 8 experts"),
     case("train --nproc 2 --device cpu --layout ep=2", "error: layout.ep: ep=2: expert "
          "parallelism splits mixture-of-experts layers, and model gpt2-xl has none"),
+    case("train --nproc 2 --device cpu --layout cp=2 --seq 30", "error: layout.cp: cp=2 splits "
+         "each sequence into 2 x cp = 4 load-balanced chunks, which do not divide sequence 30"),
+    case("train --nproc 2 --device cpu --layout cp=3", "error: layout: tp*pp*cp = 3 does not "
+         "divide the 2 devices"),
+    case("train --model gpt2-tiny --seq 64 --gas 2 --nproc 4 --device cpu --layout pp=2,cp=2",
+         "error: layout.cp: cp=2 with pp=2, ep=1, tp=1 on 4 key/value heads: accelbench's "
+         "runtime builds context parallelism with dp, ZeRO and tp (+sp)"),
+    case("train --model moe-tiny --nproc 2 --device cpu --layout cp=2", "error: layout.cp: cp=2 "
+         "with model moe-tiny's mixture-of-experts layers"),
     case("train --nproc 2 --device cpu --max-micro-batch", "error: max-micro-batch: the "
          "largest-micro-batch search runs on one process only"),
     case("train --json --output {dir}/missing/out.json", "error: output: '{dir}/missing/"
@@ -256,6 +265,22 @@ CASES = [
     case("sbatch --nodes 1 -- plan", "error: command: 'plan' does not run as a process group"),
     case("sbatch --nodes 2 -- train --layout dp=4", "error: layout: dp*tp*pp*cp = 4*1*1*1 = 4, but "
          "the world has 16 devices"),
+    case("sbatch --nodes 2 --gpus-per-node 0 -- train --nproc 3", "error: nproc: 3 ranks do "
+         "not split evenly over --nodes 2"),
+    case("sbatch --nodes 4 --gpus-per-node 0 -- train --nproc 2", "error: nproc: 2 ranks do "
+         "not split evenly over --nodes 4"),
+    case("sbatch --nodes 2 --gpus-per-node 4 -- train --nproc 4", "error: nproc: 4 ranks, but "
+         "--nodes 2 x 4 ranks a node = 8"),
+    case("sbatch --nodes 2 --gpus-per-node 8 --nproc-per-node 4 -- train", "error: "
+         "nproc-per-node: 4 ranks on 8 GPUs a node"),
+    case("sbatch --nodes 1 --gpus-per-node -1 -- train", "error: gpus-per-node: must be 0 or "
+         "more, got -1"),
+    case("sbatch --nodes 1 --cpus-per-task 0 -- train", "error: cpus-per-task: must be a "
+         "positive number, got 0"),
+    case("sbatch --nodes 2 --gpus-per-node 0 -- train --layout cp=4", "error: layout: "
+         "tp*pp*cp = 4 does not divide the 2 devices"),
+    case("sbatch --nodes 1 --gpus-per-node 4 -- train --layout cp=4 --seq 36", "error: "
+         "layout.cp: cp=4 splits each sequence into 2 x cp = 8 load-balanced chunks"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
     case("check --device tpu", "error: device: unknown device 'tpu'"),
     case("check --compile-backend nope", "error: compile-backend: unknown value 'nope'"),

@@ -120,3 +120,21 @@ def test_shared_kv_head_gather_by_hand():
     assert kv_calls(MQA.with_changes(n_kv_head=2), Layout(tp=2)) == []
     four = MQA.with_changes(n_kv_head=2)  # tp = 4: each of 2 heads shared by 2 ranks
     assert [c[3] for c in kv_calls(four, Layout(tp=4))] == [2, 2]
+
+
+def test_context_parallel_bytes_by_hand():
+    """cp=2 (bf16, 2 layers, micro-batch 2, sequence 64, key/value width 128): each layer
+    all-gathers the whole keys and values once a forward (twice with full recompute) and
+    reduce-scatters their gradients, (cp-1)/cp of the buffer each; the gradients go over
+    dp x cp = 4 ranks, as dp=4's do. The ideal is Megatron's ring: 3 passes of (cp-1) chunks."""
+    from accelbench.parallel.collectives import comm_bytes_per_step, ideal_comm_bytes_per_step
+
+    whole = 2 * 2 * 64 * 128 * 2  # keys and values of the whole sequence, bf16
+    cp = comm_bytes_per_step(TINY, Layout(dp=2, cp=2), 64, 2, 1, "bf16")
+    assert cp["cp_bytes_per_step"] == 2 * (whole / 2 + whole / 2)
+    full = comm_bytes_per_step(TINY, Layout(dp=2, cp=2), 64, 2, 1, "bf16", "full")
+    assert full["cp_bytes_per_step"] == 2 * (2 * whole / 2 + whole / 2)
+    dp4 = comm_bytes_per_step(TINY, Layout(dp=4), 64, 2, 1, "bf16")
+    assert cp["dp_bytes_per_step"] == dp4["dp_bytes_per_step"] > 0
+    ideal = ideal_comm_bytes_per_step(TINY, Layout(dp=2, cp=2), 64, 2, 1, "bf16", 1e6)
+    assert ideal["cp_bytes_per_step"] == 2 * 3 * (whole / 2)

@@ -14,7 +14,8 @@ from accelbench.parallel.collectives import (
     ideal_comm_bytes_per_step,
 )
 from accelbench.parallel.dist import first_slurm_host, read_env
-from accelbench.parallel.launch import failed_rank_from_output, sbatch_script
+from accelbench.parallel.launch import failed_rank_from_output
+from accelbench.parallel.slurm import SlurmJob, sbatch_script
 from accelbench.parallel.tp import gate_up_rank_order, kv_share, qkv_rank_order
 
 TINY = get_preset("gpt2-tiny")  # 2 layers, 4 heads, hidden 128
@@ -43,14 +44,23 @@ def test_failed_rank_from_torchrun_report():
 
 
 def test_sbatch_script_uses_srun_and_rendezvous():
-    text = sbatch_script(4, 8, ["-m", "accelbench.cli.main", "train", "--layout", "dp=32"],
-                         partition="gpu")
+    job = SlurmJob(4, 8, ["-m", "accelbench", "train", "--layout", "dp=32"], gpus_per_node=8,
+                   cpus_per_task=64, python="/opt/env/bin/python", workdir="/shared/run",
+                   log_dir="/shared/logs", partition="gpu")
+    text = sbatch_script(job)
     assert text.startswith("#!/bin/bash\n")
-    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
-                 "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu", "srun ",
+    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=64",
+                 "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",
+                 "#SBATCH --chdir=/shared/run", "#SBATCH --output=/shared/logs/%x-%j.out",
+                 "#SBATCH --error=/shared/logs/%x-%j.err",
+                 "srun --kill-on-bad-exit=1 --ntasks-per-node=1 "
+                 "--cpus-per-task=$SLURM_CPUS_PER_TASK",
+                 "/opt/env/bin/python -m torch.distributed.run",
                  "--nnodes=4 --nproc-per-node=8", "--rdzv-backend=c10d",
-                 "-m accelbench.cli.main train --layout dp=32"):
+                 "-m accelbench train --layout dp=32"):
         assert line in text
+    cpu = sbatch_script(SlurmJob(1, 2, ["-m", "accelbench", "train"]))
+    assert "--gpus-per-node" not in cpu and "#SBATCH --cpus-per-task=1" in cpu
 
 
 def test_qkv_order_gives_each_rank_whole_heads():

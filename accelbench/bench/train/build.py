@@ -24,6 +24,7 @@ from accelbench.models.gpt import GPT
 from accelbench.models.semi_structured import enable_two_four
 from accelbench.models.sparsity import SparseState, no_sparse_kernel_reason, sparsify
 from accelbench.parallel.apply import prepare_model
+from accelbench.parallel.context import context_shard, placement, set_context
 from accelbench.parallel.dist import make_mesh, mesh_coords
 from accelbench.parallel.optim import make_optimizer
 from accelbench.parallel.pipeline import PipelineRunner
@@ -43,6 +44,7 @@ class Trainer:
     sparse_kernel: str | None = None  # the 2:4 kernel the masked matrices run through
     sparse_kernel_reason: str | None = None  # why a sparse cell runs masked dense
     float8: dict | None = None  # an fp8 cell's float8 conversion, as the record's fp8 fields
+    placed: Layout | None = None  # the layout the weights are placed by (cp folded into dp)
 
 
 def _to_float8(spec: TrainSpec, cell: TrainCell, layout: Layout, model: GPT,
@@ -80,6 +82,9 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     masks = sparsify(model, cell.sparsity, spec.sparsity_pattern, spec.sparsity_mask, spec.seed)
     model = model.to(device)
     float8 = _to_float8(spec, cell, layout, model, device)  # before compile and FSDP2 wrap it
+    if layout.cp > 1:
+        set_context(model, context_shard(layout))
+    cp, layout = layout.cp, placement(layout)  # cp ranks hold the weights as dp ranks do
     mesh = make_mesh(layout, device) if dist.is_initialized() else None
     if layout.pp > 1:
         module = PipelineRunner(model, layout, mesh, cell.gas, device, cell.recompute,
@@ -91,9 +96,12 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     # is whole or an FSDP shard, so found-inf agrees on all ranks.
     scaler = torch.amp.GradScaler(device.type, enabled=cell.dtype == "fp16")
     coords = mesh_coords(mesh) if mesh is not None else {"pp": 0, "dp": 0, "tp": 0}
+    if cp > 1:  # the cp ranks of a replica read the same batches (its dp index)
+        coords = {**coords, "dp": coords["dp"] // cp, "cp": coords["dp"] % cp}
     sparse = SparseState.from_placed(module) if masks else None
     kernel, reason = _sparse_kernel(spec, cell, layout, module, device) if masks else (None, None)
-    return Trainer(module, optimizer, scaler, label, coords, sparse, kernel, reason, float8)
+    return Trainer(module, optimizer, scaler, label, coords, sparse, kernel, reason, float8,
+                   layout)
 
 
 def _sparse_kernel(spec: TrainSpec, cell: TrainCell, layout: Layout, module: object,

@@ -20,6 +20,7 @@ from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
 from accelbench.config.layout import Layout
 from accelbench.config.schema import TRAIN_SWEPT, TrainMetrics, metrics_dict
 from accelbench.parallel.gather import gather_rank_results
+from accelbench.parallel.topology import rank_place
 
 KIND = "train"
 
@@ -102,7 +103,7 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     except Diverged as err:
         local = {"rank": _rank(), "diverged_step": err.step, "reason": str(err),
                  "step_times_s": err.log.step_time_s, "loss": err.log.loss}
-    ranks = gather_rank_results(local)
+    ranks = gather_rank_results({**local, **vars(rank_place())})
     if _rank() != 0:
         return None
     estimate = estimate_bytes(spec, cell, layout)

@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from accelbench.bench.guard import is_oom
@@ -37,14 +38,18 @@ from accelbench.bench.train.cell_folder import (
     read_outcome,
     write_json,
 )
+from accelbench.bench.train.nodes import join_nodes, lost_node_outcome, ranks_on_my_node
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
 from accelbench.bench.train.steps import Heartbeat, StepProgress, set_heartbeat
+from accelbench.config.layout import Layout
 from accelbench.config.noise import quiet_if_asked
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun, write_rank_error
+from accelbench.parallel.liveness import give_verdict, wait_for_verdict
 from accelbench.parallel.procs import Interrupted, signal_name, watch_parent
+from accelbench.parallel.topology import Topology
 from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
 
 # Launched ranks wait in a collective this much longer than the watchdog waits for progress, so
@@ -89,36 +94,86 @@ def _group_finished(skip: Skip | None, record_spec: dict, rank: int,
 def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
                     on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
     """Every cell on the process group; rank 0 sinks the outcomes, the other ranks return [].
-    A cell rank 0's `skip` reports finished is skipped by every rank (and returned on rank 0)."""
+    A cell rank 0's `skip` reports finished is skipped by every rank (and returned on rank 0).
+    When a cell fails on several nodes, rank 0 first records the nodes that stopped beating as
+    the cell's error (then every rank raises: the group is broken)."""
     device_type = None if spec.device == "auto" else spec.device.split(":")[0]
     info, device = init_distributed(device_type, timeout_s=spec.hang_timeout_s)
     rank_sink = sink if info.rank == 0 else (lambda outcome: None)
-    peaks = SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks)
+    group = _Group(spec, device, SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks),
+                   progress, skip)
     outcomes: list[Outcome] = []
     cells = spec.cells()
     clean = False
     try:
+        group.topology = join_nodes(info.rank)
         for i, cell in enumerate(cells):
             layout = cell_layout(spec, info.world_size, cell.gas)
             if on_cell and info.rank == 0:
                 on_cell(i, len(cells), f"{cell.label} on {layout.label()}")
-            done = _group_finished(skip, cell_spec(spec, cell, layout, str(device)), info.rank,
-                                   info.world_size)
-            if done is not None:
-                peaks.adopt(done)
-                if info.rank == 0:
-                    outcomes.append(done)
-                continue
-            peak = _group_peak(peaks, cell.dtype).peak()
-            outcome = run_cell(spec, cell, layout, device, peak, progress,
-                               local_ranks=info.world_size)  # one host assumed
+            try:
+                outcome, finished_before = group.cell(cell, layout)
+            except Exception as err:
+                group.record_lost_node(cell, layout, err, sink)
+                raise
             if outcome is not None and info.rank == 0:
-                sink(outcome)
+                if not finished_before:
+                    sink(outcome)
                 outcomes.append(outcome)
         clean = True
     finally:
         teardown(together=clean)
     return outcomes
+
+
+class _Group:
+    """What every cell of a group sweep shares: the spec, device, peaks and the topology."""
+
+    def __init__(self, spec: TrainSpec, device: torch.device, peaks: SweepPeaks,
+                 progress: StepProgress | None, skip: Skip | None) -> None:
+        self.spec, self.device, self.peaks = spec, device, peaks
+        self.progress, self.skip = progress, skip
+        self.topology: Topology | None = None
+
+    def cell(self, cell: TrainCell, layout: Layout) -> tuple[Outcome | None, bool]:
+        """(rank 0's outcome, whether it was finished before) of one cell on every rank."""
+        rank, world = dist.get_rank(), dist.get_world_size()
+        done = _group_finished(self.skip, cell_spec(self.spec, cell, layout, str(self.device)),
+                               rank, world)
+        if done is not None:
+            self.peaks.adopt(done)
+            return done, True
+        peak = _group_peak(self.peaks, cell.dtype).peak()
+        local = ranks_on_my_node(self.topology, rank) if self.topology else world
+        return run_cell(self.spec, cell, layout, self.device, peak, self.progress,
+                        local_ranks=local), False
+
+    def record_lost_node(self, cell: TrainCell, layout: Layout, err: BaseException,
+                         sink: Sink) -> None:
+        """Rank 0 of a group over several nodes: the cell as an error naming the nodes whose
+        ranks stopped beating, when some did; the other ranks wait for it before they exit."""
+        if self.topology is None or self.topology.n_nodes < 2:
+            return
+        if dist.get_rank() != 0:
+            wait_for_verdict()  # torchrun would stop rank 0 with this rank's node
+            return
+        record_spec = cell_spec(self.spec, cell, layout, str(self.device))
+        try:
+            lost = lost_node_outcome(self.topology, layout, record_spec, err)
+            if lost is not None:
+                sink(lost)
+        finally:
+            give_verdict()
+
+
+def join_user_launch() -> None:
+    """A rank of a user's torchrun ends itself once its agent is gone (an orphan would hold
+    its peers in a collective until their timeout), and takes a test's fault if one is set."""
+    info = read_env()
+    if info.launcher == "torchrun":
+        watch_parent(os.getppid(), signal.SIGKILL)
+    if os.environ.get(TEST_FAULT_ENV):
+        set_heartbeat(with_test_fault(lambda step, phase: None, info.rank))
 
 
 def rank_env(spec: TrainSpec) -> dict[str, str]:
@@ -265,22 +320,24 @@ def worker_main(folder: str) -> None:
 
 def with_test_fault(beat: Heartbeat, rank: int, folder: Path) -> Heartbeat:
     """The heartbeat, with the fault tests inject (tests/dist/test_lifecycle.py) where
-    ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase> names this rank: at its first
-    heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill` (SIGKILL itself), `raise`
-    (RuntimeError('boom')), `hold` (sleep 120 s) or `wait` (until the test creates the file
-    <cell folder>/release, at most 120 s: a cell that cannot finish before the test lets it).
-    Unset (always, outside tests): no fault."""
+    ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase>[:<n>] names this rank: at its first
+    (or n-th: a later cell's) heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill`
+    (SIGKILL itself), `raise` (RuntimeError('boom')), `hold` (sleep 120 s) or `wait` (until the
+    test creates the file <cell folder>/release, at most 120 s: a cell that cannot finish before
+    the test lets it). Unset (always, outside tests): no fault."""
     fault = os.environ.get(TEST_FAULT_ENV, "").split(":")
-    if len(fault) != 3 or fault[1] != str(rank):
+    if len(fault) not in (3, 4) or fault[1] != str(rank):
         return beat
-    action, when = fault[0], fault[2]
-    fired = []
+    action, when, nth = fault[0], fault[2], int(fault[3]) if len(fault) == 4 else 1
+    seen = []
 
     def faulty(step: int, phase: str) -> None:
         beat(step, phase)
-        if fired or when not in (str(step), phase):
+        if when not in (str(step), phase):
             return
-        fired.append(True)
+        seen.append(True)
+        if len(seen) != nth:
+            return
         if action in ("stop", "kill"):
             os.kill(os.getpid(), signal.SIGSTOP if action == "stop" else signal.SIGKILL)
         elif action == "raise":

@@ -32,6 +32,7 @@ from accelbench.parallel.collectives import (
     busiest_rank_comm_bytes,
     ideal_comm_bytes_per_step,
 )
+from accelbench.parallel.topology import RankPlace, cross_node_dims, topology_of
 
 GRAD_BYTES_PER_PARAM = 4  # gradients stay fp32: autocast keeps fp32 master weights
 
@@ -184,7 +185,17 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         collective_time_source=ranks[0]["collective_source"],
         mem_estimate_bytes_per_rank=estimate_bytes,
         **_energy(counts, ranks, times["timed_steps"]),
-        **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps))
+        **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps),
+        **topology_fields(layout, ranks))
+
+
+def topology_fields(layout: Layout, ranks: list[dict]) -> dict:
+    """Nodes, ranks per node and the mesh dims crossing nodes, from every rank's place."""
+    if any("node" not in r for r in ranks):
+        return {}
+    topology = topology_of([RankPlace(r["node"], r["host"]) for r in ranks])
+    return {"n_nodes": topology.n_nodes, "ranks_per_node": topology.ranks_per_node(),
+            "collectives_cross_node": cross_node_dims(layout, topology)}
 
 
 def summed_expert_load(ranks: list[dict], key: str) -> list[list[int]]:

@@ -278,6 +278,8 @@ def cell_layout(spec: TrainSpec, world_size: int, gas: int) -> Layout:
     against the model, the world and the micro-batches, with what the runtime cannot honour
     on several processes refused (ConfigError, before anything runs)."""
     layout = validate_layout(spec.layout_for(world_size), spec.model, world_size, gas)
+    for seq in spec.seq_lens:  # rules on the sequence: cp's chunks, sp's shards
+        validate_layout(layout, spec.model, world_size, gas, seq)
     if world_size > 1 and spec.max_micro_batch:
         raise ConfigError("max-micro-batch", "the largest-micro-batch search runs on one "
                           "process only, not with --nproc or under torchrun/srun",

@@ -129,7 +129,9 @@ def _maybe_profile(enabled: bool, device: torch.device, out: dict,
 
 def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
               trainer: Trainer, batches, step: int, log: StepLog, collectives: dict) -> None:
-    """One timed optimizer step; its time, global loss, lr and data wait go into `log`."""
+    """One timed optimizer step; its time, global loss, lr and data wait go into `log`. The
+    step runs on the layout the weights are placed by (context parallel ranks as dp ranks)."""
+    layout = trainer.placed or layout
     lr = lr_at(step, spec.lr, spec.lr_warmup_steps, spec.steps, spec.min_lr_ratio)
     for group in trainer.optimizer.param_groups:
         group["lr"] = lr

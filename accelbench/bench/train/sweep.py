@@ -16,7 +16,12 @@ from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import KIND, cell_spec, run_cell
 from accelbench.bench.train.dense_ref import DenseReference
 from accelbench.bench.train.fit import find_max_micro_batch
-from accelbench.bench.train.launch import in_process_group, run_group_sweep, run_launched_sweep
+from accelbench.bench.train.launch import (
+    in_process_group,
+    join_user_launch,
+    run_group_sweep,
+    run_launched_sweep,
+)
 from accelbench.bench.train.spec import (
     TrainCell,
     TrainSpec,
@@ -38,6 +43,10 @@ def world_size(spec: TrainSpec) -> int:
 def check_sweep(spec: TrainSpec) -> TrainSpec:
     """Every check that needs no measurement: fields, data, and the layout of every cell."""
     validate_train_spec(spec)
+    if in_process_group() and spec.nproc not in (1, world_size(spec)):
+        raise ConfigError("nproc", f"{spec.nproc} ranks asked for, but the launcher started "
+                          f"{world_size(spec)}", f"{world_size(spec)}, or leave it out under "
+                          "torchrun or srun")
     check_data(spec)
     for gas in spec.gas:
         cell_layout(spec, world_size(spec), gas)
@@ -59,6 +68,7 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     check_sweep(spec)
     ref = DenseReference()  # sparse cells against the sweep's dense cell (speedup, loss)
     if in_process_group():
+        join_user_launch()
         outcomes = run_group_sweep(spec, ref.sink(sink), progress, on_cell, skip)
     elif spec.nproc > 1 or needs_group(spec.layout_for(1)):
         outcomes = run_launched_sweep(spec, ref.sink(sink), on_cell, skip)

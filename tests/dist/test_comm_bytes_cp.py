@@ -1,0 +1,28 @@
+"""Context parallelism's bytes as recorded (comm_calls_per_step: the keys and values gathered
+over cp in every forward, their gradients reduce-scattered in the backward, the gradients over
+dp x cp) against the buffers the profiler sees, with the runner's own step (gloo: cp=2 at fp32
+and ZeRO 0 and at bf16 and ZeRO 2 on 2 processes, tp=2 + sp with cp=2 in bf16 on 4;
+tests/dist/comm_worker.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dist.test_comm_bytes import _run
+
+pytestmark = pytest.mark.dist
+CASES_2 = {"cp": "fp32:cp=2", "cp_zero2_bf16": "bf16:cp=2,zero=2"}
+CASES_4 = {"tp_sp_cp_bf16": "bf16:tp=2,sp=1,cp=2"}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("comm_cp")
+    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+
+
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+def test_cp_accounting_matches_the_profiler(results, case):
+    for rank in results[case]:
+        assert rank["profiled"] == pytest.approx(rank["accounted"]), (case, rank["rank"])
+        assert rank["accounted"]["all_gather"] > 0  # the cp gathers are in the account

@@ -1,0 +1,45 @@
+"""Context parallelism reproduces one process: cp=2 and cp=4, alone and with dp, ZeRO and tp
+(+sp), for the GPT-2 form (learned positions) and the Llama form (rotary, grouped-query heads): 5 AdamW
+steps with clipping, every rank's global loss and gradient norm within the tolerance of the
+other layouts (tests/dist/test_parallel.py). The cases run in the shared launches of
+tests/dist/worker.py (one per world size)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dist.launch_cases import shared_results, want
+from tests.dist.test_parallel import LOSS_RTOL, NORM_RTOL
+
+pytestmark = pytest.mark.dist
+
+CASES_2 = {"cp2": "cp=2", "llama_cp2": "cp=2"}
+CASES_4 = {"cp4": "cp=4", "dp_cp": "dp=2,cp=2", "dp_cp_zero3": "dp=2,cp=2,zero=3",
+           "tp_cp": "tp=2,cp=2", "tp_sp_cp_zero2": "tp=2,sp=1,cp=2,zero=2",
+           "llama_cp4": "cp=4", "llama_dp_cp_zero2": "dp=2,cp=2,zero=2",
+           "llama_tp_sp_cp": "tp=2,sp=1,cp=2"}
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
+want("worker.py", LAUNCHES)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    """The cases' results: 2 processes, then 4 (launched once per session)."""
+    tmp = tmp_path_factory.mktemp("cp")
+    return {k: v for n, _ in LAUNCHES for k, v in shared_results("worker.py", n, tmp).items()}
+
+
+def _rel(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
+def test_context_parallel_equals_one_process(results, case):
+    ref = results[case]["reference"]
+    assert min(ref["grad_norm"]) > 0.5 and len({round(a, 6) for a in ref["loss"]}) == 5
+    ranks = results[case]["ranks"]
+    cp = int(results[case]["layout"].split("cp=")[1].split(",")[0])
+    assert sorted(r["cp"] for r in ranks) == sorted(list(range(cp)) * (len(ranks) // cp))
+    for rank in ranks:
+        assert _rel(rank["loss"], ref["loss"]) < LOSS_RTOL, (case, rank["loss"], ref["loss"])
+        assert _rel(rank["grad_norm"], ref["grad_norm"]) < NORM_RTOL, case
