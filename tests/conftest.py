@@ -3,6 +3,7 @@ test under tests/dist marked `dist` (scripts/test --quick leaves them out)."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -10,15 +11,26 @@ import pytest
 import torch
 import torch.distributed as dist
 
-torch.set_num_threads(2)
+# Two threads on 2 cores; one a process when pytest-xdist runs two test processes at once
+# (scripts/test -n 2), so that they do not oversubscribe the cores.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 DIST = Path(__file__).parent / "dist"
+# Off a terminal the tables fit COLUMNS when it is set (results/fit.py): every test, and every
+# process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
+# COLUMNS=80); a test of the fitting sets it itself.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test under tests/dist launches processes: marked `dist`, whether its module says so."""
+    """A test under tests/dist launches processes: marked `dist`, whether its module says so,
+    and in one xdist group, so that under `-n 2` the launches run one at a time on one test
+    process (two at once oversubscribe 2 cores several times over) while the other process
+    takes the unit tests; modules that share a torchrun launch (launch_cases.py) so share it."""
     for item in items:
         if DIST in item.path.parents:
             item.add_marker(pytest.mark.dist)
+            item.add_marker(pytest.mark.xdist_group("dist"))
 
 
 @pytest.fixture(autouse=True)

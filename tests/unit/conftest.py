@@ -19,11 +19,3 @@ def quick_peak(monkeypatch):
         return metrics, [1e11]
 
     monkeypatch.setattr(peak_mod, "measure_peak", measure)
-
-
-@pytest.fixture(autouse=True)
-def _full_width_tables(monkeypatch):
-    """Off a terminal the tables fit COLUMNS when it is set (results/fit.py): the tests that
-    read a table's columns get every one, whatever the shell running them exported; a test of
-    the fitting sets COLUMNS itself."""
-    monkeypatch.delenv("COLUMNS", raising=False)

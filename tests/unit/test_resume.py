@@ -147,9 +147,10 @@ def test_a_killed_train_sweep_resumes_with_one_finished_record_per_cell(tmp_path
                                                                          capsys, quick_peak):
     db = tmp_path / "r.db"
     args = ["train", *TINY, "--micro-batch", "1,2,4", "--steps", "3", "--db", str(db)]
+    threads = str(torch.get_num_threads())  # as the rerun below: a cell's fingerprint has them
     proc = subprocess.Popen([sys.executable, "-m", "accelbench.cli.main", *args], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "OMP_NUM_THREADS": "2"})
+                            env={**os.environ, "OMP_NUM_THREADS": threads})
     try:
         deadline = time.monotonic() + 120
         while _count(db, "train") < 2:
