@@ -165,4 +165,4 @@ def test_errors_hw_and_sbatch_print_markup_verbatim(tmp_path, monkeypatch, capsy
     assert code == 0 and f"detected: {STYLE}GPU {CLOSE} (cpu)" in out
     code, out, err = _run(monkeypatch, capsys, "sbatch", "--nodes", "1", "--", "train",
                           "--data", f"runs/{CLOSE}{STYLE}")
-    assert code == 0 and out.rstrip().endswith(f"train --data 'runs/{CLOSE}{STYLE}'")
+    assert code == 0 and f" train --data 'runs/{CLOSE}{STYLE}' --db " in out  # quoted as text

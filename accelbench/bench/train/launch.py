@@ -318,7 +318,7 @@ def worker_main(folder: str) -> None:
         raise
 
 
-def with_test_fault(beat: Heartbeat, rank: int, folder: Path) -> Heartbeat:
+def with_test_fault(beat: Heartbeat, rank: int, folder: Path | None = None) -> Heartbeat:
     """The heartbeat, with the fault tests inject (tests/dist/test_lifecycle.py) where
     ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase>[:<n>] names this rank: at its first
     (or n-th: a later cell's) heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill`
@@ -346,7 +346,8 @@ def with_test_fault(beat: Heartbeat, rank: int, folder: Path) -> Heartbeat:
             time.sleep(120)
         elif action == "wait":
             deadline = time.monotonic() + 120
-            while not (folder / TEST_RELEASE_FILE).exists() and time.monotonic() < deadline:
+            release = (folder or Path.cwd()) / TEST_RELEASE_FILE  # a group: the launch's folder
+            while not release.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
 
     return faulty
