@@ -120,16 +120,15 @@ def probe_memory(s: CheckSettings) -> Found:
 
 
 def _timed_s(s: CheckSettings, work: Callable[[], Any], repeats: int) -> float:
-    """The median seconds of `work`, timed as the runner times (events on accelerators)."""
-    from accelbench.bench.timing import PhaseTimer
+    """The median seconds of `work` after one untimed call, timed by the runner's run_timed
+    (events on accelerators, the device synchronised at the window's edges)."""
+    from accelbench.bench.timing import PhaseTimer, run_timed
 
-    work()
-    timer = PhaseTimer(s.device)
-    for _ in range(repeats):
+    def step(timer: PhaseTimer) -> None:
         with timer.phase("work"):
             work()
-    times = sorted(timer.times_s()["work"])
-    return times[len(times) // 2]
+
+    return run_timed(step, s.device, warmup=1, repeats=repeats)["work"].median_s
 
 
 def probe_timing(s: CheckSettings) -> Found:
