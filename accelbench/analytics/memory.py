@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from accelbench.analytics.flops import forward_matmuls
+from accelbench.analytics.flops import MASK_BYTES_PER_WEIGHT, forward_matmuls
 from accelbench.analytics.moe_cost import (
     moe_fraction,
     moe_tokens,
@@ -239,10 +239,10 @@ def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
     h = cfg.d_model
     vocab_tp = tp if vocab_parallel else 1
     blocks = (cfg.n_layer / pp if layers is None else layers) * block_sizes(cfg)[0] / tp
-    embed = cfg.vocab_size * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
+    embed = cfg.padded_vocab * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
                                              else 0)
     norm = cfg.norm_params  # the final norm, on the last stage
-    head = cfg.vocab_size * h / vocab_tp + norm
+    head = cfg.padded_vocab * h / vocab_tp + norm
     if pp == 1:
         return blocks + embed + (0 if cfg.tie_embeddings else head - norm) + norm
     return blocks + {"first": embed, "last": head}.get(stage, 0.0)
@@ -300,7 +300,7 @@ class MemoryBreakdown:
     activations: float
     buffers: float
     usable_bytes: float
-    masks: float = 0.0  # weight sparsity's boolean masks (one byte per masked weight held)
+    masks: float = 0.0  # weight sparsity's keep-masks (MASK_BYTES_PER_WEIGHT per masked weight)
 
     @property
     def total(self) -> float:
@@ -361,12 +361,13 @@ def stages_to_check(layout: Layout, n_layer: int) -> list[tuple[int, str, float]
 
 def sparsity_mask_bytes(cfg: ModelConfig, layout: Layout, layers: float,
                         sparsity: float) -> float:
-    """The masks one rank holds: a bool per masked weight of its layers' block matrices, split
-    like the weights (tp; under ZeRO-3 also dp x cp), as accelbench's runtime keeps them."""
+    """The masks one rank holds: MASK_BYTES_PER_WEIGHT per masked weight of its layers' block
+    matrices, split like the weights (tp; under ZeRO-3 also dp x cp), as accelbench's runtime
+    keeps them."""
     if not sparsity:
         return 0.0
     shards = layout.tp * (layout.dp * layout.cp if layout.zero == 3 else 1)
-    return layers * block_matmul_params(cfg) / shards
+    return MASK_BYTES_PER_WEIGHT * layers * block_matmul_params(cfg) / shards
 
 
 def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,

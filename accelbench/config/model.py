@@ -18,6 +18,10 @@ ROPE_SCALINGS = ("none", "llama3")
 # mixture-of-experts router scores: softmax over the experts (Mixtral, Qwen-MoE, DeepSeek-MoE) or
 # a sigmoid per expert (DeepSeek-V3)
 MOE_GATES = ("softmax", "sigmoid")
+# The embedding's and output head's rows are the vocabulary rounded up to this (as nanoGPT and
+# Megatron pad): GPT-2's 50257 left the head's GEMMs on cuBLAS's unaligned sm75 kernels, 11% of
+# a GPT-2 XL bf16 step on an H200 (docs/gpu.md); the padded logits are cut off before any use.
+VOCAB_MULTIPLE = 64
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,11 @@ class ModelConfig:
     aux_loss_coef: float = 0.0  # load-balancing loss (Switch form) weight in the training loss
     moe_every: int = 1  # layer i is MoE when (i + 1) % moe_every == 0 ...
     moe_first_dense: int = 0  # ... and i >= moe_first_dense (DeepSeek's first_k_dense_replace)
+
+    @property
+    def padded_vocab(self) -> int:
+        """Rows the embedding and head hold: vocab_size rounded up to VOCAB_MULTIPLE."""
+        return -(-self.vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
     @property
     def ffn_dim(self) -> int:

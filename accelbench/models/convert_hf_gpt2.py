@@ -19,7 +19,7 @@ import torch
 
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig, validate_model
-from accelbench.models.gpt import GPT
+from accelbench.models.gpt import GPT, pad_vocab_rows
 
 # HF activation names -> ours: the first three are GELU's tanh approximation, "gelu" is exact erf.
 HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -144,6 +144,7 @@ def load_our_state_dict(model: GPT, ours: dict[str, torch.Tensor]) -> None:
                               "the config ties them", "tie_word_embeddings false")
         if "wte.weight" in ours:
             ours["lm_head.weight"] = ours["wte.weight"]
+    pad_vocab_rows(ours, model.cfg)
     check_state_dict_keys(model, ours)
     model.load_state_dict(ours, strict=True)
 

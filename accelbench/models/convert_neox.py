@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
-from accelbench.models.gpt import GPT
+from accelbench.models.gpt import GPT, pad_vocab_rows
 
 # Buffers that some transformers versions store in the state dict; they carry no weights.
 _IGNORED_SUFFIXES = (".attention.bias", ".attention.masked_bias", ".rotary_emb.inv_freq")
@@ -78,4 +78,5 @@ def load_neox_state_dict(model: GPT, hf_state_dict: Mapping[str, torch.Tensor]) 
         if head is not None and not torch.equal(head, ours["wte.weight"]):
             raise ValueError("model ties embeddings but the checkpoint's embed_out differs")
         ours["lm_head.weight"] = ours["wte.weight"]
+    pad_vocab_rows(ours, cfg)
     model.load_state_dict(ours, strict=True)

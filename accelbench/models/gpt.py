@@ -195,18 +195,21 @@ class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wte = nn.Embedding(cfg.padded_vocab, cfg.d_model)
         self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.position == "learned" else None
         self.h = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.context = None  # context parallelism: a parallel.context.ContextShard
         self.ln_f = make_norm(cfg)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.padded_vocab, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):  # GPT-2's scaled init of residual projections
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        with torch.no_grad():  # the padding rows: never looked up, their logits cut off
+            self.wte.weight[cfg.vocab_size:].zero_()
+            self.lm_head.weight[cfg.vocab_size:].zero_()
         self.aux_grad_scale = share_aux_grad_scale(self)  # set by the loss's backward
 
     @staticmethod
@@ -242,11 +245,11 @@ class GPT(nn.Module):
         x = self.embed(idx, positions)
         for block in self.h:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        logits = vocab_logits(self.lm_head(self.ln_f(x)), self.cfg)
         if targets is None:
             self.aux_grad_scale.value = 0.0  # no loss: the aux losses add no gradient
             return logits
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
         if self.cfg.aux_loss_coef > 0 and self.cfg.is_moe:  # MoE: the load-balancing loss,
             # its value here; its gradient through each layer's AuxLossAutoScaler (moe.py)
             aux_term = self.cfg.aux_loss_coef * aux_loss_of(self.h)
@@ -258,8 +261,27 @@ class GPT(nn.Module):
         set_recompute(list(self.h), mode)
 
     def num_params(self) -> int:
-        """Parameters with shared tensors counted once."""
-        return sum(p.numel() for p in self.parameters())
+        """Parameters with shared tensors counted once, the vocabulary's padding rows not."""
+        padding = (self.cfg.padded_vocab - self.cfg.vocab_size) * self.cfg.d_model
+        heads = 1 if self.lm_head.weight is self.wte.weight else 2
+        return sum(p.numel() for p in self.parameters()) - padding * heads
+
+
+def pad_vocab_rows(state: dict[str, torch.Tensor], cfg: ModelConfig) -> None:
+    """A checkpoint's embedding and head (vocab_size rows) grown with zero rows to the model's
+    padded_vocab, in place, so that a strict load matches."""
+    for key in ("wte.weight", "lm_head.weight"):
+        tensor = state.get(key)
+        if tensor is not None and tensor.shape[0] == cfg.vocab_size < cfg.padded_vocab:
+            state[key] = F.pad(tensor, (0, 0, 0, cfg.padded_vocab - cfg.vocab_size))
+
+
+def vocab_logits(padded: torch.Tensor, cfg: ModelConfig) -> torch.Tensor:
+    """The head's output without its padding columns (ModelConfig.padded_vocab): the logits
+    of the real vocabulary, a view the loss reads in place."""
+    if padded.shape[-1] == cfg.vocab_size:
+        return padded
+    return padded[..., : cfg.vocab_size]
 
 
 def set_recompute(blocks: list[Block], mode: str) -> None:

@@ -262,9 +262,9 @@ def local_param_split(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> tup
         moe_dense, moe_expert = _moe_block_local(cfg, layout)
         dense, expert = dense + n_moe * moe_dense, n_moe * moe_expert
     if pp_rank == 0:
-        dense += cfg.vocab_size * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
+        dense += cfg.padded_vocab * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
     if pp_rank == layout.pp - 1:
-        dense += cfg.norm_params + (cfg.vocab_size * h if layout.pp > 1 or not cfg.tie_embeddings
+        dense += cfg.norm_params + (cfg.padded_vocab * h if layout.pp > 1 or not cfg.tie_embeddings
                                     else 0)
     return dense, expert
 
@@ -430,7 +430,7 @@ def _tied_calls(cfg: ModelConfig, layout: Layout, pp_rank: int) -> list[CommCall
     the first and last stage (each tensor rank whole; each dp rank its shard under ZeRO 2/3)."""
     if not cfg.tie_embeddings or layout.pp == 1 or 0 < pp_rank < layout.pp - 1:
         return []
-    grad = FP32_BYTES * cfg.vocab_size * cfg.d_model / (layout.dp if layout.zero >= 2 else 1)
+    grad = FP32_BYTES * cfg.padded_vocab * cfg.d_model / (layout.dp if layout.zero >= 2 else 1)
     return [CommCall("tied", "all_reduce", grad, 1, 2)]
 
 

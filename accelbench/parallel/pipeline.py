@@ -37,7 +37,7 @@ from torch.distributed.pipelining import (
 
 from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import moe_layer_count
-from accelbench.models.gpt import GPT, Block, fresh_compile_cache, set_recompute
+from accelbench.models.gpt import GPT, Block, fresh_compile_cache, set_recompute, vocab_logits
 from accelbench.models.moe import logged_aux_loss_sum, set_aux_grad_scale, start_aux_log
 from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.dist import expert_groups
@@ -64,6 +64,7 @@ class GPTStage(nn.Module):
         self.h = nn.ModuleList(model.h[i] for i in layers)
         self.ln_f = model.ln_f if last else None
         self.lm_head = model.lm_head if last else None
+        self.cfg = model.cfg
         if last and model.cfg.tie_embeddings:
             self.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
             setattr(self.lm_head.weight, TIED_COPY_ATTR, True)
@@ -78,7 +79,7 @@ class GPTStage(nn.Module):
         for block in self.h:
             x = block(x)
         if self.lm_head is not None:
-            x = self.lm_head(self.ln_f(x))
+            x = vocab_logits(self.lm_head(self.ln_f(x)), self.cfg)
         return x
 
 

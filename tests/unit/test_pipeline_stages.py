@@ -36,7 +36,7 @@ def test_rank_layers_and_parameters_of_uneven_stages() -> None:
     blocks, the final norm and the head copy; interleaved ranks sum their chunks."""
     lay = parse_layout("pp=2,pp_first=1")
     assert [rank_layers(TINY, lay, r) for r in (0, 1)] == [1, 3]
-    h, v = TINY.d_model, TINY.vocab_size
+    h, v = TINY.d_model, TINY.padded_vocab  # the rows the embedding and head hold
     assert local_param_count(TINY, lay, 0) == block_params(TINY) + v * h + TINY.n_positions * h
     assert local_param_count(TINY, lay, 1) == 3 * block_params(TINY) + 2 * h + v * h
     assert rank_layers(TINY.with_changes(n_layer=8), parse_layout("pp=2,vp=2"), 1) == 4

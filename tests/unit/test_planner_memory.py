@@ -66,7 +66,9 @@ def test_inflight_1f1b_and_interleaved_by_hand() -> None:
 
 def test_stage_params_sum_to_model_without_pipeline() -> None:
     cfg = get_preset("gpt2-xl")
-    assert stage_params(cfg, 1, 1, "first") == total_params(cfg)
+    padding = (cfg.padded_vocab - cfg.vocab_size) * cfg.d_model  # rows held, never used
+    assert padding == 47 * 1600
+    assert stage_params(cfg, 1, 1, "first") == total_params(cfg) + padding
     llama = get_preset("llama3-8b")  # RMSNorm: the final norm has no bias
     assert stage_params(llama, 1, 1, "first") == total_params(llama) == 8_030_261_248
     # tp=1, pp=2 holds each end's half of the blocks and a copy of the tied embedding each
@@ -77,16 +79,16 @@ def test_stage_params_sum_to_model_without_pipeline() -> None:
 def test_replicated_vocabulary_keeps_embedding_and_logits_whole() -> None:
     """accelbench's own tensor parallel (vocab_parallel=False): embedding and head whole."""
     cfg = get_preset("gpt2-xl")
-    h, v = cfg.d_model, cfg.vocab_size
+    h, v, rows = cfg.d_model, cfg.vocab_size, cfg.padded_vocab
     split = stage_params(cfg, 2, 1, "first")
     whole = stage_params(cfg, 2, 1, "first", vocab_parallel=False)
-    assert whole - split == pytest.approx(v * h / 2)  # the other half of the tied embedding
+    assert whole - split == pytest.approx(rows * h / 2)  # the other half of the tied embedding
     lay = Layout(dp=1, tp=2, mb=4, sp=True)
     a = memory_per_device(cfg, 1024, lay, 1, "bf16", vocab_parallel=False)
     b = memory_per_device(cfg, 1024, lay, 1, "bf16")
     logits_half = 1024 * 4 * v / 2 * (2 + 12)  # bf16 logits + 3 fp32 tensors of the loss
     assert a.activations - b.activations == pytest.approx(logits_half)
-    assert a.states.params - b.states.params == pytest.approx(2 * v * h / 2)  # bf16 bytes
+    assert a.states.params - b.states.params == pytest.approx(2 * rows * h / 2)  # bf16 bytes
 
 
 def test_memory_per_device_gpt3_megatron_layout() -> None:
