@@ -8,6 +8,7 @@ from __future__ import annotations
 from accelbench.results.record import Record
 from accelbench.results.report.cells import Rate, points_series
 from accelbench.results.report.machines import group_machines
+from accelbench.results.report.seqlen import seq_section
 from accelbench.results.report.sparsity import _groups, sparsity_section
 
 ENV = {"device_type": "cpu", "device_name": "CPU", "device_count": 1, "cpu": "CPU",
@@ -36,3 +37,17 @@ def test_two_points_at_one_level_are_drawn_without_comparing_rates():
     series = points_series("x", [(0.0, Rate(1.0), False), (0.0, Rate(2.0), False),
                                  (0.5, Rate(0.5), False)])
     assert series.x == (0.0, 0.0, 0.5) and series.y == (1.0, 2.0, 0.5)
+
+
+def test_a_sparse_cell_never_passes_for_the_dense_cell_of_its_shape():
+    """The first GPU run's report listed the 2:4 cell (0.29x of dense) in table III as the
+    plain bf16 cell and hid the dense one: the cells shared one key."""
+    machines = group_machines([_cell(0.0, "unstructured", 1000), _cell(0.5, "2:4", 300)])
+    seq = seq_section(machines)
+    (table,) = seq.tables
+    assert len(table.rows) == 1 and "1,000" in " ".join(table.rows[0])
+    assert any("1 sparse cell" in p for p in seq.paragraphs)
+    cells = next(t for t in sparsity_section(group_machines(
+        [_cell(0.0, "2:4", 1000), _cell(0.5, "2:4", 300)])).tables if t.title == "Sparsity cells")
+    assert [row[4] for row in cells.rows] == ["0", "0.5"]
+    assert cells.rows[1][7].startswith("0.30x")  # its speedup over its dense cell

@@ -39,10 +39,17 @@ CELL_HEADER = ("machine", "model", "precision", "seq", "micro-batch", "GAS", "re
                "layout", "status")
 
 
+def sparsity_level(record: Record) -> float:
+    """The cell's weight sparsity (0: dense, also for records from before the field)."""
+    return float(record.spec.get("sparsity") or 0.0)
+
+
 def cell_key(record: Record) -> tuple:
-    """What makes two training records the same cell on one machine."""
+    """What makes two training records the same cell on one machine: a sparse cell is never
+    the dense cell of the same shape (a 2:4 sweep's dense cell is the plain dense cell)."""
     s = record.spec
-    return (*(canonical(s.get(f)) for f in CELL_FIELDS), canonical(s.get("layout")))
+    return (*(canonical(s.get(f)) for f in CELL_FIELDS), canonical(s.get("layout")),
+            sparsity_level(record))
 
 
 def training_cells(machines: list[Machine], benchmark: str) -> list[tuple[Machine, Record]]:
@@ -64,7 +71,8 @@ def training_cells(machines: list[Machine], benchmark: str) -> list[tuple[Machin
 def cell_columns(machine: Machine, r: Record) -> tuple[str, ...]:
     """The columns CELL_HEADER names."""
     s = r.spec
-    return (machine.label, str(s.get("model_name")), precision_text(s, r.metrics),
+    compiled = ", compiled" if s.get("compile") else ""  # else two rows read the same
+    return (machine.label, str(s.get("model_name")), precision_text(s, r.metrics) + compiled,
             str(s.get("seq_len")),
             str(s.get("micro_batch")), str(s.get("gas")), str(s.get("recompute")),
             layout_text(r) + all_to_all_text(r), status_text(r))
