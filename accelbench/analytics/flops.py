@@ -167,14 +167,9 @@ def sparse_flops_per_token(cfg: ModelConfig, seq_len: int, level: float) -> Flop
     return FlopCount(forward, 2.0 * forward)
 
 
-# A keep-mask per masked weight, in the fp32 master weights' dtype (models/sparsity.py: one
-# same-dtype foreach multiply a step instead of one mixed-dtype kernel per tensor)
-MASK_BYTES_PER_WEIGHT = 4
-
-
 def mask_bytes(cfg: ModelConfig) -> int:
-    """Memory of the masks of the whole model (MASK_BYTES_PER_WEIGHT per masked weight)."""
-    return MASK_BYTES_PER_WEIGHT * sparse_matmul_params(cfg)
+    """Memory of the masks: one bool (1 byte) per masked weight, on the ranks that hold it."""
+    return sparse_matmul_params(cfg)
 
 
 def two_four_compressed_bytes(cfg: ModelConfig, bytes_per_value: int = 2) -> int:

@@ -118,27 +118,21 @@ class SparseState:
 
     @classmethod
     def from_placed(cls, module: object) -> SparseState:
-        """Masks read from the local shards of the placed (already masked) weights, each in its
-        weight's dtype: `keep` is then one same-dtype foreach multiply per tensor list (bool
-        masks ran one mixed-dtype kernel per tensor: 576 launches and 81 ms of a GPT-2 XL step
-        on an H200, docs/gpu.md)."""
+        """Masks read from the local shards of the placed (already masked) weights."""
         with torch.no_grad():
-            return cls([(name, p, (_local(p) != 0).to(_local(p).dtype))
-                        for name, p in _named_params(module) if is_sparse_weight(name)])
+            return cls([(name, p, _local(p) != 0) for name, p in _named_params(module)
+                        if is_sparse_weight(name)])
 
     def keep(self, optimizer: torch.optim.Optimizer) -> None:
         """Zero the masked positions again in the weights and AdamW's moments."""
-        if not self.params:
-            return
         inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer wraps one
         with torch.no_grad():
-            masks = [mask for _, _, mask in self.params]
-            torch._foreach_mul_([_local(param) for _, param, _ in self.params], masks)
-            for key in OPTIMIZER_STATE_KEYS:
-                pairs = [(_local(inner.state[param][key]), mask) for _, param, mask in self.params
-                         if key in inner.state.get(param, {})]
-                if pairs:
-                    torch._foreach_mul_([s for s, _ in pairs], [m for _, m in pairs])
+            for _, param, mask in self.params:
+                _local(param).mul_(mask)
+                state = inner.state.get(param, {})
+                for key in OPTIMIZER_STATE_KEYS:
+                    if key in state:
+                        _local(state[key]).mul_(mask)
 
     def local_counts(self) -> tuple[int, int]:
         """(zeros, elements) over this rank's local shards of the sparse matrices."""

