@@ -42,8 +42,9 @@ def device_times_us(prof: torch.profiler.profile, device: torch.device) -> dict[
         return times
     from torch.autograd import DeviceType
 
-    for event in prof.events():
-        if event.device_type != DeviceType.CPU:
+    for event in prof.events():  # a user annotation (Optimizer.step#...) spans kernels
+        if event.device_type != DeviceType.CPU and not getattr(event, "is_user_annotation",
+                                                               False):
             times[event.name].append(event.time_range.elapsed_us())
     if not times:  # no device-side events listed: each op's own device time instead
         for avg in prof.key_averages():
