@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from accelbench.analytics.flops import MASK_BYTES_PER_WEIGHT, forward_matmuls
+from accelbench.analytics.flops import forward_matmuls
 from accelbench.analytics.moe_cost import (
     moe_fraction,
     moe_tokens,
@@ -300,7 +300,7 @@ class MemoryBreakdown:
     activations: float
     buffers: float
     usable_bytes: float
-    masks: float = 0.0  # weight sparsity's keep-masks (MASK_BYTES_PER_WEIGHT per masked weight)
+    masks: float = 0.0  # weight sparsity's boolean masks (one byte per masked weight held)
 
     @property
     def total(self) -> float:
@@ -361,13 +361,12 @@ def stages_to_check(layout: Layout, n_layer: int) -> list[tuple[int, str, float]
 
 def sparsity_mask_bytes(cfg: ModelConfig, layout: Layout, layers: float,
                         sparsity: float) -> float:
-    """The masks one rank holds: MASK_BYTES_PER_WEIGHT per masked weight of its layers' block
-    matrices, split like the weights (tp; under ZeRO-3 also dp x cp), as accelbench's runtime
-    keeps them."""
+    """The masks one rank holds: a bool per masked weight of its layers' block matrices, split
+    like the weights (tp; under ZeRO-3 also dp x cp), as accelbench's runtime keeps them."""
     if not sparsity:
         return 0.0
     shards = layout.tp * (layout.dp * layout.cp if layout.zero == 3 else 1)
-    return MASK_BYTES_PER_WEIGHT * layers * block_matmul_params(cfg) / shards
+    return layers * block_matmul_params(cfg) / shards
 
 
 def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
