@@ -8,6 +8,7 @@ line prints the line and exits with 128 + the signal's number (130, 143).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 
 from accelbench.bench.outcome import Outcome
@@ -43,12 +44,23 @@ class CellSeen:
             self.current = None
 
 
+def _kept(recorder: Recorder) -> int:
+    """Cells of this run in the store, read back from it: a signal that lands between a
+    record's write and the recorder's bookkeeping leaves the store one ahead of
+    `recorder.records`. The bookkeeping's count where the store cannot be read."""
+    try:
+        stored = recorder.store.query(run_id=recorder.run_id)
+    except (sqlite3.Error, OSError):
+        stored = recorder.records
+    return sum(1 for r in stored if r.kind != PEAK_KIND)
+
+
 def stopped_sweep(stop: Interrupted, recorder: Recorder, seen: CellSeen,
                   tag: Callable[[Outcome], Outcome] | None = None) -> SweepInterrupted:
     """Record the interrupted cell's outcome (where the launcher made one) and describe the
     store: 'interrupted by SIGINT: 3 cell(s) recorded in DB; cell 4/6 (...) recorded as
     interrupted'."""
-    kept = sum(1 for r in recorder.records if r.kind != PEAK_KIND)
+    kept = _kept(recorder)
     cell = seen.current or "the sweep"
     if isinstance(stop, CellInterrupted):
         record = recorder(tag(stop.outcome) if tag else stop.outcome)
