@@ -11,10 +11,11 @@ from accelbench.results.store import ResultStore
 def measured_run(record: Record) -> dict[str, Any] | None:
     """One successful training record on a device with a spec row, as the planner's
     validation takes it (model by name); None for any other record (a CPU run: the planner
-    has no CPU model to predict it with)."""
+    has no CPU model to predict it with), and not a sparse cell (the validation predicts dense
+    layouts: a 2:4 cell at 0.29x of its dense cell would read as the planner's error)."""
     key = record.environment.get("device_spec_key")
     if (record.kind != "train" or record.status != "ok" or not key
-            or record.metrics.get("mfu") is None):
+            or record.metrics.get("mfu") is None or float(record.spec.get("sparsity") or 0)):
         return None
     s = record.spec
     return {"model": s["model_name"], "seq_len": s["seq_len"], "micro_batch": s["micro_batch"],

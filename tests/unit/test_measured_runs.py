@@ -25,3 +25,14 @@ def test_only_ok_runs_on_known_devices_are_used(tmp_path):
     assert len(runs) == 1 and runs[0]["device_key"] == "h100-sxm" and runs[0]["mfu"] == 0.45
     rows = validate_measured_runs(runs)
     assert rows[0].observed_mfu == 0.45 and 0 < rows[0].predicted_mfu < 1
+
+
+def test_a_sparse_cell_is_not_a_dense_run_to_validate(tmp_path):
+    """The H200 run's 2:4 cell (0.29x of its dense cell) would have read as a 71% planner
+    error: the validation predicts dense layouts, so sparse cells stay out."""
+    store = ResultStore(tmp_path / "m.db")
+    dense, sparse = _train_record("h200", mfu=0.35), _train_record("h200", mfu=0.10)
+    dense.spec["sparsity"], sparse.spec["sparsity"] = 0.0, 0.5
+    store.add(dense)
+    store.add(sparse)
+    assert [run["mfu"] for run in measured_training_runs(store)] == [0.35]
