@@ -25,6 +25,7 @@ from accelbench.bench.train.launch import (
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError, require_choice, require_positive
+from accelbench.config.schema import ScaleMetrics, metrics_dict
 
 MODES = ("weak", "strong")
 
@@ -140,5 +141,6 @@ def summary_outcome(scale: ScaleSpec, outcomes: list[Outcome]) -> Outcome:
     spec = {"workload": "scale", "model_name": scale.base.model.name, "mode": scale.mode,
             "devices": list(scale.devices), "zero": scale.zero, "base": scale.base.to_dict()}
     base_n = rows[0]["baseline_devices"] if rows else None
-    return Outcome("scale", status, spec, {"rows": rows, "baseline_devices": base_n},
+    return Outcome("scale", status, spec,
+                   metrics_dict(ScaleMetrics(rows=rows, baseline_devices=base_n)),
                    reason=baseline_note(outcomes, base_n))

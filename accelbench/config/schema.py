@@ -214,6 +214,35 @@ class CheckMetrics:
     check_time_s: float | None = None  # the whole matrix, wall clock
 
 
+@dataclass(frozen=True)
+class ScaleMetrics:
+    """A scaling study's table (kind 'scale'), beside its per-count training cells: one row a
+    device count (bench.scale.scaling_rows: devices, status, global batch, tokens/s, speedup,
+    scaling efficiency, MFU) and the count the speedups are over."""
+
+    rows: list[dict[str, Any]] | None = None
+    baseline_devices: int | None = None
+
+
+@dataclass(frozen=True)
+class SeqSearchMetrics:
+    """One probe of the longest-sequence search (kind 'seq-search'): whether the length fits,
+    and the estimate and budget behind the answer."""
+
+    fits: bool | None = None
+    mem_estimate_bytes_per_rank: float | None = None
+    mem_budget_bytes_per_rank: float | None = None
+
+
+# Every record kind and the metrics class its records are written from: a kind not here
+# declares no metrics, and asking for its names is an error, never another kind's names.
+METRICS_BY_KIND: dict[str, type] = {
+    "train": TrainMetrics, "block": BlockMetrics, "peak": PeakMetrics,
+    "profile": ProfileMetrics, "check": CheckMetrics, "scale": ScaleMetrics,
+    "seq-search": SeqSearchMetrics,
+}
+
+
 def metrics_dict(metrics: Any) -> dict[str, Any]:
     """A metrics dataclass as the record's dict (every declared key, None where unmeasured)."""
     return asdict(metrics)
@@ -227,14 +256,11 @@ def phase_dict(phase: str, values: PhaseFields) -> dict[str, Any]:
 
 
 def metric_names(kind: str) -> tuple[str, ...]:
-    """Every metric key a record of this kind declares."""
+    """Every metric key a record of this kind declares; ValueError for an undeclared kind."""
+    if kind not in METRICS_BY_KIND:
+        raise ValueError(f"record kind {kind!r} declares no metrics (declared kinds: "
+                         f"{', '.join(METRICS_BY_KIND)})")
+    names = tuple(f.name for f in fields(METRICS_BY_KIND[kind]))
     if kind == "block":
-        phase_keys = tuple(f"{p}_{f.name}" for p in BLOCK_PHASES for f in fields(PhaseFields))
-        return tuple(f.name for f in fields(BlockMetrics)) + phase_keys
-    if kind == "peak":
-        return tuple(f.name for f in fields(PeakMetrics))
-    if kind == "profile":
-        return tuple(f.name for f in fields(ProfileMetrics))
-    if kind == "check":
-        return tuple(f.name for f in fields(CheckMetrics))
-    return tuple(f.name for f in fields(TrainMetrics))
+        return names + tuple(f"{p}_{f.name}" for p in BLOCK_PHASES for f in fields(PhaseFields))
+    return names

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import metric_names
+from accelbench.config.schema import METRICS_BY_KIND, metric_names
 from accelbench.results.jsontext import dumps
 from accelbench.results.record import Record
 
@@ -45,7 +45,8 @@ def _metric_order(kinds: Sequence[str]) -> list[str]:
     ordered = [k for k in KIND_ORDER if k in kinds] + sorted(set(kinds) - set(KIND_ORDER))
     names: dict[str, None] = {}
     for kind in ordered:
-        names.update(dict.fromkeys(metric_names(kind)))
+        if kind in METRICS_BY_KIND:  # another tool's kind: its keys follow, sorted
+            names.update(dict.fromkeys(metric_names(kind)))
     return list(names)
 
 

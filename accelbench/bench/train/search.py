@@ -26,7 +26,7 @@ from accelbench.bench.train.fit import ONE_DEVICE, fit_check
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.bench.train.steps import StepProgress
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import TrainMetrics, metrics_dict
+from accelbench.config.schema import SeqSearchMetrics, TrainMetrics, metrics_dict
 from accelbench.config.vocab import GIB
 from accelbench.data.defaults import ensure_default_shards
 from accelbench.data.shard_format import open_shards
@@ -72,8 +72,8 @@ def _probe_outcome(spec: TrainSpec, cell: TrainCell, device: torch.device, fits:
     budget = memory_budget_bytes(device, spec.mem_limit_bytes)
     record_spec = {**cell_spec(spec, cell, ONE_DEVICE, str(device)), "workload": SEARCH_KIND,
                    "probe": number, "method": method}
-    metrics = {"fits": fits, "mem_estimate_bytes_per_rank": estimate,
-               "mem_budget_bytes_per_rank": budget}
+    metrics = metrics_dict(SeqSearchMetrics(fits=fits, mem_estimate_bytes_per_rank=estimate,
+                                            mem_budget_bytes_per_rank=budget))
     how = ("two real training steps" if method == "trial"
            else f"estimate {estimate / GIB:.2f} GiB vs budget {(budget or 0) / GIB:.2f} GiB")
     reason = f"seq {cell.seq_len} {'fits' if fits else 'does not fit'} ({how})"

@@ -1,0 +1,52 @@
+"""Every record kind the code writes is declared with its metrics class; an undeclared kind
+is an error, not another kind's names (metric_names once fell back to train's for any kind,
+and the scale and seq-search kinds were written from literal dicts)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from accelbench.config.schema import METRICS_BY_KIND, ScaleMetrics, SeqSearchMetrics, metric_names
+
+ROOT = Path(__file__).resolve().parents[2] / "accelbench"
+
+
+def _outcome_kinds() -> set[str]:
+    """The literal kinds of every Outcome(...) and Outcome(kind=...) built in the package,
+    constants resolved where they are module-level string assignments."""
+    kinds: set[str] = set()
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        consts = {t.id: n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                  and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                  for t in n.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Outcome":
+                first = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg == "kind"), None)
+                if isinstance(first, ast.Constant):
+                    kinds.add(first.value)
+                elif isinstance(first, ast.Name) and first.id in consts:
+                    kinds.add(consts[first.id])
+    return kinds
+
+
+def test_every_kind_written_is_declared():
+    written = _outcome_kinds()
+    assert {"train", "block", "scale", "seq-search"} <= written
+    assert written <= set(METRICS_BY_KIND), written - set(METRICS_BY_KIND)
+
+
+def test_an_undeclared_kind_is_an_error():
+    with pytest.raises(ValueError, match="'inference' declares no metrics"):
+        metric_names("inference")
+
+
+def test_scale_and_seq_search_names():
+    assert metric_names("scale") == ("rows", "baseline_devices")
+    assert metric_names("seq-search")[0] == "fits"
+    assert METRICS_BY_KIND["scale"] is ScaleMetrics
+    assert METRICS_BY_KIND["seq-search"] is SeqSearchMetrics
