@@ -76,24 +76,6 @@ SCALE_AXES = ("devices",)  # a scaling study is one cell at several counts
 
 
 @dataclass(frozen=True)
-class Feature:
-    """Something an experiment may require (`requires = [...]`) that this accelbench may lack:
-    without it the experiment is skipped with the reason (its options are not checked), and
-    the study goes on."""
-
-    description: str
-    options: tuple[str, ...]  # the options it brings
-    present: Callable[[], bool]
-
-
-FEATURES: dict[str, Feature] = {
-    "sparsity": Feature("weight sparsity (the training runner's --sparsity option)",
-                        ("sparsity", "sparsity_pattern", "sparsity_mask"),
-                        lambda: "sparsity" in {f.name for f in fields(TrainOptions)}),
-}
-
-
-@dataclass(frozen=True)
 class Workload:
     """A kind of experiment: its options, the ones one sweep takes as lists, and how a sweep's
     values become planned, runnable sweeps."""
@@ -439,11 +421,9 @@ def _typed(value: Scalar, option: OptionField, path: str) -> Any:
                       want.get(kind, "a number"))
 
 
-def _check_keys(experiment: Experiment, workload: Workload, pending: set[str]) -> None:
-    """Every option and axis is one of the workload's (or a pending feature's)."""
+def _check_keys(experiment: Experiment, workload: Workload) -> None:
+    """Every option and axis is one of the workload's."""
     for key in [*experiment.options, *experiment.sweep]:
-        if key in pending:
-            continue
         if key == "device":
             raise ConfigError(experiment.path(key), "the device is chosen when the study runs "
                               "(--device), not in the file", ", ".join(workload.fields))
@@ -478,23 +458,6 @@ def _at_key(err: ConfigError, experiment: Experiment, workload: Workload) -> Con
                        f"{err.field}: {err.problem}", err.allowed)
 
 
-def _unmet(experiment: Experiment) -> tuple[set[str], str]:
-    """The options of the features it requires that this accelbench lacks, and the reason to
-    skip it (none when it has them all)."""
-    missing = []
-    for i, name in enumerate(experiment.requires):
-        if name not in FEATURES:
-            raise ConfigError(key_path("experiments", experiment.name, "requires"),
-                              f"unknown feature {name!r} (entry {i + 1})", ", ".join(FEATURES))
-        if not FEATURES[name].present():
-            missing.append(FEATURES[name])
-    if not missing:
-        return set(), ""
-    needs = "; ".join(f.description for f in missing)
-    options = {o for f in missing for o in f.options}
-    return options, f"needs {needs}, which this version of accelbench does not have yet"
-
-
 def plan_experiment(experiment: Experiment, planner: Planner, device: str) -> ExperimentPlan:
     """Check an experiment against its workload and plan its sweeps (ConfigError on bad
     input, naming the key); an experiment that cannot run here is planned as skipped."""
@@ -502,10 +465,7 @@ def plan_experiment(experiment: Experiment, planner: Planner, device: str) -> Ex
     if workload is None:
         raise ConfigError(key_path("experiments", experiment.name, "workload"),
                           f"unknown workload {experiment.workload!r}", ", ".join(WORKLOADS))
-    pending, reason = _unmet(experiment)
-    _check_keys(experiment, workload, pending)
-    if reason:
-        return ExperimentPlan(experiment, skipped=reason)
+    _check_keys(experiment, workload)
     sweeps = []
     split = [k for k in experiment.sweep if k not in workload.axes]
     for values in _combinations(experiment, workload):

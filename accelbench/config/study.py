@@ -12,7 +12,6 @@ A study file:
     workload = "train"                     # block, train, genslm, scale (bench/study.py)
     source = "table III"                   # what it reproduces, optional
     description = "..."                    # optional
-    requires = ["sparsity"]                # optional: features it needs (skipped without them)
     options = { model = "gpt2-xl", dtype = "bf16" }     # one value each
     sweep = { seq = [1024, 2048] }                      # a list each
     [experiments.NAME.quick]               # optional, per profile: options/sweep that replace
@@ -40,7 +39,7 @@ ROOT = "study"  # the first part of every key path in an error
 
 STUDY_KEYS = ("title", "description", "profiles", "experiments")
 PROFILE_KEYS = ("description",)
-EXPERIMENT_KEYS = ("workload", "source", "description", "requires", "options", "sweep")
+EXPERIMENT_KEYS = ("workload", "source", "description", "options", "sweep")
 SECTION_KEYS = ("options", "sweep")  # what a profile's section of an experiment may set
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 Scalar = str | int | float | bool
@@ -60,7 +59,6 @@ class Experiment:
     workload: str
     source: str
     description: str
-    requires: tuple[str, ...]
     options: dict[str, Scalar]
     sweep: dict[str, tuple[Scalar, ...]]
     where: dict[str, str] = field(default_factory=dict)
@@ -130,8 +128,7 @@ def _at_profile(name: str, table: dict, profile: str) -> Experiment:
                 sweep[key] = tuple(value)
             where[key] = key_path("experiments", name, profile, part, key)
     return Experiment(name, table["workload"], table.get("source", ""),
-                      table.get("description", ""), tuple(table.get("requires", ())), options,
-                      sweep, where)
+                      table.get("description", ""), options, sweep, where)
 
 
 # --- reading and checking a file -------------------------------------------------------------
@@ -216,10 +213,6 @@ def _check_experiment(name: str, table: Any, profiles: dict[str, str]) -> dict:
     for key in ("workload", "source", "description"):
         if key in table:
             _require_str(table[key], key_path(*parts, key))
-    requires = table.get("requires", [])
-    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
-        raise ConfigError(key_path(*parts, "requires"), "must be a list of feature names",
-                          'a list such as ["sparsity"]')
     _check_section({k: v for k, v in table.items() if k in SECTION_KEYS}, *parts)
     for profile in profiles:
         if profile in table:

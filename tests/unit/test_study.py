@@ -13,7 +13,6 @@ import pytest
 from cli_run import run_main as _run_main
 
 from accelbench.bench import peak as peak_mod
-from accelbench.bench import study as bench_study
 from accelbench.bench.study import TRAIN_AXES, available_devices, plan_study
 from accelbench.bench.train.options import TrainOptions, build_spec, with_defaults
 from accelbench.cli import study as cli_study
@@ -46,7 +45,7 @@ def _write(tmp_path: Path, text: str, name: str = "t") -> Path:
 
 BAD = [
     (GOOD + 'colour = "red"\n', "study.experiments.a.colour: unknown key (allowed: workload, "
-     "source, description, requires, options, sweep, full, quick)"),
+     "source, description, options, sweep, full, quick)"),
     ('colour = "red"\n' + GOOD, "study.colour: unknown key (allowed: title, description, "
      "profiles, experiments)"),
     (GOOD.replace("steps = 3,", "stepz = 3,"), "study.experiments.a.options.stepz: unknown "
@@ -74,8 +73,9 @@ BAD = [
      "study.experiments.a.quick.model: unknown key (allowed: options, sweep)"),
     (GOOD.replace('dtype = "fp32",', 'dtype = "fp32", device = "cuda",'),
      "study.experiments.a.options.device: the device is chosen when the study runs"),
-    (GOOD.replace('workload = "train"', 'workload = "train"\nrequires = ["teleport"]'),
-     "study.experiments.a.requires: unknown feature 'teleport' (entry 1) (allowed: sparsity)"),
+    (GOOD.replace('workload = "train"', 'workload = "train"\nrequires = ["sparsity"]'),
+     "study.experiments.a.requires: unknown key (allowed: workload, source, description, "
+     "options, sweep, full, quick)"),
     (GOOD.replace("[profiles.quick]", "[profiles.auto]"),
      "study.profiles.auto: auto is chosen when the study runs"),
     (GOOD.replace("sweep = { seq = [32, 64] }", 'sweep = { seq = [32, 64], dtype = ["fp32"] }'),
@@ -164,10 +164,7 @@ def test_the_built_in_quick_profile_plans_the_papers_experiments(tmp_path, monke
     assert [c.label.split(" fp32")[0] for c in by_name["gas"].cells] == [
         f"seq 128 mb 1 gas {g}" for g in (1, 2, 4, 8)]
     sparsity = by_name["sparsity"]
-    if bench_study.FEATURES["sparsity"].present():
-        assert len(sparsity.cells) == 4 and not sparsity.skipped
-    else:
-        assert sparsity.skipped.startswith("needs weight sparsity") and not sparsity.cells
+    assert len(sparsity.cells) == 4 and not sparsity.skipped
     cores, _ = available_devices(plan.device)
     assert [c.label for c in by_name["scaling"].cells] == [
         f"{n} device(s)" for n in (1, 2, 4, 8) if n <= cores]
@@ -188,13 +185,15 @@ def test_the_built_in_quick_profile_plans_the_papers_experiments(tmp_path, monke
 
 def test_a_dry_run_opens_no_database_and_left_out_parts_say_why(tmp_path, monkeypatch,
                                                                   capsys):
-    monkeypatch.setitem(bench_study.FEATURES, "teleport",
-                        bench_study.Feature("teleportation", ("warp",), lambda: False))
     text = GOOD + """
 [experiments.beam]
-workload = "train"
-requires = ["teleport"]
-options = { warp = 9 }
+workload = "scale"
+sweep = { devices = [4096] }
+[experiments.beam.options]
+model = "gpt2-tiny"
+seq = 32
+micro_batch = 1
+dtype = "fp32"
 [experiments.wide]
 workload = "scale"
 sweep = { devices = [1, 4096] }
@@ -208,13 +207,12 @@ warmup_steps = 1
 """
     plan = plan_study(parse_study(text, "t", tmp_path / "t.toml"), "quick", "cpu")
     beam, wide = plan.experiments[1:]
-    assert beam.skipped == "needs teleportation, which this version of accelbench does not " \
-        "have yet"
+    assert beam.skipped.startswith("device counts 4096 left out") and not beam.cells
     assert [c.label for c in wide.cells] == ["1 device(s)"]
     assert wide.sweeps[0].note.startswith("device counts 4096 left out: this machine has")
     code, out, _ = _run_main(monkeypatch, capsys, "study", "run",
                              str(_write(tmp_path, text)), "--dry-run", "--device", "cpu")
-    assert code == 0 and "skipped: needs teleportation" in out
+    assert code == 0 and "skipped: device counts 4096 left out" in out
     assert not (tmp_path / "results.db").exists()
 
 
