@@ -409,8 +409,9 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
                            fused_attention, layout.sp, cp)
     layers = max(held for _, _, held in stages_to_check(layout, cfg.n_layer))
-    return MemoryBreakdown(worst[1], worst[2], buffers, memory_bytes * USABLE_FRACTION,
-                           sparsity_mask_bytes(cfg, layout, layers, sparsity))
+    return MemoryBreakdown(states=worst[1], activations=worst[2], buffers=buffers,
+                           usable_bytes=memory_bytes * USABLE_FRACTION,
+                           masks=sparsity_mask_bytes(cfg, layout, layers, sparsity))
 
 
 def fits(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int, memory_bytes: float,

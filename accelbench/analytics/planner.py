@@ -219,8 +219,9 @@ def enumerate_layouts(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
                         for sp in _pick(fixed, "sp", [True, False] if tp > 1 else [False]):
                             for schedule in _pick(fixed, "pp_schedule", [default_schedule(vp)]):
                                 for ep in _pick(fixed, "ep", ep_choices(cfg, dp)):
-                                    yield Layout(dp, tp, pp, vp, zero, sp, schedule, mb,
-                                                 recompute, cp=cp, ep=ep, **pinned)
+                                    yield Layout(dp=dp, tp=tp, pp=pp, vp=vp, zero=zero,
+                                                 sp=sp, pp_schedule=schedule, mb=mb,
+                                                 recompute=recompute, cp=cp, ep=ep, **pinned)
 
 
 def _limiter(step: StepBreakdown) -> str:
@@ -248,8 +249,8 @@ def evaluate(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: 
     when accelbench's runtime does not build it."""
     memory = _memory(cfg, cluster, setup, layout)
     step = estimate_step(cfg, cluster, setup, layout, efficiency)
-    return PlanResult(layout, memory, step, _limiter(step),
-                      runtime_note(cfg, cluster, setup, layout))
+    return PlanResult(layout=layout, memory=memory, step=step, limiter=_limiter(step),
+                      runtime_note=runtime_note(cfg, cluster, setup, layout))
 
 
 def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
@@ -277,7 +278,8 @@ def search(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
             continue
         step = estimate_step(cfg, cluster, setup, layout, efficiency)
         note = "" if rule is None else rule.reason(layout, target, m)
-        ranked.append(PlanResult(layout, memory, step, _limiter(step), note))
+        ranked.append(PlanResult(layout=layout, memory=memory, step=step,
+                                 limiter=_limiter(step), runtime_note=note))
     limit = float("inf") if headroom is None else headroom
     ranked.sort(key=lambda r: (r.memory.total > limit * r.memory.usable_bytes,
                                -r.step.tokens_per_s, r.memory.total))

@@ -338,7 +338,7 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
              }[layout.recompute]
     tp_s, cp_s = _tp_cp_seconds(cfg, cluster, setup, layout, cost)
     if not cfg.n_experts:
-        return LayerSeconds(model, rerun, tp_s, cp_s, cost.head)
+        return LayerSeconds(model=model, rerun=rerun, tp=tp_s, cp=cp_s, head=cost.head)
     tokens = setup.seq_len * layout.mb // layout.cp
     busiest = busiest_rank_factor(cfg, layout.ep, setup.moe_imbalance)
     moe_fwd, moe_bwd = moe_gemm_delta_s(rates, cfg, tokens, layout.tp, layout.ep, busiest,
@@ -348,7 +348,7 @@ def _layer_seconds(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, la
     a2a_s = all_to_all_s(cfg, cluster, setup, layout)
     if setup.overlap in A2A_OVERLAP_MODES:  # behind the paired micro-batch's layer compute
         a2a_s = max(0.0, a2a_s - model - rerun)
-    return LayerSeconds(model, rerun, tp_s, cp_s, cost.head, a2a_s)
+    return LayerSeconds(model=model, rerun=rerun, tp=tp_s, cp=cp_s, head=cost.head, ep=a2a_s)
 
 
 def all_to_all_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
@@ -488,9 +488,11 @@ def estimate_step(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     peak = peak_flops(cluster.device, widths.peak)
     fp8_util = (per_device * model_flops / peak_flops(cluster.device, widths.gemm_peak)
                 if widths.fp8 else None)
+    hardware_flops = hardware_flops_per_token(cfg, setup.seq_len, layout.recompute,
+                                              selective=setup.kernels.selective)
     return StepBreakdown(
-        n_micro * model_s, n_micro * rerun_s, n_micro * tp_s, n_micro * pp_s, dp_s, bubble_s,
-        opt_s, tokens_per_s, per_device * model_flops / peak,
-        per_device * hardware_flops_per_token(cfg, setup.seq_len, layout.recompute,
-                                              selective=setup.kernels.selective) / peak,
-        n_micro * cp_s, n_micro * ep_s, widths.peak, fp8_util)
+        compute_s=n_micro * model_s, recompute_s=n_micro * rerun_s, tp_comm_s=n_micro * tp_s,
+        pp_comm_s=n_micro * pp_s, dp_comm_exposed_s=dp_s, bubble_s=bubble_s,
+        optimizer_s=opt_s, tokens_per_s=tokens_per_s, mfu=per_device * model_flops / peak,
+        hfu=per_device * hardware_flops / peak, cp_comm_exposed_s=n_micro * cp_s,
+        ep_comm_s=n_micro * ep_s, mfu_peak=widths.peak, fp8_peak_utilisation=fp8_util)
