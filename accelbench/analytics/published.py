@@ -341,12 +341,6 @@ class Validation:
                 "by_source_left_out": self.by_source_left_out()}
 
 
-def _measured_model(run: dict[str, Any]) -> ModelConfig:
-    """A measured run's model: the ModelConfig its record carries, or a name resolved."""
-    model = run["model"]
-    return model if isinstance(model, ModelConfig) else resolve_shape(str(model))
-
-
 def validate_all(measured_runs: list[dict[str, Any]],
                  efficiency: float | None = None) -> Validation:
     """Published runs, leave-one-source-out (with the built-in curves), the measured

@@ -8,7 +8,7 @@ per-precision layer measurements do.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -193,13 +193,6 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
     if progress:
         progress(len(cells), len(cells), "done")
     return outcomes
-
-
-def spec_summary(spec: BlockSpec) -> dict:
-    """The sweep's spec as a dict (for --json headers and logs)."""
-    data = asdict(spec)
-    data["model"] = spec.model.to_dict()
-    return data
 
 
 @dataclass(frozen=True)

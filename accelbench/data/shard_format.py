@@ -51,11 +51,6 @@ class TokenShards:
         """Tokens over all shards."""
         return int(self.index["total_tokens"])
 
-    @property
-    def tokenizer_identity(self) -> str:
-        """Identity of the tokenizer the shards were made with."""
-        return str(self.index["tokenizer"]["identity"])
-
     def tokens(self) -> np.ndarray:
         """All tokens in one array (a copy: for small corpora and tests)."""
         if not self.arrays:

@@ -126,11 +126,6 @@ _SPECS: tuple[DeviceSpec, ...] = (
 SPECS: dict[str, DeviceSpec] = {s.key: s for s in _SPECS}
 
 
-def device_keys() -> list[str]:
-    """Keys of every device in the table."""
-    return list(SPECS)
-
-
 def get_spec(key: str) -> DeviceSpec:
     """Look up a device by key or alias, case-sensitive as every name ('H100-SXM' is
     refused); ConfigError names the known keys."""

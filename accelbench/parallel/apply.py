@@ -117,12 +117,6 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
     return wrapped
 
 
-def unwrap(module: nn.Module) -> nn.Module:
-    """The model inside a DDP wrapper (FSDP2 and TP modify the model in place)."""
-    return module.module if isinstance(module, DistributedDataParallel) else module
-
-
-
 def micro_batch_context(module: nn.Module, is_last: bool) -> AbstractContextManager:
     """Wrap each micro-batch's forward+backward: DDP skips its all-reduce except on the last
     micro-batch of a step (one gradient all-reduce per step, as the analytics count it); FSDP2

@@ -136,11 +136,6 @@ def cell_fingerprint(kind: str, spec: dict[str, Any], environment: dict[str, Any
                     "machine": machine_identity(environment)})
 
 
-def is_finished(status: str) -> bool:
-    """Whether a record with this status ends its cell on this machine (resume skips it)."""
-    return status in FINISHED
-
-
 def stamped_spec(kind: str, spec: dict[str, Any], environment: dict[str, Any],
                  asked: dict[str, Any] | None = None) -> dict[str, Any]:
     """The spec a record stores: with the fingerprint of the cell as asked (`asked`, where a
