@@ -22,6 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
 
 from accelbench.config.model import ModelConfig, is_moe_layer, rotary_dims
@@ -106,15 +107,19 @@ def make_norm(cfg: ModelConfig) -> nn.Module:
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      mask: torch.Tensor | None = None) -> torch.Tensor:
+                      spans: tuple[tuple[int, int, int], ...] = ()) -> torch.Tensor:
     """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels; fewer key
-    and value heads than query heads (grouped-query) are shared by groups of query heads. A
-    given additive mask (0: attend, -inf: not) replaces the square causal one (context
-    parallelism: this rank's queries against the whole sequence's keys)."""
+    and value heads than query heads (grouped-query) are shared by groups of query heads.
+    `spans` (context parallelism: this rank's query chunks against the whole sequence's keys):
+    each (start, end, keys) attends queries start:end to the first `keys` keys, causally
+    aligned at the end, with no mask tensor (a lower-right causal bias)."""
     gqa = k.shape[1] != q.shape[1]
-    if mask is not None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    if not spans:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    return torch.cat([F.scaled_dot_product_attention(
+        q[:, :, start:end], k[:, :, :keys], v[:, :, :keys],
+        attn_mask=causal_lower_right(end - start, keys), enable_gqa=gqa)
+        for start, end, keys in spans], dim=2)
 
 
 class Attention(nn.Module):
@@ -146,17 +151,17 @@ class Attention(nn.Module):
         q, k, v = qkv.split((q_width, kv_width, kv_width), dim=2)
         q = q.view(b, t, self.n_head, d).transpose(1, 2)
         k, v = (z.view(b, t, kv_width // d, d).transpose(1, 2) for z in (k, v))
-        positions = mask = None
+        positions, spans = None, ()
         if self.context is not None:  # the cp group's keys and values, in sequence order
             k, v = self.context.gather(k), self.context.gather(v)
             positions = self.context.positions(t, q.device)
-            mask = self.context.mask(t, q.device, q.dtype)
+            spans = self.context.spans(t)
         if self.rotary is not None:
             q, k = self.rotary(q, k, positions)
         if self.recompute_core and torch.is_grad_enabled():
-            y = checkpoint(_causal_attention, q, k, v, mask, use_reentrant=False)
+            y = checkpoint(_causal_attention, q, k, v, spans, use_reentrant=False)
         else:
-            y = _causal_attention(q, k, v, mask)
+            y = _causal_attention(q, k, v, spans)
         return self.c_proj(y.transpose(1, 2).reshape(b, t, q_width))
 
 

@@ -5,12 +5,14 @@ Load balance: a causal sequence is cut into 2 x cp chunks and cp rank i holds ch
 attention work (Megatron-LM's and torchtitan's layout). Each attention layer all-gathers the
 keys and values of its cp group (all_gather_into_tensor; in the backward a reduce_scatter_tensor
 sums each gathered piece's gradient back to the rank that holds it) and attends this rank's
-queries to the whole sequence under a causal mask by global position.
+queries to the keys before them: each of its two chunks in one attention call over the keys up
+to its end, under a lower-right causal bias (torch.nn.attention.bias.causal_lower_right), so
+no (local x sequence) mask is made and flash attention stays usable.
 
 Why an all-gather and not ring attention: the same bytes per rank ((cp-1)/cp of the sequence's
 keys and values per pass), one collective per layer and pass (a small autograd function around
-torch's own collectives), and any attention kernel that takes a mask; the price is that a rank
-holds the whole sequence's keys and values of one layer at a time (not 2/cp of them) and that
+torch's own collectives), and any attention kernel that takes a causal bias; the price is that
+a rank holds the whole sequence's keys and values of one layer at a time (not 2/cp of them) and that
 nothing overlaps the gather with compute. The weights are replicated over cp, so gradients are
 averaged over dp x cp ranks (one data-parallel group of dp x cp: `placement`).
 """
@@ -76,7 +78,6 @@ class ContextShard:
     def __init__(self, group: dist.ProcessGroup | None, cp: int, rank: int) -> None:
         self.group, self.cp, self.rank = group, cp, rank
         self._positions: dict[tuple[int, torch.device], torch.Tensor] = {}
-        self._masks: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
 
     def positions(self, local_len: int, device: torch.device) -> torch.Tensor:
         """Global positions of this rank's tokens (cached per length and device)."""
@@ -89,18 +90,13 @@ class ContextShard:
         """This rank's tokens of (batch, seq) ids or targets."""
         return t[:, self.positions(t.shape[1] // self.cp, t.device)]
 
-    def mask(self, local_len: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """(local_len, seq) additive causal mask (0 where a query may attend a key at or before
-        its position, -inf elsewhere), made once per length, device and dtype: a boolean mask
-        would be turned into such a tensor by every attention call and saved by each layer
-        for its backward."""
-        key = (local_len, device, dtype)
-        if key not in self._masks:
-            keys = torch.arange(local_len * self.cp, device=device)
-            allowed = self.positions(local_len, device)[:, None] >= keys[None, :]
-            self._masks[key] = torch.zeros(allowed.shape, dtype=dtype,
-                                           device=device).masked_fill_(~allowed, float("-inf"))
-        return self._masks[key]
+    def spans(self, local_len: int) -> tuple[tuple[int, int, int], ...]:
+        """(query start, query end, keys seen) of this rank's two chunks: chunk c of the
+        sequence attends the first (c + 1) x chunk keys, causally aligned at its end, so each
+        chunk is one attention call with a lower-right causal bias and no mask tensor."""
+        chunk = local_len // 2
+        return tuple((i * chunk, (i + 1) * chunk, (c + 1) * chunk)
+                     for i, c in enumerate(chunk_order(self.cp)[self.rank]))
 
     def gather(self, z: torch.Tensor) -> torch.Tensor:
         """(batch, heads, local_len, d) keys or values -> the whole sequence's, in order."""

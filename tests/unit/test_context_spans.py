@@ -1,0 +1,37 @@
+"""Context parallelism's attention in one process: each cp rank's two query chunks, attended
+to the whole sequence's keys chunk by chunk under a lower-right causal bias, give exactly the
+rows of ordinary causal attention at those positions (no mask tensor is made)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from accelbench.models.gpt import _causal_attention
+from accelbench.parallel.context import ContextShard
+
+
+@pytest.mark.parametrize("cp, kv_heads", [(2, 4), (4, 4), (4, 2)])
+def test_each_ranks_chunks_equal_causal_attention_at_their_positions(cp, kv_heads):
+    torch.manual_seed(cp + kv_heads)
+    b, h, seq, d = 2, 4, 16 * cp, 8
+    q = torch.randn(b, h, seq, d, dtype=torch.float64)
+    k, v = (torch.randn(b, kv_heads, seq, d, dtype=torch.float64) for _ in range(2))
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv_heads != h)
+    local = seq // cp
+    seen = []
+    for rank in range(cp):
+        shard = ContextShard(None, cp, rank)
+        positions = shard.positions(local, q.device)
+        spans = shard.spans(local)
+        assert [end - start for start, end, _ in spans] == [local // 2] * 2
+        y = _causal_attention(q[:, :, positions], k, v, spans)
+        torch.testing.assert_close(y, full[:, :, positions])
+        seen += positions.tolist()
+    assert sorted(seen) == list(range(seq))  # every position on exactly one rank
+
+
+def test_the_first_chunk_sees_one_chunk_and_the_last_the_whole_sequence():
+    shard = ContextShard(None, 2, 0)  # rank 0 of 2: chunks 0 and 3 of 4
+    assert shard.spans(8) == ((0, 4, 4), (4, 8, 16))
