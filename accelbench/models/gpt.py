@@ -22,7 +22,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.bias import causal_lower_right
 from torch.utils.checkpoint import checkpoint
 
 from accelbench.config.model import ModelConfig, is_moe_layer, rotary_dims
@@ -107,19 +106,18 @@ def make_norm(cfg: ModelConfig) -> nn.Module:
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      spans: tuple[tuple[int, int, int], ...] = ()) -> torch.Tensor:
+                      spans: tuple[tuple[int, int, int, object], ...] = ()) -> torch.Tensor:
     """softmax(QK^T / sqrt(d)) V with a causal mask, through PyTorch's fused kernels; fewer key
     and value heads than query heads (grouped-query) are shared by groups of query heads.
     `spans` (context parallelism: this rank's query chunks against the whole sequence's keys):
-    each (start, end, keys) attends queries start:end to the first `keys` keys, causally
-    aligned at the end, with no mask tensor (a lower-right causal bias)."""
+    each (start, end, keys, bias) attends queries start:end to the first `keys` keys under its
+    lower-right causal bias (parallel.context.ContextShard.spans)."""
     gqa = k.shape[1] != q.shape[1]
     if not spans:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     return torch.cat([F.scaled_dot_product_attention(
-        q[:, :, start:end], k[:, :, :keys], v[:, :, :keys],
-        attn_mask=causal_lower_right(end - start, keys), enable_gqa=gqa)
-        for start, end, keys in spans], dim=2)
+        q[:, :, start:end], k[:, :, :keys], v[:, :, :keys], attn_mask=bias, enable_gqa=gqa)
+        for start, end, keys, bias in spans], dim=2)
 
 
 class Attention(nn.Module):
@@ -155,7 +153,7 @@ class Attention(nn.Module):
         if self.context is not None:  # the cp group's keys and values, in sequence order
             k, v = self.context.gather(k), self.context.gather(v)
             positions = self.context.positions(t, q.device)
-            spans = self.context.spans(t)
+            spans = self.context.spans(t, q.device, q.dtype)
         if self.rotary is not None:
             q, k = self.rotary(q, k, positions)
         if self.recompute_core and torch.is_grad_enabled():

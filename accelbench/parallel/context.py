@@ -6,8 +6,8 @@ attention work (Megatron-LM's and torchtitan's layout). Each attention layer all
 keys and values of its cp group (all_gather_into_tensor; in the backward a reduce_scatter_tensor
 sums each gathered piece's gradient back to the rank that holds it) and attends this rank's
 queries to the keys before them: each of its two chunks in one attention call over the keys up
-to its end, under a lower-right causal bias (torch.nn.attention.bias.causal_lower_right), so
-no (local x sequence) mask is made and flash attention stays usable.
+to its end, under a lower-right causal bias (on CUDA torch's causal_lower_right, with no mask
+tensor, so flash attention stays usable; elsewhere an additive mask of the chunk's shape).
 
 Why an all-gather and not ring attention: the same bytes per rank ((cp-1)/cp of the sequence's
 keys and values per pass), one collective per layer and pass (a small autograd function around
@@ -24,6 +24,7 @@ from functools import cache
 
 import torch
 import torch.distributed as dist
+from torch.nn.attention.bias import causal_lower_right
 
 from accelbench.config.layout import Layout
 from accelbench.models.gpt import GPT
@@ -77,6 +78,7 @@ class ContextShard:
 
     def __init__(self, group: dist.ProcessGroup | None, cp: int, rank: int) -> None:
         self.group, self.cp, self.rank = group, cp, rank
+        self._masks: dict[tuple[int, int, torch.device, torch.dtype], torch.Tensor] = {}
         self._positions: dict[tuple[int, torch.device], torch.Tensor] = {}
 
     def positions(self, local_len: int, device: torch.device) -> torch.Tensor:
@@ -90,13 +92,34 @@ class ContextShard:
         """This rank's tokens of (batch, seq) ids or targets."""
         return t[:, self.positions(t.shape[1] // self.cp, t.device)]
 
-    def spans(self, local_len: int) -> tuple[tuple[int, int, int], ...]:
-        """(query start, query end, keys seen) of this rank's two chunks: chunk c of the
-        sequence attends the first (c + 1) x chunk keys, causally aligned at its end, so each
-        chunk is one attention call with a lower-right causal bias and no mask tensor."""
+    def spans(self, local_len: int, device: torch.device,
+              dtype: torch.dtype) -> tuple[tuple[int, int, int, object], ...]:
+        """(query start, query end, keys seen, causal bias) of this rank's two chunks: chunk c
+        of the sequence attends the first (c + 1) x chunk keys, causally aligned at its end,
+        one attention call each (`_causal_bias`)."""
         chunk = local_len // 2
-        return tuple((i * chunk, (i + 1) * chunk, (c + 1) * chunk)
-                     for i, c in enumerate(chunk_order(self.cp)[self.rank]))
+        spans = []
+        for i, c in enumerate(chunk_order(self.cp)[self.rank]):
+            keys = (c + 1) * chunk
+            spans.append((i * chunk, (i + 1) * chunk, keys,
+                          self._causal_bias(chunk, keys, device, dtype)))
+        return tuple(spans)
+
+    def _causal_bias(self, queries: int, keys: int, device: torch.device,
+                     dtype: torch.dtype) -> object:
+        """A lower-right causal bias: on CUDA torch's CausalBias, which flash and
+        memory-efficient attention take with no mask tensor; elsewhere (where SDPA would
+        materialize it in every call and keep a float copy for the backward) an additive
+        0 / -inf mask made once per shape, device and dtype."""
+        if device.type == "cuda":
+            return causal_lower_right(queries, keys)
+        key = (queries, keys, device, dtype)
+        if key not in self._masks:
+            allowed = torch.ones(queries, keys, dtype=torch.bool, device=device).tril(
+                keys - queries)
+            self._masks[key] = torch.zeros(queries, keys, dtype=dtype,
+                                           device=device).masked_fill_(~allowed, float("-inf"))
+        return self._masks[key]
 
     def gather(self, z: torch.Tensor) -> torch.Tensor:
         """(batch, heads, local_len, d) keys or values -> the whole sequence's, in order."""

@@ -24,8 +24,8 @@ def test_each_ranks_chunks_equal_causal_attention_at_their_positions(cp, kv_head
     for rank in range(cp):
         shard = ContextShard(None, cp, rank)
         positions = shard.positions(local, q.device)
-        spans = shard.spans(local)
-        assert [end - start for start, end, _ in spans] == [local // 2] * 2
+        spans = shard.spans(local, q.device, q.dtype)
+        assert [end - start for start, end, _, _ in spans] == [local // 2] * 2
         y = _causal_attention(q[:, :, positions], k, v, spans)
         torch.testing.assert_close(y, full[:, :, positions])
         seen += positions.tolist()
@@ -34,4 +34,17 @@ def test_each_ranks_chunks_equal_causal_attention_at_their_positions(cp, kv_head
 
 def test_the_first_chunk_sees_one_chunk_and_the_last_the_whole_sequence():
     shard = ContextShard(None, 2, 0)  # rank 0 of 2: chunks 0 and 3 of 4
-    assert shard.spans(8) == ((0, 4, 4), (4, 8, 16))
+    spans = shard.spans(8, torch.device("cpu"), torch.float32)
+    assert [s[:3] for s in spans] == [(0, 4, 4), (4, 8, 16)]
+    first, last = spans[0][3], spans[1][3]  # additive masks off CUDA, made once
+    assert first.shape == (4, 4) and last.shape == (4, 16)
+    assert torch.equal(last == 0, torch.ones(4, 16, dtype=torch.bool).tril(12))
+    assert shard.spans(8, torch.device("cpu"), torch.float32)[1][3] is last
+
+
+def test_on_cuda_the_bias_is_torchs_lower_right_causal_bias_with_no_tensor():
+    from torch.nn.attention.bias import CausalBias, CausalVariant
+
+    bias = ContextShard(None, 2, 1)._causal_bias(4, 12, torch.device("cuda"), torch.bfloat16)
+    assert isinstance(bias, CausalBias) and bias.variant == CausalVariant.LOWER_RIGHT
+    assert (bias.seq_len_q, bias.seq_len_kv) == (4, 12)
