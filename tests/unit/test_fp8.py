@@ -15,6 +15,7 @@ from torch import nn
 from accelbench.bench.dtypes import compute_dtype, fp8_mode
 from accelbench.bench.peak import SweepPeak, SweepPeaks, resolve_peak
 from accelbench.bench.train.metrics import FP8_EMULATED_NOTE, cell_counts, cell_metrics
+from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.layout import Layout
@@ -108,14 +109,13 @@ def test_an_fp8_cell_divides_mfu_by_the_bf16_peak():
     assert (sheet.flops_per_s, sheet.precision) == (989.4e12, "bf16")
 
 
-def _fp8_rank(mode: str, fp8_peak: float | None) -> dict:
-    return {"rank": 0, "step_time_s": 0.5, "step_times_s": [9.0, 0.5, 0.5, 0.5],
-            "loss": [5.0, 4.0, 3.0, 2.0], "data_wait_s": [0.0] * 4, "collective_s": None,
-            "collective_source": "not profiled", "mem_peak_bytes": None, "mem_base_bytes": None,
-            "mem_method": "unavailable", "optimizer": "AdamW (fused)",
-            "float8": {"fp8_mode": mode, "fp8_mode_reason": "test", "fp8_linears_converted": 8,
-                       "fp8_linears_kept": 0, "fp8_fsdp_float8_all_gather": False,
-                       "fp8_peak_flops_per_s_per_device": fp8_peak}}
+def _fp8_rank(mode: str, fp8_peak: float | None) -> RankResult:
+    return RankResult(
+        rank=0, step_time_s=0.5, step_times_s=[9.0, 0.5, 0.5, 0.5], loss=[5.0, 4.0, 3.0, 2.0],
+        data_wait_s=[0.0] * 4, mem_method="unavailable", optimizer="AdamW (fused)",
+        float8={"fp8_mode": mode, "fp8_mode_reason": "test", "fp8_linears_converted": 8,
+                "fp8_linears_kept": 0, "fp8_fsdp_float8_all_gather": False,
+                "fp8_peak_flops_per_s_per_device": fp8_peak})
 
 
 def test_fp8_peak_utilisation_sits_beside_mfu_and_is_empty_when_emulated():

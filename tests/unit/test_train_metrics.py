@@ -6,6 +6,7 @@ import pytest
 
 from accelbench.bench.peak import Peak
 from accelbench.bench.train.metrics import cell_counts, cell_metrics, step_report
+from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
@@ -18,13 +19,12 @@ SPEC = TrainSpec(TINY, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp
 PEAK = Peak(1e12, "fp32", "test peak")
 
 
-def _rank(rank: int, median_s: float, peak: int, base: int) -> dict:
+def _rank(rank: int, median_s: float, peak: int, base: int) -> RankResult:
     times = [9.0] + [median_s] * 3  # the warm-up step is slow and left out
-    return {"rank": rank, "step_time_s": median_s, "step_times_s": times,
-            "loss": [5.0, 4.0, 3.0, 2.0], "data_wait_s": [0.0, 0.01, 0.01, 0.01],
-            "collective_s": None, "collective_source": "not profiled",
-            "mem_peak_bytes": peak, "mem_base_bytes": base, "mem_method": "sampled RSS",
-            "optimizer": "AdamW (fused)"}
+    return RankResult(rank=rank, step_time_s=median_s, step_times_s=times,
+                      loss=[5.0, 4.0, 3.0, 2.0], data_wait_s=[0.0, 0.01, 0.01, 0.01],
+                      mem_peak_bytes=peak, mem_base_bytes=base, mem_method="sampled RSS",
+                      optimizer="AdamW (fused)")
 
 
 def test_throughput_is_global_tokens_over_the_slowest_rank_never_an_average():

@@ -15,6 +15,7 @@ from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import Peak
 from accelbench.bench.train.metrics import cell_counts, cell_metrics
+from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec, spec_for_cell
 from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
 from accelbench.config.layout import Layout
@@ -101,22 +102,21 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     try:
         local = run_rank_steps(spec, cell, layout, device, counts, progress)
     except Diverged as err:
-        local = {"rank": _rank(), "diverged_step": err.step, "reason": str(err),
-                 "step_times_s": err.log.step_time_s, "loss": err.log.loss}
-    ranks = gather_rank_results({**local, **vars(rank_place())})
+        local = RankResult(rank=_rank(), step_times_s=err.log.step_time_s, loss=err.log.loss,
+                           diverged_step=err.step, reason=str(err))
+    local.place = rank_place()
+    ranks = gather_rank_results(local)
     if _rank() != 0:
         return None
     estimate = estimate_bytes(spec, cell, layout)
-    raw = {f"rank{r['rank']}": {k: r.get(k) for k in ("step_times_s", "loss", "lr",
-                                                      "data_wait_s", "collective_s")}
-           for r in ranks}
-    bad = next((r for r in ranks if "diverged_step" in r), None)
+    raw = {f"rank{r.rank}": r.raw() for r in ranks}
+    bad = next((r for r in ranks if r.diverged_step is not None), None)
     if bad is not None:
-        metrics = TrainMetrics(diverged_step=bad["diverged_step"],
+        metrics = TrainMetrics(diverged_step=bad.diverged_step,
                                mem_estimate_bytes_per_rank=estimate)
-        return Outcome(KIND, "diverged", record_spec, metrics_dict(metrics), raw, bad["reason"])
-    if min(r["timed_steps"] for r in ranks) == 0:
-        steps = len(ranks[0]["step_times_s"])
+        return Outcome(KIND, "diverged", record_spec, metrics_dict(metrics), raw, bad.reason)
+    if min(r.timed_steps for r in ranks) == 0:
+        steps = len(ranks[0].step_times_s)
         return Outcome(KIND, "timeout", record_spec, raw=raw,
                        reason=f"time budget ended after {steps} steps, none timed past the "
                               f"{spec.warmup_steps} warm-up steps")

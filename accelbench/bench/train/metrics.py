@@ -23,6 +23,7 @@ from accelbench.analytics.params import total_params
 from accelbench.bench.dtypes import compute_dtype
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import summarize
+from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
@@ -32,7 +33,7 @@ from accelbench.parallel.collectives import (
     busiest_rank_comm_bytes,
     ideal_comm_bytes_per_step,
 )
-from accelbench.parallel.topology import RankPlace, cross_node_dims, topology_of
+from accelbench.parallel.topology import cross_node_dims, topology_of
 
 GRAD_BYTES_PER_PARAM = 4  # gradients stay fp32: autocast keeps fp32 master weights
 
@@ -87,28 +88,28 @@ def step_report(counts: CellCounts, step: int, steps: int, step_time_s: float, l
                       loss, lr, data_wait_s, mem_added_bytes)
 
 
-def _memory(ranks: list[dict]) -> dict:
+def _memory(ranks: list[RankResult]) -> dict:
     """Per-rank peaks and bases, and the rank that added the most (what the estimate bounds)."""
-    peaks = [r.get("mem_peak_bytes") for r in ranks]
-    bases = [r.get("mem_base_bytes") for r in ranks]
-    added = {r["rank"]: r["mem_peak_bytes"] - r["mem_base_bytes"] for r in ranks
-             if r.get("mem_peak_bytes") is not None and r.get("mem_base_bytes") is not None}
+    peaks = [r.mem_peak_bytes for r in ranks]
+    bases = [r.mem_base_bytes for r in ranks]
+    added = {r.rank: r.mem_peak_bytes - r.mem_base_bytes for r in ranks
+             if r.mem_peak_bytes is not None and r.mem_base_bytes is not None}
     worst = max(added, key=added.__getitem__) if added else None
     return {"mem_peak_bytes_per_rank": peaks, "mem_base_bytes_per_rank": bases,
             "mem_added_bytes_per_rank_max": added.get(worst), "mem_added_max_rank": worst,
-            "mem_method": ranks[0].get("mem_method")}
+            "mem_method": ranks[0].mem_method}
 
 
-def _step_times(ranks: list[dict], warmup_steps: int) -> dict:
+def _step_times(ranks: list[RankResult], warmup_steps: int) -> dict:
     """Median and spread over the timed steps of the slowest rank (largest median)."""
-    slowest = max(ranks, key=lambda r: r["step_time_s"])
-    stats = summarize(slowest["step_times_s"][warmup_steps:])
-    waits = slowest["data_wait_s"][warmup_steps:]
+    slowest = max(ranks, key=lambda r: r.step_time_s)
+    stats = summarize(slowest.step_times_s[warmup_steps:])
+    waits = slowest.data_wait_s[warmup_steps:]
     return {"timed_steps": stats.count, "few_samples": stats.few_samples,
             "step_time_s_median": stats.median_s, "step_time_s_min": stats.min_s,
             "step_time_s_max": stats.max_s, "step_time_s_iqr": stats.iqr_s,
-            "step_time_s_median_per_rank": [r["step_time_s"] for r in ranks],
-            "step_time_slowest_rank": slowest["rank"],
+            "step_time_s_median_per_rank": [r.step_time_s for r in ranks],
+            "step_time_slowest_rank": slowest.rank,
             "data_wait_s_median": summarize(waits).median_s,
             "data_wait_fraction": sum(waits) / sum(stats.times_s)}
 
@@ -138,10 +139,10 @@ FP8_EMULATED_NOTE = ("emulated: no float8 unit ran the GEMMs, so no FP8 peak app
                      "has none; its measured peak is a bf16 GEMM's)")
 
 
-def _fp8(counts: CellCounts, ranks: list[dict], t: float) -> dict:
+def _fp8(counts: CellCounts, ranks: list[RankResult], t: float) -> dict:
     """An fp8 cell's fields: how its float8 layers ran, and its model FLOPs over the dense FP8
     peak beside its MFU (over the dense BF16 peak); empty when emulated or without a peak."""
-    done = ranks[0].get("float8")
+    done = ranks[0].float8
     if not done:
         return {}
     fp8_peak = done["fp8_peak_flops_per_s_per_device"]
@@ -156,7 +157,7 @@ def _fp8(counts: CellCounts, ranks: list[dict], t: float) -> dict:
 
 
 def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellCounts,
-                 ranks: list[dict], estimate_bytes: float, backend: str) -> TrainMetrics:
+                 ranks: list[RankResult], estimate_bytes: float, backend: str) -> TrainMetrics:
     """One record's metrics from every rank's results (one rank on one device)."""
     times = _step_times(ranks, spec.warmup_steps)
     t, n = times["step_time_s_median"], counts.n_devices
@@ -179,52 +180,52 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         mfu=utilisation(flops_per_device, t, peak.flops_per_s),
         hfu=utilisation(hw_per_device, t, peak.flops_per_s), **_fp8(counts, ranks, t),
         peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
-        peak_precision=peak.precision, loss_first=ranks[0]["loss"][0],
-        loss_last=ranks[0]["loss"][-1], optimizer=ranks[0]["optimizer"],
-        collective_time_s_per_rank=[r["collective_s"] for r in ranks],
-        collective_time_source=ranks[0]["collective_source"],
+        peak_precision=peak.precision, loss_first=ranks[0].loss[0],
+        loss_last=ranks[0].loss[-1], optimizer=ranks[0].optimizer,
+        collective_time_s_per_rank=[r.collective_s for r in ranks],
+        collective_time_source=ranks[0].collective_source,
         mem_estimate_bytes_per_rank=estimate_bytes,
         **_energy(counts, ranks, times["timed_steps"]),
         **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps),
         **topology_fields(layout, ranks))
 
 
-def topology_fields(layout: Layout, ranks: list[dict]) -> dict:
+def topology_fields(layout: Layout, ranks: list[RankResult]) -> dict:
     """Nodes, ranks per node and the mesh dims crossing nodes, from every rank's place."""
-    if any("node" not in r for r in ranks):
+    if any(r.place is None for r in ranks):
         return {}
-    topology = topology_of([RankPlace(r["node"], r["host"]) for r in ranks])
+    topology = topology_of([r.place for r in ranks])
     return {"n_nodes": topology.n_nodes, "ranks_per_node": topology.ranks_per_node(),
             "collectives_cross_node": cross_node_dims(layout, topology)}
 
 
-def summed_expert_load(ranks: list[dict], key: str) -> list[list[int]]:
+def summed_expert_load(ranks: list[RankResult], key: str) -> list[list[int]]:
     """Per layer and expert, every replica's tokens: summed over the data-parallel ranks of
     each pipeline stage (tensor-parallel ranks see the same tokens: tp 0 alone counts), the
     stages' layers in order."""
     out: list[list[int]] = []
-    for pp in sorted({r.get("pp", 0) for r in ranks}):
-        loads = [r["moe_load"][key] for r in ranks
-                 if r.get("pp", 0) == pp and r.get("tp", 0) == 0]
+    for pp in sorted({r.coords.get("pp", 0) for r in ranks}):
+        loads = [r.moe_load[key] for r in ranks
+                 if r.coords.get("pp", 0) == pp and r.coords.get("tp", 0) == 0]
         out += [[sum(col) for col in zip(*layer, strict=True)]
                 for layer in zip(*loads, strict=True)]
     return out
 
 
-def _all_to_all(ranks: list[dict], warmup_steps: int) -> dict:
+def _all_to_all(ranks: list[RankResult], warmup_steps: int) -> dict:
     """Time in all-to-all of the profiled step (the last warm-up step) on each rank, and the
     busiest rank's share of that step's time."""
-    times = [r.get("all_to_all_s") for r in ranks]
-    shares = [a / r["step_times_s"][warmup_steps - 1] for a, r in zip(times, ranks, strict=True)
-              if a is not None and 0 < warmup_steps <= len(r["step_times_s"])]
+    times = [r.all_to_all_s for r in ranks]
+    shares = [a / r.step_times_s[warmup_steps - 1] for a, r in zip(times, ranks, strict=True)
+              if a is not None and 0 < warmup_steps <= len(r.step_times_s)]
     return {"all_to_all_time_s_per_rank": times,
             "all_to_all_fraction": max(shares) if shares else None}
 
 
-def _moe(ranks: list[dict], warmup_steps: int) -> dict:
+def _moe(ranks: list[RankResult], warmup_steps: int) -> dict:
     """A mixture-of-experts cell's load per expert (routed, dropped), drop fraction, load
     imbalance and all-to-all time; nothing for a dense model."""
-    if not all(r.get("moe_load") for r in ranks):
+    if not all(r.moe_load for r in ranks):
         return {}
     routed, dropped = summed_expert_load(ranks, "routed"), summed_expert_load(ranks, "dropped")
     total = sum(map(sum, routed))
@@ -235,24 +236,24 @@ def _moe(ranks: list[dict], warmup_steps: int) -> dict:
             **_all_to_all(ranks, warmup_steps)}
 
 
-def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[dict],
+def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[RankResult],
                             timed_steps: int) -> float:
     """The expert work capacity drops skipped per timed step (forward, backward, and the
     forward again under full recompute): hardware FLOPs are net of it, model FLOPs (MFU) not."""
-    if not timed_steps or not all(r.get("moe_load") for r in ranks):
+    if not timed_steps or not all(r.moe_load for r in ranks):
         return 0.0
     dropped = sum(map(sum, summed_expert_load(ranks, "dropped"))) / timed_steps
     skipped = dropped_flops(spec.model, dropped)
     return skipped.total + (skipped.forward if cell.recompute == "full" else 0.0)
 
 
-def _energy(counts: CellCounts, ranks: list[dict], timed_steps: int) -> dict:
+def _energy(counts: CellCounts, ranks: list[RankResult], timed_steps: int) -> dict:
     """Energy over the timed steps of every rank, per token of those steps (all replicas)."""
-    results = [r.get("energy") or {"unavailable": "not metered"} for r in ranks]
+    results = [r.energy or {"unavailable": "not metered"} for r in ranks]
     return cell_energy(results, counts.tokens_per_step_global * timed_steps)
 
 
-def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[dict],
+def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[RankResult],
               t: float) -> dict:
     """Sparsity fields: the measured level, what ran and what it executed. Masked dense runs
     every multiply of the dense matmuls (executed = hardware FLOPs); a 2:4 kernel skips half of
@@ -261,7 +262,7 @@ def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[
     and only when the kernel ran: it is never called MFU."""
     if not cell.sparsity:
         return {}
-    kernel = ranks[0].get("sparse_kernel")
+    kernel = ranks[0].sparse_kernel
     executed = counts.hardware_flops_per_step_global
     sparse_peak = utilised = None
     if kernel is not None:
@@ -271,8 +272,8 @@ def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[
         sparse_peak = counts.peak.sparse_flops_per_s
         utilised = utilisation(counts.hardware_flops_per_step_global / counts.n_devices, t,
                                sparse_peak)
-    return {"sparsity_measured": ranks[0].get("sparsity_measured"), "sparse_kernel": kernel,
-            "sparse_kernel_reason": ranks[0].get("sparse_kernel_reason"),
+    return {"sparsity_measured": ranks[0].sparsity_measured, "sparse_kernel": kernel,
+            "sparse_kernel_reason": ranks[0].sparse_kernel_reason,
             "executed_flops_per_step_global": executed,
             "sparse_peak_flops_per_s_per_device": sparse_peak,
             "sparse_peak_utilisation": utilised}

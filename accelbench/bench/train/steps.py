@@ -26,6 +26,7 @@ from accelbench.bench.timing import PhaseTimer, summarize, synchronize
 from accelbench.bench.train.batches import open_batches
 from accelbench.bench.train.build import Trainer, build_trainer
 from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
+from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
@@ -176,7 +177,7 @@ def _edge(mark: Callable[[], object], device: torch.device) -> None:
 
 
 def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
-                   counts: CellCounts, progress: StepProgress | None) -> dict:
+                   counts: CellCounts, progress: StepProgress | None) -> RankResult:
     """Build, then run this rank's steps; returns what rank 0 combines (times, losses,
     memory). Raises Diverged when the global loss is not finite (every rank at the same step)."""
     log, collectives = StepLog(), {"time_s": None, "source": "not profiled"}
@@ -204,20 +205,18 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         batches.close()
         coords, optimizer_label = trainer.coords, trainer.optimizer_label
         sparsity = measured_sparsity(trainer, device)  # a collective: every rank
-        kernel = {"sparse_kernel": trainer.sparse_kernel,
-                  "sparse_kernel_reason": trainer.sparse_kernel_reason}
+        trainer_kernel = (trainer.sparse_kernel, trainer.sparse_kernel_reason)
         float8 = trainer.float8  # an fp8 cell's conversion, for the record
         moe_load = rank_expert_load(trainer.module)  # this rank's tokens, the timed steps
         del trainer
     timed = log.step_time_s[spec.warmup_steps:]
-    return {"rank": _rank(), **coords, "optimizer": optimizer_label, "timed_steps": len(timed),
-            "step_time_s": summarize(timed).median_s if timed else None,
-            "step_times_s": log.step_time_s, "loss": log.loss, "lr": log.lr,
-            "data_wait_s": log.data_wait_s, "collective_s": collectives["time_s"],
-            "collective_source": collectives["source"],
-            "all_to_all_s": collectives.get("all_to_all_s"), "moe_load": moe_load,
-            "mem_peak_bytes": peak_mem.peak_bytes,
-            "mem_base_bytes": peak_mem.base_bytes, "mem_method": peak_mem.method,
-            "energy": meter.result(),
-            "sparsity_measured": sparsity, "device_type": device.type, **kernel,
-            "float8": float8}
+    return RankResult(
+        rank=_rank(), coords=dict(coords), optimizer=optimizer_label, timed_steps=len(timed),
+        step_time_s=summarize(timed).median_s if timed else None,
+        step_times_s=log.step_time_s, loss=log.loss, lr=log.lr, data_wait_s=log.data_wait_s,
+        collective_s=collectives["time_s"], collective_source=collectives["source"],
+        all_to_all_s=collectives.get("all_to_all_s"), moe_load=moe_load,
+        mem_peak_bytes=peak_mem.peak_bytes, mem_base_bytes=peak_mem.base_bytes,
+        mem_method=peak_mem.method, energy=meter.result(), sparsity_measured=sparsity,
+        device_type=device.type, sparse_kernel=trainer_kernel[0],
+        sparse_kernel_reason=trainer_kernel[1], float8=float8)
