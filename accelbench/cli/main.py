@@ -49,16 +49,16 @@ for _name in _COMMAND_MODULES:
 
 
 def _parser_exceptions() -> list[ModuleType]:
-    """The exception modules of the click that typer runs: recent typer vendors its own copy
-    (typer._click) and does not depend on click, older typer uses click itself; each one present
-    is caught, and neither is required."""
-    modules = []
+    """The exception module of the click that typer runs: recent typer vendors its own copy
+    (typer._click) and does not depend on click, older typer uses click itself. Only that one:
+    a click installed beside a typer that vendors its own is never imported (it would cost
+    every command its import time)."""
     for name in ("typer._click.exceptions", "click.exceptions"):
         try:
-            modules.append(importlib.import_module(name))
+            return [importlib.import_module(name)]
         except ImportError:
             continue
-    return modules
+    return []
 
 
 def _classes(name: str) -> tuple[type[BaseException], ...]:

@@ -13,8 +13,6 @@ from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.paths import default_db_path
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_int_list
-from accelbench.parallel.launch import ACCELBENCH_MODULE
-from accelbench.parallel.slurm import SlurmJob, sbatch_script
 
 # The commands that run as one process group under torchrun (rank 0 records); the others would
 # run once per rank.
@@ -127,6 +125,10 @@ def sbatch(
     port: int = typer.Option(29500, help="Rendezvous port on the first node."),
 ) -> None:
     """Write the sbatch script (srun + torchrun c10d rendezvous) to stdout."""
+    # imported here, not at the top: the other commands start without them
+    from accelbench.parallel.launch import ACCELBENCH_MODULE
+    from accelbench.parallel.slurm import SlurmJob, sbatch_script
+
     require_positive("nodes", nodes)
     if gpus_per_node < 0:
         raise ConfigError("gpus-per-node", f"must be 0 or more, got {gpus_per_node}",

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cache
 from itertools import product
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from accelbench.config.errors import ConfigError
 from accelbench.data.hashing import file_sha256
+
+if TYPE_CHECKING:
+    import numpy as np
 
 GENSLM_VOCAB_PATH = Path(__file__).resolve().parents[1] / "assets" / "genslm" / (
     "codon_wordlevel_69vocab.json"
@@ -34,12 +37,21 @@ CODONS = tuple("".join(c) for c in product("ACGT", repeat=3))  # index = 16*a + 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]")
 UNKNOWN_CODON_TEXT = "NNN"
 _BAD = 4  # base code of anything that is not A, C, G, T/U
-_BASE_CODE = np.full(256, _BAD, dtype=np.int64)
-for _code, _letters in enumerate(("Aa", "Cc", "Gg", "TtUu")):
-    for _letter in _letters:
-        _BASE_CODE[ord(_letter)] = _code
 _WHITESPACE = b" \t\r\n\v\f"
 FRAMES = (0, 1, 2)
+
+
+@cache
+def _base_code() -> np.ndarray:
+    """Byte -> base code: 0-3 for A, C, G, T/U (either case), _BAD for anything else. Made on
+    first use, like every array here, so naming a tokenizer (the CLI's options) imports no numpy."""
+    import numpy as np
+
+    table = np.full(256, _BAD, dtype=np.int64)
+    for code, letters in enumerate(("Aa", "Cc", "Gg", "TtUu")):
+        for letter in letters:
+            table[ord(letter)] = code
+    return table
 
 
 def load_codon_vocab(path: Path) -> dict[str, int]:
@@ -65,6 +77,8 @@ class CodonTokenizer:
     name = "codon"
 
     def __init__(self, frame: int = 0, vocab_path: Path | str | None = None) -> None:
+        import numpy as np
+
         if frame not in FRAMES:
             raise ConfigError("tokenizer.frame", f"unknown reading frame {frame!r}", "0, 1, 2")
         self.frame = frame
@@ -100,10 +114,12 @@ class CodonTokenizer:
 
     def _base_codes(self, text: str) -> np.ndarray:
         """Per-base codes 0-3 (A, C, G, T/U) or 4 (anything else) of one frame, whole codons."""
+        import numpy as np
+
         raw = text.encode("ascii", errors="replace").translate(None, _WHITESPACE)
         usable = max(len(raw) - self.frame, 0) // 3 * 3
         data = np.frombuffer(raw, dtype=np.uint8)[self.frame : self.frame + usable]
-        return _BASE_CODE[data].reshape(-1, 3)
+        return _base_code()[data].reshape(-1, 3)
 
     def encode_array(self, text: str) -> np.ndarray:
         """Ids as a numpy int64 array (what `encode` returns as a list)."""

@@ -7,18 +7,21 @@ Layout of a shard folder:
   shard_00000.bin   raw little-endian token ids, no header; documents end with the eot id.
 
 `accelbench.data.shards.prepare` writes such a folder; `open_shards` validates and maps it.
+numpy is imported where arrays are made, so importing this module (the CLI does) does not load it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from accelbench.config.errors import ConfigError
 from accelbench.data.hashing import file_sha256
 from accelbench.data.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SCHEMA_VERSION = 1
 INDEX_NAME = "index.json"
@@ -26,6 +29,8 @@ INDEX_NAME = "index.json"
 
 def shard_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits (GPT-2: 50257, codons: 69), else uint32; little-endian."""
+    import numpy as np
+
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
 
 
@@ -38,6 +43,8 @@ class TokenShards:
     """Prepared shards opened read-only as numpy memmaps, after the index was validated."""
 
     def __init__(self, directory: Path, index: dict) -> None:
+        import numpy as np
+
         self.directory = directory
         self.index = index
         dtype = np.dtype(index["dtype"]).newbyteorder("<")
@@ -53,6 +60,8 @@ class TokenShards:
 
     def tokens(self) -> np.ndarray:
         """All tokens in one array (a copy: for small corpora and tests)."""
+        import numpy as np
+
         if not self.arrays:
             return np.empty(0, dtype=np.dtype(self.index["dtype"]))
         return np.concatenate(self.arrays)
@@ -87,6 +96,8 @@ def read_index(directory: Path) -> dict:
 def _check_ids(path: Path, dtype: np.dtype, tokens: int, vocab_size: int) -> None:
     """Every token id of a shard is below the vocabulary size (else an embedding lookup fails
     halfway through a run); read in blocks, so a large shard needs no large buffer."""
+    import numpy as np
+
     ids = np.memmap(path, dtype=dtype, mode="r", shape=(tokens,))
     block = 1 << 24
     for start in range(0, tokens, block):
@@ -130,6 +141,8 @@ def open_shards(
     verify_hashes=True also checks every token id is below the vocabulary size;
     verify_hashes=False checks only presence and sizes (for very large corpora).
     """
+    import numpy as np
+
     directory = Path(directory)
     index = read_index(directory)
     if not index.get("complete"):

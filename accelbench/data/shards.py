@@ -6,20 +6,19 @@ workers, so the tokens never depend on it); worker processes tokenize chunks, th
 cuts the stream into shards of exactly `shard_tokens` (the last one may be shorter), writes each
 to a temporary name, renames it, then rewrites the index. Each index entry records where in the
 chunk stream the next shard starts, so a rerun after a kill skips finished shards and resumes.
+numpy and the process pool are imported where they are used: the CLI imports this module for its
+defaults.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.paths import check_out_dir
@@ -32,6 +31,11 @@ from accelbench.data.shard_format import (
     shard_name,
 )
 from accelbench.data.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numpy as np
 
 DEFAULT_SHARD_TOKENS = 1 << 24  # 16,777,216 tokens = 32 MiB of uint16 per shard
 DEFAULT_CHUNK_CHARS = 1 << 18  # characters of text per unit of work sent to a worker
@@ -56,6 +60,8 @@ def _chunks(documents: Iterable[str], chunk_chars: int) -> Iterator[list[str]]:
 
 def _tokenize(tokenizer: Tokenizer, docs: list[str], dtype: np.dtype) -> np.ndarray:
     """One chunk to a flat id array: each document followed by the eot id."""
+    import numpy as np
+
     pieces = []
     eot = np.array([tokenizer.eot_id], dtype=dtype)
     for ids in tokenizer.encode_batch(docs):
@@ -84,6 +90,8 @@ def _worker_init(tokenizer: Tokenizer, dtype_str: str, parent_pid: int) -> None:
     _die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
+    import numpy as np
+
     _WORKER_STATE["tokenizer"] = tokenizer
     _WORKER_STATE["dtype"] = np.dtype(dtype_str)
 
@@ -95,6 +103,9 @@ def _worker_tokenize(docs: list[str]) -> np.ndarray:
 
 def _process_pool(tokenizer: Tokenizer, dtype: np.dtype, workers: int) -> ProcessPoolExecutor:
     """Worker processes; fork where the platform has it (spawn cannot start from `python -`)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     return ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context(method),
@@ -145,6 +156,8 @@ class _TokenBuffer:
 
     def take(self, count: int) -> tuple[np.ndarray, dict]:
         """Remove the first `count` ids; also return where the stream continues after them."""
+        import numpy as np
+
         out = []
         need = count
         while need:
@@ -325,6 +338,8 @@ def prepare(
 def _fill(corpus: Corpus, tokenizer: Tokenizer, out_dir: Path, index: dict,
           workers: int, progress: bool) -> None:
     """The preparation loop: tokenized chunks in, shards and index updates out."""
+    import numpy as np
+
     from accelbench.data.progress import token_progress
 
     shards = index["shards"]

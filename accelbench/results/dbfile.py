@@ -20,7 +20,6 @@ from collections.abc import Callable
 from contextlib import closing, suppress
 from pathlib import Path
 from typing import TypeVar
-from urllib.request import pathname2url
 
 from accelbench.config.errors import ConfigError
 
@@ -108,6 +107,8 @@ def connect_write(path: Path, timeout: float = _TIMEOUT_S) -> sqlite3.Connection
 def connect_read(path: Path, timeout: float = _TIMEOUT_S) -> sqlite3.Connection:
     """A read-only connection: it cannot change the file. In a folder we may not write, where
     SQLite cannot make the `-shm` file a WAL database needs, the file is opened as immutable."""
+    from urllib.request import pathname2url  # here: urllib.request loads http, email and ssl
+
     uri = "file:" + pathname2url(str(path.resolve()))
     conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout)
     try:

@@ -18,12 +18,14 @@ OLD_DB = Path(__file__).parents[1] / "data" / "results_v1.db"
 pytestmark = pytest.mark.slow  # each test starts Python processes
 
 # Runs each command line in one process with torch and torchao made unimportable, and prints
-# one JSON line: per command, its exit code; then the heavy modules that got loaded.
+# one JSON line: per command, its exit code; then the heavy modules that got loaded (those
+# named by the optional second argument, a JSON list, else torch, torchao and matplotlib).
 _DRIVER = r"""
 import contextlib, io, json, sys
 sys.modules["torch"] = None  # `import torch` now raises ImportError
 sys.modules["torchao"] = None
 from accelbench.cli.main import main
+watched = json.loads(sys.argv[2]) if len(sys.argv) > 2 else ["torch", "torchao", "matplotlib"]
 codes = {}
 for line in json.loads(sys.argv[1]):
     sys.argv = ["accelbench", *line]
@@ -33,7 +35,7 @@ for line in json.loads(sys.argv[1]):
             main()
         except SystemExit as stop:
             codes[" ".join(line)] = [stop.code, err.getvalue()[-300:]]
-print(json.dumps({"codes": codes, "loaded": [m for m in ("torch", "torchao", "matplotlib")
+print(json.dumps({"codes": codes, "loaded": [m for m in watched
                                               if sys.modules.get(m) is not None]}))
 """
 
@@ -80,6 +82,20 @@ def test_report_draws_without_torch(tmp_path):
     assert [v[0] for v in result["codes"].values()] in ([0], [None])
     assert result["loaded"] == ["matplotlib"]
     assert (tmp_path / "rep" / "report.html").is_file()
+
+
+def test_help_and_plan_import_no_numpy(tmp_path):
+    """`--help` and `plan` (issue 24: each within half a second, benchmarks/cli_startup.py)
+    import no numpy, though `--help` imports every command module: the data modules import it
+    where they make arrays."""
+    lines = [["--help"], ["plan", "--model", "gpt2-xl", "--device", "a100-80gb", "--nodes", "1",
+                          "--gpus-per-node", "8", "--global-batch", "64", "--seq", "1024"]]
+    done = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(lines), '["numpy"]'],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [v[0] for v in result["codes"].values()] == [0, 0]
+    assert result["loaded"] == []
 
 
 @pytest.mark.parametrize("args", [["--help"], ["plan", "--help"]])

@@ -2,8 +2,8 @@
 the paper's tables and figures regenerated, machines compared, what differs between their
 runs; written as a self-contained HTML page, Markdown, and each figure as PNG and SVG.
 
-build_report reads and computes (no matplotlib); write_report draws (matplotlib, a dependency
-imported only when drawing, so the other commands start fast) and writes.
+build_report reads and computes (no matplotlib); write_report (render.py) draws (matplotlib, a
+dependency imported only when drawing, so the other commands start fast) and writes.
 """
 
 from __future__ import annotations
@@ -11,22 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accelbench.config.errors import ConfigError
 from accelbench.config.paths import check_out_dir
 from accelbench.results.record import Record
-from accelbench.results.report.block import block_section
-from accelbench.results.report.compare import compare_section
-from accelbench.results.report.content import Report
-from accelbench.results.report.fairness import fairness_section
-from accelbench.results.report.gas import gas_section
-from accelbench.results.report.genslm import genslm_section
-from accelbench.results.report.machines import group_machines, load_records, pick_baseline
-from accelbench.results.report.overview import machines_section
-from accelbench.results.report.render import Written, write_report
-from accelbench.results.report.scaling import scaling_section
-from accelbench.results.report.seqlen import seq_section
-from accelbench.results.report.sparsity import sparsity_section
+
+if TYPE_CHECKING:
+    from accelbench.results.report.content import Report
+    from accelbench.results.report.render import Written
 
 DEFAULT_TOKENS = 1e9
 TITLE = "accelbench report: LLM training on AI accelerators"
@@ -54,7 +47,20 @@ def only_study(loaded: list[tuple[str, Record]], study: str | None) -> list[tupl
 def build_report(db_paths: Sequence[Path], baseline: str | None = None,
                  tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Report:
     """Every section from the records of these databases (of one study, when named);
-    ConfigError on bad input."""
+    ConfigError on bad input. The sections are imported here, and the renderer in make_report:
+    the commands import this package (for DEFAULT_TOKENS) and start faster without them."""
+    from accelbench.results.report.block import block_section
+    from accelbench.results.report.compare import compare_section
+    from accelbench.results.report.content import Report
+    from accelbench.results.report.fairness import fairness_section
+    from accelbench.results.report.gas import gas_section
+    from accelbench.results.report.genslm import genslm_section
+    from accelbench.results.report.machines import group_machines, load_records, pick_baseline
+    from accelbench.results.report.overview import machines_section
+    from accelbench.results.report.scaling import scaling_section
+    from accelbench.results.report.seqlen import seq_section
+    from accelbench.results.report.sparsity import sparsity_section
+
     if not math.isfinite(tokens) or tokens <= 0:
         raise ConfigError("tokens", f"must be a positive number, got {tokens!r}", "> 0")
     if not db_paths:
@@ -74,9 +80,10 @@ def make_report(db_paths: Sequence[Path], out_dir: Path, baseline: str | None = 
                 tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Written:
     """build_report, then write_report into out_dir (a folder that exists or can be made,
     checked before any database is read)."""
+    from accelbench.results.report.render import write_report
+
     check_out_dir(out_dir)
     return write_report(build_report(db_paths, baseline, tokens, study), out_dir)
 
 
-__all__ = ["DEFAULT_TOKENS", "Written", "build_report", "make_report", "only_study",
-           "write_report"]
+__all__ = ["DEFAULT_TOKENS", "build_report", "make_report", "only_study"]
