@@ -17,9 +17,16 @@ torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (results/fit.py): every test, and every
 # process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
-# COLUMNS=80); a test of the fitting sets it itself.
+# COLUMNS=80); a test of the fitting sets it itself. GNU readline, once imported (pytest imports
+# it), has put LINES and COLUMNS of the terminal it found (80x24 without one) into the C
+# environment that subprocesses inherit, not into os.environ: both are unset there too.
+try:
+    import readline  # noqa: F401 - its import sets them; imported first, so that they stay unset
+except ImportError:
+    pass
 for _size in ("COLUMNS", "LINES"):
     os.environ.pop(_size, None)
+    os.unsetenv(_size)
 
 
 def pytest_collection_modifyitems(config, items):
