@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import shared_results, want
+from tests.dist.launch_cases import module_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -23,16 +23,9 @@ LAUNCHES = ((2, CASES_2), (4, CASES_4))
 want("comm_worker.py", LAUNCHES)  # one launch per size, shared with the other comm modules
 
 
-def launched(launches: tuple[tuple[int, dict[str, str]], ...], tmp_path_factory) -> dict:
-    """The results of these cases, from comm_worker.py's shared launch of each size."""
-    tmp = tmp_path_factory.mktemp("comm")
-    return {k: v for n, cases in launches
-            for k, v in shared_results("comm_worker.py", n, tmp, 300).items() if k in cases}
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    return launched(LAUNCHES, tmp_path_factory)
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm"), 300)
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])

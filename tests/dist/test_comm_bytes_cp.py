@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import want
-from tests.dist.test_comm_bytes import launched
+from tests.dist.launch_cases import module_results, want
 
 pytestmark = pytest.mark.dist
 CASES_2 = {"cp": "fp32:cp=2", "cp_zero2_bf16": "bf16:cp=2,zero=2"}
@@ -20,7 +19,7 @@ want("comm_worker.py", LAUNCHES)  # in test_comm_bytes.py's launches
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    return launched(LAUNCHES, tmp_path_factory)
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_cp"), 300)
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import want
-from tests.dist.test_comm_bytes import launched
+from tests.dist.launch_cases import module_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -30,7 +29,7 @@ want("comm_worker.py", LAUNCHES)
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     """The cases of the shared launch of 4 processes."""
-    return launched(LAUNCHES, tmp_path_factory)
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_moe"), 300)
 
 
 @pytest.mark.parametrize("case", CASES_4)
