@@ -40,12 +40,17 @@ def pytest_collection_modifyitems(config, items):
     (more oversubscribe 2 cores several times over), and the unit tests fill both processes
     around them. A unit module whose tests share a costly module fixture names a group of its
     own, so that one process builds it. The marks are set before pytest-xdist reads them (its
-    own hook runs inside this wrapper); _keep_group_ids then makes its grouping take effect."""
+    own hook runs inside this wrapper); _keep_group_ids then makes its grouping take effect.
+    On a test process of xdist the tests marked `slow` come first (xdist hands out the groups,
+    largest first, then the other tests in this order): the long ones start early and the short
+    ones even out the end, where one process would otherwise wait for the other's last."""
     for item in items:
         if DIST in item.path.parents:
             item.add_marker(pytest.mark.dist)
             if item.get_closest_marker("xdist_group") is None:
                 item.add_marker(pytest.mark.xdist_group("dist"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every test process sorts the same way
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     result = yield
     _keep_group_ids(config, items)
     return result
