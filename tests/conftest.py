@@ -12,8 +12,11 @@ import torch
 import torch.distributed as dist
 
 # Two threads on 2 cores; one a process when pytest-xdist runs two test processes at once
-# (scripts/test -n 2), so that they do not oversubscribe the cores.
+# (scripts/test -n 2), so that they do not oversubscribe the cores: the test process, and every
+# process a test starts (a CLI, a study; launched ranks run one thread each anyway).
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (results/fit.py): every test, and every
 # process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
