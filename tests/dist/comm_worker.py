@@ -98,10 +98,8 @@ def run_case(cfg, dtype: str, layout_text: str, device: torch.device) -> dict:
             "accounted": accounted_buffers(cfg, layout, dtype, coords["pp"])}
 
 
-def main() -> None:
-    torch.set_num_threads(1)
-    out_path, cases = sys.argv[1], sys.argv[2:]
-    _, device = init_distributed("cpu", timeout_s=120)
+def run(cases: list[str], device: torch.device) -> dict:
+    """Every case in turn on the process group; on rank 0 the results by name ({} elsewhere)."""
     results = {}
     for case in cases:
         name, *model, dtype, layout_text = case.split(":")
@@ -113,6 +111,14 @@ def main() -> None:
             cfg = MQA_CFG if name.startswith("mqa") else CFG
             result = run_case(cfg, dtype, layout_text, device)
         results[name] = gather_rank_results(result)
+    return results if torch.distributed.get_rank() == 0 else {}
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    _, device = init_distributed("cpu", timeout_s=120)
+    results = run(cases, device)
     if torch.distributed.get_rank() == 0:
         Path(out_path).write_text(json.dumps(results))
     teardown(together=True)

@@ -204,10 +204,9 @@ def train_case(text: str, device: torch.device, cfg, profiled: bool = False) -> 
     return {"ranks": gather_rank_results(out), "dp": layout.dp}
 
 
-def main() -> None:
-    torch.set_num_threads(1)
-    out_path, cases = sys.argv[1], sys.argv[2:]
-    _, device = init_distributed("cpu", timeout_s=120)
+def run(cases: list[str], device: torch.device) -> dict:
+    """On 2 ranks the dispatch checks, then every case in turn; on rank 0 the results by name
+    ({} elsewhere)."""
     results: dict = {}
     if dist.get_world_size() == 2:
         group = dist.new_group([0, 1])
@@ -223,6 +222,14 @@ def main() -> None:
             if key not in references:
                 references[key] = reference(cfg, key[1])
             results[name]["reference"] = references[key]
+    return results if dist.get_rank() == 0 else {}
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    _, device = init_distributed("cpu", timeout_s=120)
+    results = run(cases, device)
     if dist.get_rank() == 0:
         with open(out_path, "w") as f:
             json.dump(results, f)

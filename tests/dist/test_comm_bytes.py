@@ -20,12 +20,12 @@ CASES_2 = {
 CASES_4 = {"dp_pp_zero1": "fp32:dp=2,pp=2,zero=1", "dp_pp_zero2": "fp32:dp=2,pp=2,zero=2",
            "dp_pp_zero3": "fp32:dp=2,pp=2,zero=3"}
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("comm_worker.py", LAUNCHES)  # one launch per size, shared with the other comm modules
+want("comm_worker.py", LAUNCHES, 300)  # one launch per size, shared with the other comm modules
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm"), 300)
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm"))
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])

@@ -14,12 +14,12 @@ pytestmark = pytest.mark.dist
 CASES_2 = {"cp": "fp32:cp=2", "cp_zero2_bf16": "bf16:cp=2,zero=2"}
 CASES_4 = {"tp_sp_cp_bf16": "bf16:tp=2,sp=1,cp=2"}
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("comm_worker.py", LAUNCHES)  # in test_comm_bytes.py's launches
+want("comm_worker.py", LAUNCHES, 300)  # in test_comm_bytes.py's launches
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_cp"), 300)
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_cp"))
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])

@@ -37,7 +37,7 @@ CASES_4 = {"dp4_ep2": "dp=4,ep=2", "dp2_pp2_ep2": "dp=2,pp=2,ep=2",
 
 
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("expert_worker.py", LAUNCHES)  # one launch per size, shared with the other MoE modules
+want("expert_worker.py", LAUNCHES, 400)  # in the one launch per size (launch_cases)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def results(tmp_path_factory) -> dict:
     """The cases' results (and the 2-process dispatch checks): one launch per size."""
     tmp = tmp_path_factory.mktemp("experts")
     return {k: v for n, _ in LAUNCHES
-            for k, v in shared_results("expert_worker.py", n, tmp, 400).items()}
+            for k, v in shared_results("expert_worker.py", n, tmp).items()}
 
 
 @pytest.mark.parametrize("case", ["uneven", "empty"])
