@@ -12,25 +12,69 @@ import torch
 import torch.distributed as dist
 
 # Two threads on 2 cores; one a process when pytest-xdist runs two test processes at once
-# (scripts/test -n 2), so that they do not oversubscribe the cores.
+# (scripts/test -n 2), so that they do not oversubscribe the cores: the test process, and every
+# process a test starts (a CLI, a study; launched ranks run one thread each anyway).
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (results/fit.py): every test, and every
 # process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
-# COLUMNS=80); a test of the fitting sets it itself.
+# COLUMNS=80); a test of the fitting sets it itself. GNU readline, once imported (pytest imports
+# it), has put LINES and COLUMNS of the terminal it found (80x24 without one) into the C
+# environment that subprocesses inherit, not into os.environ: both are unset there too.
+try:
+    import readline  # noqa: F401 - its import sets them; imported first, so that they stay unset
+except ImportError:
+    pass
 for _size in ("COLUMNS", "LINES"):
     os.environ.pop(_size, None)
+    os.unsetenv(_size)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """A test under tests/dist launches processes: marked `dist`, whether its module says so,
-    and in one xdist group, so that under `-n 2` the launches run one at a time on one test
-    process (two at once oversubscribe 2 cores several times over) while the other process
-    takes the unit tests; modules that share a torchrun launch (launch_cases.py) so share it."""
+    """A test under tests/dist launches processes: marked `dist`, whether its module says so.
+    Under `-n 2 --dist loadgroup` an xdist group's tests run one after the other on one test
+    process. A dist test is in the group "dist" unless its module names another: the modules
+    that share a torchrun launch (launch_cases.py), launch 3 to 8 ranks, or time a signal or a
+    fault. Modules that launch one 2-rank job at a time are in "dist-2ranks" (their own
+    pytestmark), which the other test process runs beside "dist": at most two launches at once
+    (more oversubscribe 2 cores several times over), and the unit tests fill both processes
+    around them. A unit module whose tests share a costly module fixture names a group of its
+    own, so that one process builds it. The marks are set before pytest-xdist reads them (its
+    own hook runs inside this wrapper); _keep_group_ids then makes its grouping take effect.
+    On a test process of xdist the tests marked `slow` come first (xdist hands out the groups,
+    largest first, then the other tests in this order): the long ones start early and the short
+    ones even out the end, where one process would otherwise wait for the other's last."""
     for item in items:
         if DIST in item.path.parents:
             item.add_marker(pytest.mark.dist)
-            item.add_marker(pytest.mark.xdist_group("dist"))
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group("dist"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every test process sorts the same way
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    result = yield
+    _keep_group_ids(config, items)
+    return result
+
+
+def _keep_group_ids(config, items) -> None:
+    """pytest-xdist 3.8 groups a test by appending '@group' to its node id in the legacy field
+    `_nodeid`, which pytest 9.2 no longer reads (node ids are structured, `_id`): every group
+    was silently spread over both test processes, and a launch shared by a group's modules ran
+    once on each (pytest-dev/pytest-xdist#1386). Where xdist wrote a suffixed id that pytest
+    does not show, the structured id takes it; a no-op on older pytest and on a fixed xdist."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # pytest before 9.2: `_nodeid` is the node id itself
+        return
+    for item in items:
+        legacy = item.__dict__.get("_nodeid")
+        if isinstance(legacy, str) and legacy != item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(legacy)
 
 
 @pytest.fixture(autouse=True)

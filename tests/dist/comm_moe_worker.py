@@ -3,6 +3,7 @@ under the profiler (as tests/dist/comm_worker.py does for dense models); every r
 the gloo collectives it ran, by op, and what comm_calls_per_step says it runs.
 
 Usage: torchrun --nproc-per-node N tests/dist/comm_moe_worker.py OUT.json name:dtype:layout ...
+(the tests run its cases in comm_worker.py's launch, as 'name:moe:dtype:layout').
 Buffers are compared as gloo records them: an all-gather's input is the shard, so the
 accounted whole buffer is divided by its group's size; a reduce-scatter runs as an all-reduce.
 All-to-alls: 'all_to_all_counts' the per-expert counts (int64), 'all_to_all' the routed rows,

@@ -4,7 +4,8 @@ collectives it ran and what comm_calls_per_step says it runs; rank 0 writes both
 
 Usage: torchrun --nproc-per-node N tests/dist/comm_worker.py OUT.json name:dtype:layout ...
 Every process group in the cases has 2 ranks, so an all-gather's whole buffer is twice the
-shard the profiler records.
+shard the profiler records. A case 'name:moe:dtype:layout' is tests/dist/comm_moe_worker.py's
+(moe-tiny), run in the same launch (tests/dist/launch_cases.py).
 """
 
 from __future__ import annotations
@@ -97,15 +98,27 @@ def run_case(cfg, dtype: str, layout_text: str, device: torch.device) -> dict:
             "accounted": accounted_buffers(cfg, layout, dtype, coords["pp"])}
 
 
+def run(cases: list[str], device: torch.device) -> dict:
+    """Every case in turn on the process group; on rank 0 the results by name ({} elsewhere)."""
+    results = {}
+    for case in cases:
+        name, *model, dtype, layout_text = case.split(":")
+        if model == ["moe"]:
+            from comm_moe_worker import run_case as run_moe_case  # it imports this module
+
+            result = run_moe_case(dtype, layout_text, device)
+        else:
+            cfg = MQA_CFG if name.startswith("mqa") else CFG
+            result = run_case(cfg, dtype, layout_text, device)
+        results[name] = gather_rank_results(result)
+    return results if torch.distributed.get_rank() == 0 else {}
+
+
 def main() -> None:
     torch.set_num_threads(1)
     out_path, cases = sys.argv[1], sys.argv[2:]
     _, device = init_distributed("cpu", timeout_s=120)
-    results = {}
-    for case in cases:
-        name, dtype, layout_text = case.split(":")
-        cfg = MQA_CFG if name.startswith("mqa") else CFG
-        results[name] = gather_rank_results(run_case(cfg, dtype, layout_text, device))
+    results = run(cases, device)
     if torch.distributed.get_rank() == 0:
         Path(out_path).write_text(json.dumps(results))
     teardown(together=True)

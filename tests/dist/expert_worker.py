@@ -2,14 +2,18 @@
 training under ep layouts against one process; rank 0 writes what it found as JSON.
 
 Usage: torchrun --nproc-per-node N tests/dist/expert_worker.py OUT.json [case ...]
-On 2 ranks the dispatch checks first; a case is 'name:layout' (parse_layout's string),
-trained STEPS steps on moe-tiny and compared with one process that runs the same micro-batches.
+On 2 ranks the dispatch checks first; a case is 'name:layout' (parse_layout's string) or
+'name:layout:collectives', trained STEPS steps on moe-tiny and compared with one process that runs
+the same micro-batches (computed by rank 0, once per model and dp). 'collectives' profiles the
+last step and records its time in each collective by name (the profiler costs several times a
+tiny step's CPU time: only where a test reads it).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
@@ -162,9 +166,9 @@ def count_expert_rows(module) -> list[int]:
     return rows
 
 
-def train_case(text: str, device: torch.device, cfg) -> dict:
-    """STEPS AdamW steps under an ep layout: this rank's view (losses, grad norms, load, the
-    all-to-all time of the last step) gathered, beside one process's reference."""
+def train_case(text: str, device: torch.device, cfg, profiled: bool = False) -> dict:
+    """STEPS AdamW steps under an ep layout: this rank's view (losses, grad norms, load, and
+    with `profiled` the time in each collective of the last step) gathered on rank 0."""
     layout = validate_layout(parse_layout(text, RUNTIME_KEYS), cfg, dist.get_world_size(), GAS)
     mesh = make_mesh(layout, device)
     torch.manual_seed(SEED)
@@ -181,7 +185,8 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
         if step == 1:  # a pipeline's first step also runs its shape inference's forward
             reset_expert_load(module)
             rows[0] = 0
-        with profile_collectives(device) as comm:
+        last = step == STEPS - 1
+        with profile_collectives(device) if profiled and last else nullcontext() as comm:
             total = _step(module, layout, batch[step])
         held = module.modules if isinstance(module, PipelineRunner) else [module]
         out["router_grad_sq"].append(router_grad_sq(held))
@@ -189,26 +194,42 @@ def train_case(text: str, device: torch.device, cfg) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
         out["loss"].append(mean_over_replicas(total, layout, device))
-    out.update(moe_load=rank_expert_load(module), comm_by_name=comm.by_name_s,
+    if profiled:
+        out["comm_by_name"] = comm.by_name_s
+    out.update(moe_load=rank_expert_load(module),
                **{name: mesh.get_local_rank(name) for name in ("pp", "dp", "tp")},
                expert_params=sum(p.numel() for p in module.parameters()
                                  if is_expert_param(p)),
                state_bytes=local_state_bytes(module, opt), expert_rows=rows[0])
-    return {"ranks": gather_rank_results(out), "reference": reference(cfg, layout.dp)}
+    return {"ranks": gather_rank_results(out), "dp": layout.dp}
+
+
+def run(cases: list[str], device: torch.device) -> dict:
+    """On 2 ranks the dispatch checks, then every case in turn; on rank 0 the results by name
+    ({} elsewhere)."""
+    results: dict = {}
+    if dist.get_world_size() == 2:
+        group = dist.new_group([0, 1])
+        for name, assignments in (("uneven", ASSIGNMENTS), ("empty", EMPTY)):
+            results[name] = gather_rank_results(dispatch_check(assignments, group))
+    references: dict = {}
+    for case in cases:
+        name, text, *flags = case.split(":")
+        cfg = cfg_for(name)
+        results[name] = train_case(text, device, cfg, "collectives" in flags)
+        if dist.get_rank() == 0:  # one process's run, once per model and dp (rank 0 alone)
+            key = (cfg, results[name]["dp"])
+            if key not in references:
+                references[key] = reference(cfg, key[1])
+            results[name]["reference"] = references[key]
+    return results if dist.get_rank() == 0 else {}
 
 
 def main() -> None:
     torch.set_num_threads(1)
     out_path, cases = sys.argv[1], sys.argv[2:]
     _, device = init_distributed("cpu", timeout_s=120)
-    results: dict = {}
-    if dist.get_world_size() == 2:
-        group = dist.new_group([0, 1])
-        for name, assignments in (("uneven", ASSIGNMENTS), ("empty", EMPTY)):
-            results[name] = gather_rank_results(dispatch_check(assignments, group))
-    for case in cases:
-        name, _, text = case.partition(":")
-        results[name] = train_case(text, device, cfg_for(name))
+    results = run(cases, device)
     if dist.get_rank() == 0:
         with open(out_path, "w") as f:
             json.dump(results, f)

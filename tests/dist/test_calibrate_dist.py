@@ -20,7 +20,8 @@ from accelbench.results.profile import load_profile
 from accelbench.results.store import ResultStore
 from tests.unit.cli_run import run_main
 
-pytestmark = pytest.mark.dist
+# one 2-rank launch at a time, beside the "dist" group's launches (tests/conftest.py)
+pytestmark = [pytest.mark.dist, pytest.mark.xdist_group("dist-2ranks")]
 
 SIZES = (4096, 262144)
 

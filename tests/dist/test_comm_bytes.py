@@ -1,20 +1,16 @@
 """The bytes per step recorded for a distributed cell (comm_calls_per_step) are the buffers
 this implementation's collectives really carry, as the profiler sees them (gloo, 2 and 4 CPU
-processes, dp = 2 and pp = 2 groups, 2 micro-batches)."""
+processes, dp = 2 and pp = 2 groups, 2 micro-batches; one launch of tests/dist/comm_worker.py
+per size, shared with test_comm_bytes_cp.py and test_comm_bytes_moe.py)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from accelbench.parallel.launch import launch_torchrun
+from tests.dist.launch_cases import module_results, want
 
 pytestmark = pytest.mark.dist
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 CASES_2 = {
     "ddp": "fp32:dp=2", "zero1": "fp32:dp=2,zero=1", "zero2": "fp32:dp=2,zero=2",
     "zero3": "fp32:dp=2,zero=3", "pp_tied": "fp32:pp=2", "pp_tied_bf16": "bf16:pp=2",
@@ -23,20 +19,13 @@ CASES_2 = {
 }
 CASES_4 = {"dp_pp_zero1": "fp32:dp=2,pp=2,zero=1", "dp_pp_zero2": "fp32:dp=2,pp=2,zero=2",
            "dp_pp_zero3": "fp32:dp=2,pp=2,zero=3"}
-
-
-def _run(nproc: int, cases: dict[str, str], tmp_path: Path) -> dict:
-    out = tmp_path / f"comm_{nproc}.json"
-    argv = [str(HERE / "comm_worker.py"), str(out), *(f"{k}:{v}" for k, v in cases.items())]
-    result = launch_torchrun(nproc, argv, timeout_s=300, cwd=str(ROOT))
-    assert result.ok, result.error or result.output
-    return json.loads(out.read_text())
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
+want("comm_worker.py", LAUNCHES, 300)  # one launch per size, shared with the other comm modules
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("comm")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm"))
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])

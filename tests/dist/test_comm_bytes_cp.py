@@ -2,23 +2,24 @@
 over cp in every forward, their gradients reduce-scattered in the backward, the gradients over
 dp x cp) against the buffers the profiler sees, with the runner's own step (gloo: cp=2 at fp32
 and ZeRO 0 and at bf16 and ZeRO 2 on 2 processes, tp=2 + sp with cp=2 in bf16 on 4;
-tests/dist/comm_worker.py)."""
+tests/dist/comm_worker.py's shared launches)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.dist.test_comm_bytes import _run
+from tests.dist.launch_cases import module_results, want
 
 pytestmark = pytest.mark.dist
 CASES_2 = {"cp": "fp32:cp=2", "cp_zero2_bf16": "bf16:cp=2,zero=2"}
 CASES_4 = {"tp_sp_cp_bf16": "bf16:tp=2,sp=1,cp=2"}
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
+want("comm_worker.py", LAUNCHES, 300)  # in test_comm_bytes.py's launches
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("comm_cp")
-    return {**_run(2, CASES_2, tmp), **_run(4, CASES_4, tmp)}
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_cp"))
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])

@@ -1,8 +1,8 @@
 """The bytes per step recorded for mixture-of-experts cells (comm_calls_per_step) are the
 buffers this implementation's collectives carry, as the profiler sees them on gloo: moe-tiny on
-4 CPU processes in one launch, 2 micro-batches; dense gradients over dp and experts over their
-expert-data-parallel group at zero 0, 1 and 3, sequence parallelism's MoE gradient sums over
-tp, a pipeline. The all-to-all's rows per rank depend on the routing: their calls are checked
+4 CPU processes (comm_worker.py's launch of 4, shared with the dense cases), 2 micro-batches;
+dense gradients over dp and experts over their expert-data-parallel group at zero 0, 1 and 3,
+sequence parallelism's MoE gradient sums over tp, a pipeline. The all-to-all's rows per rank depend on the routing: their calls are checked
 per rank, their bytes summed over the ranks (every row a rank sends another receives, so the
 sum of the uniform-routing expectation is exact); the counts exchange exactly per rank."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import run_cases
+from tests.dist.launch_cases import module_results, want
 
 pytestmark = pytest.mark.dist
 
@@ -21,12 +21,15 @@ CASES_4 = {
     "dp2_pp2_ep2_zero1": "fp32:dp=2,pp=2,ep=2,zero=1",
 }
 ROWS = "all_to_all"
+# tests/dist/comm_moe_worker.py's cases, in comm_worker.py's launch of 4 (test_comm_bytes.py's)
+LAUNCHES = ((4, {name: f"moe:{case}" for name, case in CASES_4.items()}),)
+want("comm_worker.py", LAUNCHES, 300)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """One launch of 4 processes, every case in turn."""
-    return run_cases("comm_moe_worker.py", 4, CASES_4, tmp_path_factory.mktemp("comm_moe"), 300)
+    """The cases of the shared launch of 4 processes."""
+    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_moe"))
 
 
 @pytest.mark.parametrize("case", CASES_4)

@@ -10,7 +10,8 @@ import pytest
 
 from accelbench.parallel.launch import launch_torchrun
 
-pytestmark = pytest.mark.dist
+# one 2-rank launch at a time, beside the "dist" group's launches (tests/conftest.py)
+pytestmark = [pytest.mark.dist, pytest.mark.xdist_group("dist-2ranks")]
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

@@ -19,7 +19,7 @@ NORM_RTOL = 1e-4
 CASES_2 = {"aux_pp2": "pp=2", "noaux_pp2": "pp=2"}
 CASES_4 = {"aux_dp2_pp2_ep2": "dp=2,pp=2,ep=2", "noaux_dp2_pp2_ep2": "dp=2,pp=2,ep=2"}
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("expert_worker.py", LAUNCHES)  # one launch per size, shared with the other MoE modules
+want("expert_worker.py", LAUNCHES, 400)  # in the one launch per size (launch_cases)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def results(tmp_path_factory) -> dict:
     """2 processes (pp=2) and 4 (dp=2,pp=2,ep=2), in the shared launches."""
     tmp = tmp_path_factory.mktemp("moe_pipeline")
     return {k: v for n, _ in LAUNCHES
-            for k, v in shared_results("expert_worker.py", n, tmp, 400).items()}
+            for k, v in shared_results("expert_worker.py", n, tmp).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:

@@ -30,7 +30,7 @@ ZERO1 = ("ep2_zero1", "dp4_ep2_zero1")  # pp = 1: every rank holds the whole mod
 
 
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("expert_worker.py", LAUNCHES)  # one launch per size, shared with the other MoE modules
+want("expert_worker.py", LAUNCHES, 400)  # in the one launch per size (launch_cases)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def results(tmp_path_factory) -> dict:
     """2 and 4 processes, in the shared launches."""
     tmp = tmp_path_factory.mktemp("moe_sp_zero1")
     return {k: v for n, _ in LAUNCHES
-            for k, v in shared_results("expert_worker.py", n, tmp, 400).items()}
+            for k, v in shared_results("expert_worker.py", n, tmp).items()}
 
 
 def _rel(a: list[float], b: list[float]) -> float:

@@ -17,7 +17,8 @@ import pytest
 from accelbench.results.store import ResultStore
 from tests.dist import local_slurm
 
-pytestmark = pytest.mark.dist
+# one 2-rank launch at a time, beside the "dist" group's launches (tests/conftest.py)
+pytestmark = [pytest.mark.dist, pytest.mark.xdist_group("dist-2ranks")]
 JOB_LIMIT_S = 300
 
 

@@ -1,4 +1,8 @@
-"""`accelbench train` on several processes: launched cells, layouts, timeouts, bad layouts."""
+"""`accelbench train` on several processes: launched cells, layouts, timeouts, bad layouts.
+
+The launched-cell checks of tp=2, pp=2 and ZeRO-3 read the sparse cells of
+tests/dist/test_sparsity_dist.py (one launch each, shared; how ranks are combined into a record
+does not depend on the masks), dp=2 a dense cell of its own that measures the peak."""
 
 import math
 
@@ -9,8 +13,11 @@ from accelbench.bench.train.spec import TrainSpec, resolve_model_source
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
+from tests.dist.test_sparsity_dist import sparse_cell
 
-pytestmark = pytest.mark.dist
+# one test process runs this module and test_sparsity_dist.py (their shared cells), one 2-rank
+# launch at a time, beside the "dist" group's launches (tests/conftest.py)
+pytestmark = [pytest.mark.dist, pytest.mark.xdist_group("dist-2ranks")]
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, vocab_size=1024, n_positions=64)
 # A peak given, as a datasheet's would be: measuring the GEMM peak costs ~10 s a sweep on this
 # CPU and is tested once (test_launched_cell_combines_the_ranks, its first layout)
@@ -30,9 +37,11 @@ def _spec(**changes):
                                     "dp=2,zero=3"])
 def test_launched_cell_combines_the_ranks(layout):
     measured = layout == MEASURED_PEAK_LAYOUT  # the parent measures the peak, as a CPU run does
-    sink = []
-    outcome = run_train_sweep(_spec(layout=layout, peaks=() if measured else GIVEN_PEAKS),
-                              sink.append)[0]
+    if measured:
+        sink = []
+        outcome = run_train_sweep(_spec(layout=layout, peaks=()), sink.append)[0]
+    else:  # test_sparsity_dist.py's cell of this layout (a given peak), launched once for both
+        outcome, sink = sparse_cell(layout)
     assert outcome.status == "ok", outcome.reason
     m = outcome.metrics
     dp = 2 if layout.startswith("dp") else 1

@@ -173,10 +173,8 @@ def layout_world() -> int:
     return torch.distributed.get_world_size()
 
 
-def main() -> None:
-    torch.set_num_threads(1)
-    out_path, cases = sys.argv[1], sys.argv[2:]
-    _, device = init_distributed("cpu", timeout_s=120)
+def run(cases: list[str], device: torch.device) -> dict:
+    """Every case in turn on the process group; on rank 0 the results by name ({} elsewhere)."""
     results, references = {}, {}
     rank0 = torch.distributed.get_rank() == 0
     for case in cases:
@@ -189,7 +187,15 @@ def main() -> None:
             if key not in references:
                 references[key] = reference(batches(key[1]), cfg)
             results[name] = {"layout": layout_text, "ranks": ranks, "reference": references[key]}
-    if rank0:
+    return results
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    out_path, cases = sys.argv[1], sys.argv[2:]
+    _, device = init_distributed("cpu", timeout_s=120)
+    results = run(cases, device)
+    if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:
             json.dump(results, f)
     teardown(together=True)

@@ -24,7 +24,8 @@ from tests.unit.cli_run import run_main
 
 TINY = resolve_model("gpt2-tiny")
 SEQ = 64
-pytestmark = pytest.mark.slow  # every test reads the stores a real calibration made
+# every test reads the stores a real calibration made: one test process (xdist group) makes them
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_block_profile")]
 
 
 def _cli(*args: str) -> int:

@@ -29,7 +29,8 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_FILES = ("pyproject.toml", "README.md", "accelbench")
 
-pytestmark = pytest.mark.slow
+# one test process (xdist group) makes the fresh environment every test uses
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_install")]
 
 
 def _closure(name: str) -> list[Distribution]:

@@ -43,7 +43,8 @@ from accelbench.results.report.machines import (
 from accelbench.results.report.sparsity import sparsity_section
 from accelbench.results.store import ResultStore
 
-pytestmark = pytest.mark.slow
+# one test process (xdist group) writes the reports most tests read
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_report")]
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=128)
 FIGURES = ("fig3_block_tflops", "fig4_block_tokens", "table2_scaling", "table3_seq_tokens",

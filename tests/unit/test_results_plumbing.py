@@ -36,7 +36,9 @@ from accelbench.results.record import Record, content_uid
 from accelbench.results.recorder import Recorder
 from accelbench.results.store import ResultStore
 
-pytestmark = pytest.mark.slow  # every test reads a real block sweep's database (a measured peak)
+# most tests read a real block sweep's database (a measured peak): one test process (xdist
+# group) makes it
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_results_plumbing")]
 OLD_DB = Path(__file__).parents[1] / "data" / "results_v1.db"
 
 
