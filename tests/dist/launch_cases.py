@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from accelbench.bench.outcome import Outcome
+from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.parallel.launch import launch_torchrun
@@ -70,3 +71,12 @@ def shared_sweep(spec: TrainSpec) -> tuple[list[Outcome], list[Outcome]]:
         sink: list[Outcome] = []
         _SWEPT[spec] = run_train_sweep(spec, sink.append), sink
     return _SWEPT[spec]
+
+
+def worker_load(ranks: list[dict]) -> list[RankResult]:
+    """A case worker's per-rank dicts (moe_load and mesh coordinates) as the runner's
+    RankResult, so the record's own summing (summed_expert_load) reads them."""
+    return [RankResult(rank=i, step_times_s=[], loss=[], moe_load=r["moe_load"],
+                       coords={k: r[k] for k in ("pp", "dp", "tp") if k in r})
+            for i, r in enumerate(ranks)]
+

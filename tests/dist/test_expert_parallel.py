@@ -14,11 +14,10 @@ import pytest
 from accelbench.analytics.flops import dropped_flops
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.metrics import summed_expert_load
-from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
-from tests.dist.launch_cases import shared_results, want
+from tests.dist.launch_cases import shared_results, want, worker_load
 
 pytestmark = pytest.mark.dist
 
@@ -84,9 +83,7 @@ def test_load_per_expert_sums_to_one_process(results, case):
     """Tokens routed and dropped per layer and expert, summed over the ranks (each counts its
     own tokens), equal one process's; capacity factor 1 drops some, dropless none."""
     ref = results[case]["reference"]
-    ranks = [RankResult(rank=i, step_times_s=[], loss=[], moe_load=r["moe_load"],
-                        coords={k: r[k] for k in ("pp", "dp", "tp") if k in r})
-             for i, r in enumerate(results[case]["ranks"])]
+    ranks = worker_load(results[case]["ranks"])
     for key in ("routed", "dropped"):  # the record's sum: over dp, the stages' layers in order
         assert summed_expert_load(ranks, key) == ref[key], (case, key)
     dropped = sum(map(sum, ref["dropped"]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.bench.train.metrics import summed_expert_load
-from tests.dist.launch_cases import shared_results, want
+from tests.dist.launch_cases import shared_results, want, worker_load
 
 pytestmark = pytest.mark.dist
 
@@ -62,7 +62,7 @@ def test_routed_tokens_summed_over_ranks_equal_one_process(results, case):
     count): one process's. Under sp each tp rank routed its shard and holds the sum over its
     tp group, so nothing is counted twice or lost."""
     ref, ranks = results[case]["reference"], results[case]["ranks"]
-    assert summed_expert_load(ranks, "routed") == ref["routed"], case
+    assert summed_expert_load(worker_load(ranks), "routed") == ref["routed"], case
     assert sum(map(sum, ref["routed"])) > 0
     if "sp" in case:  # the tp ranks of one replica hold the same (whole sequence's) load
         for rank in ranks:
