@@ -11,12 +11,12 @@ shard the profiler records. A case 'name:moe:dtype:layout' is tests/dist/comm_mo
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import torch
+from shared_launch import launched  # this folder: the script's own, on the path
 from torch.profiler import ProfilerActivity, profile
 
 from accelbench.bench.train.build import build_trainer
@@ -25,7 +25,6 @@ from accelbench.bench.train.steps import _forward_backward, _optimizer_step
 from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import comm_calls_per_step
-from accelbench.parallel.dist import init_distributed, teardown
 from accelbench.parallel.gather import gather_rank_results
 
 CFG = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
@@ -115,13 +114,7 @@ def run(cases: list[str], device: torch.device) -> dict:
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    out_path, cases = sys.argv[1], sys.argv[2:]
-    _, device = init_distributed("cpu", timeout_s=120)
-    results = run(cases, device)
-    if torch.distributed.get_rank() == 0:
-        Path(out_path).write_text(json.dumps(results))
-    teardown(together=True)
+    launched(run)
 
 
 if __name__ == "__main__":

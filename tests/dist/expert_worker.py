@@ -11,12 +11,11 @@ tiny step's CPU time: only where a test reads it).
 
 from __future__ import annotations
 
-import json
-import sys
 from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
+from shared_launch import launched  # this folder: the script's own, on the path
 
 from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
@@ -24,7 +23,7 @@ from accelbench.models.gpt import GPT
 from accelbench.models.moe import Experts, Routing, expert_load, local_dispatch, moe_layers
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
-from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
+from accelbench.parallel.dist import make_mesh, mean_over_replicas
 from accelbench.parallel.expert import (
     ExpertParallelDispatch,
     is_expert_param,
@@ -226,14 +225,7 @@ def run(cases: list[str], device: torch.device) -> dict:
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    out_path, cases = sys.argv[1], sys.argv[2:]
-    _, device = init_distributed("cpu", timeout_s=120)
-    results = run(cases, device)
-    if dist.get_rank() == 0:
-        with open(out_path, "w") as f:
-            json.dump(results, f)
-    teardown(together=True)
+    launched(run)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 buffers this implementation's collectives carry, as the profiler sees them on gloo: moe-tiny on
 4 CPU processes (comm_worker.py's launch of 4, shared with the dense cases), 2 micro-batches;
 dense gradients over dp and experts over their expert-data-parallel group at zero 0, 1 and 3,
-sequence parallelism's MoE gradient sums over tp, a pipeline. The all-to-all's rows per rank depend on the routing: their calls are checked
-per rank, their bytes summed over the ranks (every row a rank sends another receives, so the
-sum of the uniform-routing expectation is exact); the counts exchange exactly per rank."""
+sequence parallelism's MoE gradient sums over tp, a pipeline. The all-to-all's rows per rank
+depend on the routing: their calls are checked per rank, their bytes summed over the ranks
+(every row a rank sends another receives, so the sum of the uniform-routing expectation is
+exact); the counts exchange exactly per rank."""
 
 from __future__ import annotations
 

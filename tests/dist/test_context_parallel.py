@@ -1,7 +1,7 @@
 """Context parallelism reproduces one process: cp=2 and cp=4, alone and with dp, ZeRO and tp
-(+sp), for the GPT-2 form (learned positions) and the Llama form (rotary, grouped-query heads): 5 AdamW
-steps with clipping, every rank's global loss and gradient norm within the tolerance of the
-other layouts (tests/dist/test_parallel.py). The cases run in the shared launches of
+(+sp), for the GPT-2 form (learned positions) and the Llama form (rotary, grouped-query heads):
+5 AdamW steps with clipping, every rank's global loss and gradient norm within the tolerance of
+the other layouts (tests/dist/test_parallel.py). The cases run in the shared launches of
 tests/dist/worker.py (one per world size)."""
 
 from __future__ import annotations

@@ -13,13 +13,12 @@ Llama-style forms with grouped-query attention, anything else GPT-2.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
+from shared_launch import launched  # this folder: the script's own, on the path
 
 from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
@@ -27,7 +26,7 @@ from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.context import context_shard, placement, set_context
-from accelbench.parallel.dist import init_distributed, make_mesh, mean_over_replicas, teardown
+from accelbench.parallel.dist import make_mesh, mean_over_replicas
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.optim import clip_grad_norm_, local_state_bytes, make_optimizer
 from accelbench.parallel.pipeline import PipelineRunner
@@ -191,14 +190,7 @@ def run(cases: list[str], device: torch.device) -> dict:
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    out_path, cases = sys.argv[1], sys.argv[2:]
-    _, device = init_distributed("cpu", timeout_s=120)
-    results = run(cases, device)
-    if torch.distributed.get_rank() == 0:
-        with open(out_path, "w") as f:
-            json.dump(results, f)
-    teardown(together=True)
+    launched(run)
 
 
 if __name__ == "__main__":
