@@ -18,7 +18,7 @@ torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
 DIST = Path(__file__).parent / "dist"
-# Off a terminal the tables fit COLUMNS when it is set (results/fit.py): every test, and every
+# Off a terminal the tables fit COLUMNS when it is set (report/fit.py): every test, and every
 # process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
 # COLUMNS=80); a test of the fitting sets it itself. GNU readline, once imported (pytest imports
 # it), has put LINES and COLUMNS of the terminal it found (80x24 without one) into the C

@@ -2,7 +2,7 @@
 predicted step time of each block, training and multi-process cell against the measured one;
 no torch.
 
-A run comes as a plain dict (results/measured_steps.py reads them from the store): kind
+A run comes as a plain dict (report/measured_steps.py reads them from the store): kind
 ("block", "train"), model (a ModelConfig), seq_len, micro_batch, gas, dtype, n_devices, layout
 (dict), recompute, threads (torch threads a process ran with) and measured_s (the median
 step, or the block's forward + backward), record_id. The profile of the same thread count

@@ -8,7 +8,7 @@ block's batch and dtype, a training sweep's seq, micro-batch, GAS, dtype and rec
 scaling study's device counts) form one sweep; an axis over any other option gives one sweep
 per value. Every cell is planned before anything runs: its memory estimate (analytics), its fit
 verdict against the device's budget (bench/guard.py) and a rough time (FLOPs over the device's
-peak, plus overheads measured on a CPU: ROUGH_TIME). Recording is results/study.py's.
+peak, plus overheads measured on a CPU: ROUGH_TIME). Recording is bench/recording/study.py's.
 """
 
 from __future__ import annotations

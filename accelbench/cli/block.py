@@ -29,12 +29,12 @@ def _run(spec: BlockSpec, db: Path | None, as_json: bool, as_csv: bool,
     there). Cells finished on this machine before are skipped and shown from the store, unless
     rerun; SIGINT/SIGTERM prints what was kept in one line and exits 130/143."""
     from accelbench.bench.block import run_block_sweep
+    from accelbench.bench.recording.recorder import Recorder
+    from accelbench.bench.recording.session import SweepView
     from accelbench.hardware.detect import resolve_device
     from accelbench.hardware.environment import environment
-    from accelbench.results.recorder import Recorder
-    from accelbench.results.session import SweepView
-    from accelbench.results.store import ResultStore
-    from accelbench.results.table import block_table
+    from accelbench.report.table import block_table
+    from accelbench.store.store import ResultStore
 
     spec.validate()
     check_emit(as_json, as_csv, output)

@@ -8,10 +8,10 @@ import typer
 from rich.text import Text
 
 from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
+from accelbench.bench.recording.recorder import Recorder
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
-from accelbench.results.profile import profile_table, profile_with_blocks
-from accelbench.results.recorder import Recorder
-from accelbench.results.store import ResultStore
+from accelbench.report.profile import profile_table, profile_with_blocks
+from accelbench.store.store import ResultStore
 
 _DEFAULT = CalibrateOptions()
 

@@ -25,11 +25,11 @@ def check(
     require_choice("compile-backend", compile_backend, COMPILE_BACKENDS)
     check_emit(json_out, False, None)
     from accelbench.bench.check import run_check, settings_for
+    from accelbench.bench.recording.recorder import Recorder
     from accelbench.hardware.detect import resolve_device
     from accelbench.hardware.environment import environment
-    from accelbench.results.check import check_table
-    from accelbench.results.recorder import Recorder
-    from accelbench.results.store import ResultStore
+    from accelbench.report.check import check_table
+    from accelbench.store.store import ResultStore
 
     target = resolve_device(device)
     recorder = Recorder(ResultStore(db), environment(target))

@@ -46,7 +46,7 @@ from accelbench.data.shards import (
     prepare,
 )
 from accelbench.data.tokenizer import Tokenizer, get_tokenizer, tokenizer_names
-from accelbench.results.table import add_plain_row, plain_table
+from accelbench.report.table import add_plain_row, plain_table
 
 WORKERS_PER_CORE = 4  # more tokenizer processes than this only queue for the cores
 

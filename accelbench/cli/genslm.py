@@ -18,9 +18,9 @@ from accelbench.cli.options import training_command
 from accelbench.cli.train import run_and_show
 from accelbench.config.vocab import GIB
 from accelbench.data.genome_corpus import codon_tokenizer_name
-from accelbench.results.fit import KEY
-from accelbench.results.record import Record
-from accelbench.results.table import add_plain_row, plain_table, train_table
+from accelbench.report.fit import KEY
+from accelbench.report.table import add_plain_row, plain_table, train_table
+from accelbench.store.record import Record
 
 
 def _probe_table(records: list[Record]) -> Table:

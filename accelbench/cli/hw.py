@@ -11,8 +11,8 @@ from rich.table import Table
 from accelbench.cli.common import out
 from accelbench.config.vocab import DTYPES, PEAK_PRECISIONS
 from accelbench.hardware.specs import SPECS
-from accelbench.results.fit import KEY
-from accelbench.results.table import add_plain_row, plain_table
+from accelbench.report.fit import KEY
+from accelbench.report.table import add_plain_row, plain_table
 
 
 def _spec_table() -> Table:

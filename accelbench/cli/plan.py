@@ -47,14 +47,14 @@ from accelbench.cli.common import console
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
-from accelbench.results.measured import measured_training_runs
-from accelbench.results.measured_steps import measured_step_runs, profiles_by_threads
-from accelbench.results.plan_profile import resolve_profile
-from accelbench.results.store import ResultStore
-from accelbench.results.table import add_plain_row, plain_table
+from accelbench.report.measured import measured_training_runs
+from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
+from accelbench.report.plan_profile import resolve_profile
+from accelbench.report.table import add_plain_row, plain_table
+from accelbench.store.store import ResultStore
 
 # Tables and their notes on `out` (stdout, never reads markup: cli.common's kind of console, whose
-# tables fit its width, results/fit.py); messages on `console` (stderr) as plain text.
+# tables fit its width, report/fit.py); messages on `console` (stderr) as plain text.
 out = type(console)(markup=False, highlight=False)
 
 
@@ -72,7 +72,7 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-# Each column with its priority (results/fit.py: 0 always shown; 1, 2, ...: left out when
+# Each column with its priority (report/fit.py: 0 always shown; 1, 2, ...: left out when
 # narrow, the largest first): the layout and the plan's figures with their intervals stay (the
 # flags are also the "!" lines below the table).
 _PLAN_COLUMNS = {"#": 0, "dp": 0, "tp": 0, "pp": 0, "vp": 2, "cp": 2, "ep": 2, "mb": 0,

@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from accelbench.cli.common import console, out
-from accelbench.results.report import DEFAULT_TOKENS, make_report
-from accelbench.results.store import default_db_path
+from accelbench.report import DEFAULT_TOKENS, make_report
+from accelbench.store.store import default_db_path
 
 
 def report(

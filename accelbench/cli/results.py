@@ -1,6 +1,6 @@
 """`accelbench results list | show ID | export | import FILE | merge DB... --into DB`: read the
-results store back, bring back records a sweep could not write (results/unsaved.py), and merge
-databases (results/merge.py)."""
+results store back, bring back records a sweep could not write (store/unsaved.py), and merge
+databases (store/merge.py)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ import typer
 
 from accelbench.cli.common import console, emit, out
 from accelbench.config.errors import ConfigError, require_choice
-from accelbench.results.export import (
+from accelbench.report.export import (
     OUTPUT_ALLOWED,
     check_output,
     to_flat_json,
     to_parquet,
     write_text,
 )
-from accelbench.results.jsontext import dumps
-from accelbench.results.listing import list_table, select
-from accelbench.results.merge import merge
-from accelbench.results.record import STATUSES
-from accelbench.results.store import ResultStore
-from accelbench.results.unsaved import read_records
+from accelbench.report.listing import list_table, select
+from accelbench.store.jsontext import dumps
+from accelbench.store.merge import merge
+from accelbench.store.record import STATUSES
+from accelbench.store.store import ResultStore
+from accelbench.store.unsaved import read_records
 
 results_app = typer.Typer(help="Read stored results.", no_args_is_help=True)
 DB_HELP = "SQLite results file (default: $ACCELBENCH_DB or XDG)."

@@ -17,7 +17,7 @@ from accelbench.cli.common import cell_lines, check_emit, console, emit, table_c
 from accelbench.cli.options import training_command
 from accelbench.cli.train import recorded, sweep_view
 from accelbench.config.units import parse_int_list
-from accelbench.results.table import scale_table, train_table
+from accelbench.report.table import scale_table, train_table
 
 
 @training_command(skip=SCALE_SKIPS, **SCALE_DEFAULTS)
@@ -30,9 +30,9 @@ def scale(
     zero: int = typer.Option(0, help="ZeRO stage of the data-parallel layout (0-3)."),
 ) -> None:
     """Run one training cell at each device count and report table II's columns."""
+    from accelbench.bench.recording.resume import stored_summary
+    from accelbench.bench.recording.session import open_recorder
     from accelbench.bench.scale import ScaleSpec, run_scale, summary_outcome, validate_scale
-    from accelbench.results.resume import stored_summary
-    from accelbench.results.session import open_recorder
 
     base = build_spec(options)
     study = validate_scale(ScaleSpec(base, parse_int_list("devices", devices), mode, zero))

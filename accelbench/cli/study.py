@@ -19,15 +19,15 @@ from accelbench.cli.common import console, out
 from accelbench.cli.options import RERUN_HELP
 from accelbench.config.errors import ConfigError
 from accelbench.config.study import AUTO, load_study, parse_study, study_files, user_study_dir
-from accelbench.results.cell_lines import StudyLines
-from accelbench.results.fit import FitTable
-from accelbench.results.record import Record
-from accelbench.results.report import make_report
-from accelbench.results.store import default_db_path
+from accelbench.report import make_report
+from accelbench.report.cell_lines import StudyLines
+from accelbench.report.fit import FitTable
+from accelbench.store.record import Record
+from accelbench.store.store import default_db_path
 
 if TYPE_CHECKING:  # planning and running import torch: loaded when a study is planned
+    from accelbench.bench.recording.study import ExperimentResult, StudyView
     from accelbench.bench.study import StudyPlan
-    from accelbench.results.study import ExperimentResult, StudyView
 
 MAIN_STUDY = "emani2023"
 study_app = typer.Typer(help="Studies: named sets of experiments run as one (docs/study.md).",
@@ -168,7 +168,7 @@ class _Progress(ProgressColumn):
 def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
     """The study's view: lines on stderr above one progress bar on a terminal; off one (a log,
     a pipe), a line per cell run with its time and the study's ETA instead of the bar."""
-    from accelbench.results.study import StudyView
+    from accelbench.bench.recording.study import StudyView
 
     def failed(record: Record) -> None:
         _say(f"  {record.status}: {record.reason}", "yellow")
@@ -190,7 +190,7 @@ def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
 
 def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     """One row per experiment: cells by status, skipped ones, what was left out and why."""
-    from accelbench.results.study import ExperimentResult
+    from accelbench.bench.recording.study import ExperimentResult
 
     table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile}"),
                      title_justify="left")
@@ -216,9 +216,9 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
             wide: bool = False) -> Path:
     """Run a checked plan into the store (each cell stored as it finishes), print the summary
     on stdout; the database's path. A signal ends it with the line of what was kept."""
-    from accelbench.results.interrupted import SweepInterrupted
-    from accelbench.results.session import open_recorder
-    from accelbench.results.study import run_study
+    from accelbench.bench.recording.interrupted import SweepInterrupted
+    from accelbench.bench.recording.session import open_recorder
+    from accelbench.bench.recording.study import run_study
 
     recorder = open_recorder(db, device)
     assert recorder is not None  # a study is not run under torchrun

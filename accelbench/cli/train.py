@@ -12,22 +12,22 @@ from rich.text import Text
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import training_command
-from accelbench.results.record import Record
-from accelbench.results.table import train_table
+from accelbench.report.table import train_table
+from accelbench.store.record import Record
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when a command runs, not for --help
     from accelbench.bench.outcome import Outcome
+    from accelbench.bench.recording.session import Sweep, SweepView
     from accelbench.bench.train.metrics import StepReport
     from accelbench.bench.train.spec import TrainSpec
-    from accelbench.results.session import Sweep, SweepView
 
 
 def sweep_view(spec: TrainSpec, quiet: bool,
                lines: Callable[[int, int, str], None] | None = None) -> SweepView:
     """Banner, cell and step lines on stderr; text from outside printed as text; `lines` is
     told of each cell too (off a terminal: a line per finished cell with its time)."""
-    from accelbench.results.lines import step_line
-    from accelbench.results.session import SweepView
+    from accelbench.bench.recording.session import SweepView
+    from accelbench.report.lines import step_line
 
     def step(report: StepReport) -> None:
         console.print(Text("  " + step_line(report, spec.token_unit)), highlight=False)
@@ -50,8 +50,8 @@ def sweep_view(spec: TrainSpec, quiet: bool,
 def recorded(*args, **kwargs) -> list[Record]:
     """record_sweep; a sweep stopped by SIGINT/SIGTERM prints its one line of what was kept and
     exits with 130/143."""
-    from accelbench.results.interrupted import SweepInterrupted
-    from accelbench.results.session import record_sweep
+    from accelbench.bench.recording.interrupted import SweepInterrupted
+    from accelbench.bench.recording.session import record_sweep
 
     try:
         return record_sweep(*args, **kwargs)
@@ -68,7 +68,7 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bo
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
     from accelbench.bench.peak import PEAK_KIND
-    from accelbench.results.session import open_recorder
+    from accelbench.bench.recording.session import open_recorder
 
     check_emit(json_out, csv_out, output)
     recorder = open_recorder(db, spec.device)

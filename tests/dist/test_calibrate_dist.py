@@ -16,8 +16,8 @@ import pytest
 
 from accelbench.analytics.kernels import COLLECTIVE_OPS, bus_factor
 from accelbench.parallel.procs import descendants
-from accelbench.results.profile import load_profile
-from accelbench.results.store import ResultStore
+from accelbench.report.profile import load_profile
+from accelbench.store.store import ResultStore
 from tests.unit.cli_run import run_main
 
 # one 2-rank launch at a time, beside the "dist" group's launches (tests/conftest.py)

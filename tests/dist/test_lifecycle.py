@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench.peak import SweepPeak
+from accelbench.bench.recording.pending import recover
 from accelbench.bench.train.launch import TEST_RELEASE_FILE
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
 from accelbench.parallel.watchdog import read_heartbeats
-from accelbench.results.pending import recover
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 pytestmark = pytest.mark.dist
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, vocab_size=1024, n_positions=64)

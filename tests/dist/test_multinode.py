@@ -25,7 +25,7 @@ import pytest
 
 from accelbench.parallel.liveness import SILENT_AFTER_S
 from accelbench.parallel.procs import descendants
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 pytestmark = pytest.mark.dist
 TRAIN = ["-m", "accelbench", "train", "--model",

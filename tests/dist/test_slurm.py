@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 from tests.dist import local_slurm
 
 # one 2-rank launch at a time, beside the "dist" group's launches (tests/conftest.py)

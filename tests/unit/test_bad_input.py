@@ -329,7 +329,7 @@ def run_case(case: Case, folder: Path) -> tuple[int | str | None, str, str]:
     argv = [part.format(dir=folder) for part in case.argv]
     out, err = io.StringIO(), io.StringIO()
     guards = (
-        mock.patch("accelbench.results.store.ResultStore.__init__", _reached("the store")),
+        mock.patch("accelbench.store.store.ResultStore.__init__", _reached("the store")),
         mock.patch("accelbench.models.gpt.GPT.__init__", _reached("a model")),
         mock.patch("accelbench.models.gpt.Block.__init__", _reached("a model")),
         mock.patch("accelbench.cli.data.prepare", _reached("shard preparation")),

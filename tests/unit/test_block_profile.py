@@ -17,9 +17,9 @@ from accelbench.analytics.profile import block_shape
 from accelbench.cli.main import main
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
-from accelbench.results.measured_steps import measured_step_runs
-from accelbench.results.profile import load_profile
-from accelbench.results.store import ResultStore
+from accelbench.report.measured_steps import measured_step_runs
+from accelbench.report.profile import load_profile
+from accelbench.store.store import ResultStore
 from tests.unit.cli_run import run_main
 
 TINY = resolve_model("gpt2-tiny")

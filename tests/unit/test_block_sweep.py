@@ -6,11 +6,11 @@ import torch
 import accelbench.bench.block as block_mod
 from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.peak import SweepPeak
+from accelbench.bench.recording.recorder import Recorder
 from accelbench.config.presets import get_preset
 from accelbench.config.schema import metric_names
 from accelbench.hardware.environment import environment
-from accelbench.results.recorder import Recorder
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 
 def _spec(**changes):

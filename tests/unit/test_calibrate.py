@@ -30,9 +30,9 @@ from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_sp
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import metric_names
-from accelbench.results.profile import load_profile
-from accelbench.results.store import ResultStore
-from accelbench.results.table import key_figure
+from accelbench.report.profile import load_profile
+from accelbench.report.table import key_figure
+from accelbench.store.store import ResultStore
 from tests.unit.cli_run import run_main
 
 

@@ -33,8 +33,8 @@ from accelbench.bench.calibrate.overheads import (
 from accelbench.bench.calibrate.spec import CalibrateOptions, build_calibrate_spec
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.results.profile import load_profile
-from accelbench.results.store import ResultStore
+from accelbench.report.profile import load_profile
+from accelbench.store.store import ResultStore
 from tests.unit.cli_run import run_main
 
 TINY = ModelConfig("tiny", 1, 2, 32, 97, 64)  # layers, heads, width, vocab, positions

@@ -22,9 +22,9 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.schema import metric_names
 from accelbench.hardware.energy.choose import set_source_factory
 from accelbench.hardware.energy.source import Unavailable
-from accelbench.results.record import Record
-from accelbench.results.report.machines import group_machines
-from accelbench.results.report.overview import check_tables
+from accelbench.report.machines import group_machines
+from accelbench.report.overview import check_tables
+from accelbench.store.record import Record
 from tests.unit.cli_run import run_main
 
 CPU = CheckSettings(torch.device("cpu"), matmul_n=64, matmul_repeats=2,
@@ -163,7 +163,7 @@ def test_the_command_stores_prints_and_reports_the_matrix(monkeypatch, capsys, t
     names = [f["name"] for f in record["metrics"]["features"]]
     assert names == [n for n, _ in QUICK]
     assert "check on cpu" in err
-    from accelbench.results.store import ResultStore
+    from accelbench.store.store import ResultStore
 
     store = ResultStore(db, write=False)
     (stored,) = store.query(kind="check")

@@ -10,7 +10,7 @@ import time
 import pytest
 from cli_run import run_main as _run_main
 
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 
 @pytest.mark.parametrize("args,field", [

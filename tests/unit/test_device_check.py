@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "device-check"
 _LOADER = SourceFileLoader("device_check", str(SCRIPT))

@@ -3,11 +3,11 @@ machine measured it; otherwise it says 'unavailable' with each machine's reason.
 
 from __future__ import annotations
 
-from accelbench.results.record import Record
-from accelbench.results.report.compare import compare_section
-from accelbench.results.report.energy import NOT_RECORDED
-from accelbench.results.report.machines import group_machines
-from accelbench.results.table import train_table
+from accelbench.report.compare import compare_section
+from accelbench.report.energy import NOT_RECORDED
+from accelbench.report.machines import group_machines
+from accelbench.report.table import train_table
+from accelbench.store.record import Record
 
 CPU = {"device_type": "cpu", "device_name": "AMD EPYC", "device_count": 1, "cpu": "AMD EPYC",
        "cpu_count": 2, "torch": "2.13.0+cpu", "host": "vm"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.results.fingerprint import (
+from accelbench.store.fingerprint import (
     ADDED_AT_DEFAULT,
     FINGERPRINT_KEY,
     cell_fingerprint,

@@ -24,7 +24,7 @@ from accelbench.config.schema import metrics_dict
 from accelbench.hardware.specs import get_spec
 from accelbench.models.float8 import convert_blocks, float8_layer_names
 from accelbench.models.gpt import GPT
-from accelbench.results.precision import precision_text
+from accelbench.report.precision import precision_text
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
 

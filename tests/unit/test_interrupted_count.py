@@ -7,10 +7,10 @@ from __future__ import annotations
 import signal
 
 from accelbench.bench.outcome import Outcome
+from accelbench.bench.recording.interrupted import CellSeen, stopped_sweep
+from accelbench.bench.recording.recorder import Recorder
 from accelbench.parallel.procs import Interrupted
-from accelbench.results.interrupted import CellSeen, stopped_sweep
-from accelbench.results.recorder import Recorder
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 
 def test_a_cell_written_before_the_bookkeeping_is_counted(tmp_path):

@@ -14,8 +14,8 @@ from rich.console import Console
 from accelbench.bench.outcome import Outcome
 from accelbench.cli import genslm as genslm_cli
 from accelbench.cli.main import main
-from accelbench.results.record import Record
-from accelbench.results.table import block_table, scale_table, summary_table, train_table
+from accelbench.report.table import block_table, scale_table, summary_table, train_table
+from accelbench.store.record import Record
 
 CLOSE, STYLE = "[/x]", "[bold]"  # rich reads the first as a stray closing tag, the second a style
 ERROR = f"rank 1 said {CLOSE} {STYLE}boom"  # an error text as a failed rank might print it

@@ -2,9 +2,9 @@
 
 from accelbench.analytics.published import validate_measured_runs
 from accelbench.config.schema import TrainMetrics, metrics_dict
-from accelbench.results.measured import measured_training_runs
-from accelbench.results.record import Record
-from accelbench.results.store import ResultStore
+from accelbench.report.measured import measured_training_runs
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
 
 
 def _train_record(device_key, status="ok", mfu=0.45):

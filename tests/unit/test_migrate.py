@@ -13,10 +13,10 @@ import pytest
 from rich.console import Console
 
 from accelbench.config.schema import SCHEMA_VERSION, metric_names
-from accelbench.results.migrate import upgrade
-from accelbench.results.record import Record
-from accelbench.results.store import ResultStore
-from accelbench.results.table import block_table, summary_table, train_table
+from accelbench.report.table import block_table, summary_table, train_table
+from accelbench.store.migrate import upgrade
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
 
 V1_DB = Path(__file__).parents[1] / "data" / "results_v1.db"
 

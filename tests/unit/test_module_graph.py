@@ -9,8 +9,8 @@ from pathlib import Path
 import accelbench
 
 ROOT = Path(accelbench.__file__).parent
-LAYERS = ("config", "hardware", "analytics", "models", "data", "parallel", "bench", "results",
-          "cli")
+LAYERS = ("config", "hardware", "analytics", "store", "models", "data", "parallel", "bench",
+          "report", "cli")
 
 
 def _module_name(path: Path) -> str:

@@ -5,8 +5,8 @@ import torch
 
 from accelbench.bench import peak as peak_mod
 from accelbench.bench.metrics import peak_warning
-from accelbench.results.record import Record
-from accelbench.results.table import peak_captions
+from accelbench.report.table import peak_captions
+from accelbench.store.record import Record
 
 
 @pytest.mark.parametrize("kernel", peak_mod.GEMM_KERNELS)

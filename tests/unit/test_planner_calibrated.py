@@ -38,7 +38,7 @@ from accelbench.analytics.published import (
 from accelbench.analytics.steptime import TrainSetup, estimate_step, layer_rates
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.results.plan_profile import resolve_profile
+from accelbench.report.plan_profile import resolve_profile
 from tests.unit.cli_run import run_main
 
 SMALL = ModelConfig("small", 2, 8, 512, 1000, 256)

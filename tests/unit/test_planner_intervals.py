@@ -229,7 +229,7 @@ def _fp16_cell() -> dict:
 def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
         monkeypatch, tmp_path) -> None:
     import accelbench.cli.plan as plan_cli
-    from accelbench.results.plan_profile import resolve_profile
+    from accelbench.report.plan_profile import resolve_profile
 
     profile = resolve_profile(_cpu_profile_file(tmp_path, {"device_type": "cpu"}), None)
     assert "no fp16 GEMM curve" in (missing_precision(_fp16_cell(), {2: profile}) or "")

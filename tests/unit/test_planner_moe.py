@@ -180,8 +180,8 @@ def test_plan_command_shows_ep_and_the_all_to_all_share() -> None:
 
 
 def test_report_layout_cell_shows_the_all_to_all_share() -> None:
-    from accelbench.results.record import Record
-    from accelbench.results.report.training import all_to_all_text
+    from accelbench.report.training import all_to_all_text
+    from accelbench.store.record import Record
 
     moe = Record("train", "ok", {"layout": {"dp": 2, "ep": 2}}, {},
                  metrics={"all_to_all_fraction": 0.123})

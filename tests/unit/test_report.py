@@ -20,6 +20,7 @@ import torch
 from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeak
+from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.scale import ScaleSpec, summary_outcome
 from accelbench.bench.train.search import run_longest_seq_sweep
 from accelbench.bench.train.spec import TrainSpec
@@ -29,19 +30,18 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
-from accelbench.results.record import Record
-from accelbench.results.recorder import Recorder
-from accelbench.results.report import build_report, make_report
-from accelbench.results.report.draw import render
-from accelbench.results.report.machines import (
+from accelbench.report import build_report, make_report
+from accelbench.report.draw import render
+from accelbench.report.machines import (
     fingerprint,
     group_machines,
     machine_name,
     pick_baseline,
     short_version,
 )
-from accelbench.results.report.sparsity import sparsity_section
-from accelbench.results.store import ResultStore
+from accelbench.report.sparsity import sparsity_section
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
 
 # one test process (xdist group) writes the reports most tests read
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_report")]
@@ -333,8 +333,8 @@ def test_report_loads_in_chromium_with_every_image_drawn(two, tmp_path):
 
 def test_a_report_of_one_study_keeps_only_its_records():
     from accelbench.config.errors import ConfigError
-    from accelbench.results.record import Record
-    from accelbench.results.report import only_study
+    from accelbench.report import only_study
+    from accelbench.store.record import Record
 
     def rec(study):
         spec = {"study": {"name": study, "experiment": "gas", "profile": "quick"}} if study else {}

@@ -12,17 +12,17 @@ import pytest
 from accelbench.analytics.confidence import prediction_interval
 from accelbench.analytics.plan_input import PlanInput, resolve_plan_input, run_plan
 from accelbench.config.presets import get_preset
-from accelbench.results.record import Record
-from accelbench.results.report.block import block_section
-from accelbench.results.report.content import PREDICTED
-from accelbench.results.report.machines import group_machines
-from accelbench.results.report.predict import (
+from accelbench.report.block import block_section
+from accelbench.report.content import PREDICTED
+from accelbench.report.machines import group_machines
+from accelbench.report.predict import (
     INTERVAL_NOTE,
     Prediction,
     block_prediction,
     train_prediction,
 )
-from accelbench.results.report.training import TABLE_CAPTION, measure_header
+from accelbench.report.training import TABLE_CAPTION, measure_header
+from accelbench.store.record import Record
 
 H100 = {"device_type": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8,
         "device_spec_key": "h100-sxm", "torch": "2.11.0"}

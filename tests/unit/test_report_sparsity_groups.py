@@ -5,11 +5,11 @@ of scripts/device-check stopped the report there with a TypeError)."""
 
 from __future__ import annotations
 
-from accelbench.results.record import Record
-from accelbench.results.report.cells import Rate, points_series
-from accelbench.results.report.machines import group_machines
-from accelbench.results.report.seqlen import seq_section
-from accelbench.results.report.sparsity import _groups, sparsity_section
+from accelbench.report.cells import Rate, points_series
+from accelbench.report.machines import group_machines
+from accelbench.report.seqlen import seq_section
+from accelbench.report.sparsity import _groups, sparsity_section
+from accelbench.store.record import Record
 
 ENV = {"device_type": "cpu", "device_name": "CPU", "device_count": 1, "cpu": "CPU",
        "cpu_count": 2, "torch": "2.13.0+cpu", "host": "vm"}

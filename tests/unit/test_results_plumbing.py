@@ -23,18 +23,18 @@ from cli_run import run_main as _run_main
 
 from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.outcome import Outcome
+from accelbench.bench.recording.recorder import Recorder
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TrainMetrics, metric_names, metrics_dict
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
-from accelbench.results.export import HEAD_COLUMNS, flat_table, to_parquet
-from accelbench.results.fingerprint import machine_fingerprint
-from accelbench.results.jsontext import loads
-from accelbench.results.merge import merge
-from accelbench.results.record import Record, content_uid
-from accelbench.results.recorder import Recorder
-from accelbench.results.store import ResultStore
+from accelbench.report.export import HEAD_COLUMNS, flat_table, to_parquet
+from accelbench.store.fingerprint import machine_fingerprint
+from accelbench.store.jsontext import loads
+from accelbench.store.merge import merge
+from accelbench.store.record import Record, content_uid
+from accelbench.store.store import ResultStore
 
 # most tests read a real block sweep's database (a measured peak): one test process (xdist
 # group) makes it

@@ -16,6 +16,8 @@ import torch
 
 from accelbench.bench import scale as scale_mod
 from accelbench.bench.outcome import Outcome
+from accelbench.bench.recording.recorder import Recorder
+from accelbench.bench.recording.resume import FinishedCells, Resume
 from accelbench.bench.scale import ScaleSpec, run_scale
 from accelbench.bench.train import launch as launch_mod
 from accelbench.bench.train import search as search_mod
@@ -26,7 +28,7 @@ from accelbench.bench.train.sweep import run_local_sweep
 from accelbench.cli.main import main
 from accelbench.config.layout import Layout
 from accelbench.hardware.environment import environment
-from accelbench.results.fingerprint import (
+from accelbench.store.fingerprint import (
     FINGERPRINT_KEY,
     FINISHED,
     IGNORED_SPEC_FIELDS,
@@ -36,10 +38,8 @@ from accelbench.results.fingerprint import (
     cell_fingerprint,
     machine_fingerprint,
 )
-from accelbench.results.record import STATUSES
-from accelbench.results.recorder import Recorder
-from accelbench.results.resume import FinishedCells, Resume
-from accelbench.results.store import ResultStore
+from accelbench.store.record import STATUSES
+from accelbench.store.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"device_type": "cpu", "device_name": "AMD EPYC", "device_count": 1,

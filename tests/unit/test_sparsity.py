@@ -280,7 +280,7 @@ def test_the_table_of_a_sparsity_sweep_shows_level_speedup_and_loss_against_dens
 
     from rich.console import Console
 
-    from accelbench.results.table import train_table
+    from accelbench.report.table import train_table
 
     base = {"seq_len": 32, "micro_batch": 2, "gas": 1, "dtype": "fp32", "recompute": "none"}
     dense = SimpleNamespace(spec={**base, "sparsity": 0.0}, status="ok", reason="",

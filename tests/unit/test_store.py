@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from accelbench.results.export import to_csv, to_json
-from accelbench.results.record import Record
-from accelbench.results.store import ResultStore, default_db_path
+from accelbench.report.export import to_csv, to_json
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore, default_db_path
 
 
 def _record(status="ok", run_id="r1", **metrics):

@@ -24,14 +24,14 @@ import pytest
 from cli_run import run_main as _run_main
 
 from accelbench.bench.outcome import Outcome
+from accelbench.bench.recording.recorder import Recorder, RecordsNotStored
 from accelbench.config.errors import ConfigError
-from accelbench.results.dbfile import retry_busy
-from accelbench.results.export import to_csv, to_json
-from accelbench.results.jsontext import FLOAT_TAG, dumps, loads
-from accelbench.results.record import Record
-from accelbench.results.recorder import Recorder, RecordsNotStored
-from accelbench.results.store import ResultStore
-from accelbench.results.unsaved import read_records, unsaved_path
+from accelbench.report.export import to_csv, to_json
+from accelbench.store.dbfile import retry_busy
+from accelbench.store.jsontext import FLOAT_TAG, dumps, loads
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
+from accelbench.store.unsaved import read_records, unsaved_path
 
 ROOT = os.geteuid() == 0
 TINY_BLOCK = ["block", "--model", "gpt2-tiny", "--seq", "16", "--dtype", "fp32", "--repeats",
@@ -241,8 +241,8 @@ def test_an_old_store_reads_unchanged_and_takes_uids_on_its_next_record(tmp_path
 _WORKER = r"""
 import sys, time
 from pathlib import Path
-from accelbench.results.record import Record
-from accelbench.results.store import ResultStore
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
 db, gate, i = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 (gate.parent / f"ready{i}").touch()
 while not gate.exists():
@@ -326,8 +326,8 @@ def test_the_db_file_alone_holds_every_record_after_the_sweep(monkeypatch, capsy
 
 _KILLED = r"""
 import os, signal, sys
-from accelbench.results.record import Record
-from accelbench.results.store import ResultStore
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
 store = ResultStore(sys.argv[1])
 for k in range(3):
     store.add(Record(kind="block", status="ok", spec={"k": k}, environment={}))

@@ -18,7 +18,7 @@ from accelbench.bench.train.options import TrainOptions, build_spec, with_defaul
 from accelbench.cli import study as cli_study
 from accelbench.config.schema import PeakMetrics
 from accelbench.config.study import BUILTIN_DIR, load_study, parse_study
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 GOOD = """
 title = "t"

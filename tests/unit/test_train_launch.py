@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench.outcome import Outcome
+from accelbench.bench.recording.interrupted import SweepInterrupted
+from accelbench.bench.recording.pending import recover
+from accelbench.bench.recording.recorder import Recorder
+from accelbench.bench.recording.session import SweepView, open_recorder, record_sweep
 from accelbench.bench.train import launch as train_launch
 from accelbench.bench.train.cell_folder import (
     LAUNCH_FILE,
@@ -29,11 +33,7 @@ from accelbench.config.presets import get_preset
 from accelbench.parallel.launch import LaunchResult, root_cause
 from accelbench.parallel.procs import Interrupted, signals_raise
 from accelbench.parallel.watchdog import HangWatch, HeartbeatWriter
-from accelbench.results.interrupted import SweepInterrupted
-from accelbench.results.pending import recover
-from accelbench.results.recorder import Recorder
-from accelbench.results.session import SweepView, open_recorder, record_sweep
-from accelbench.results.store import ResultStore
+from accelbench.store.store import ResultStore
 
 SPEC = TrainSpec(model=get_preset("gpt2-tiny"), seq_lens=(32,), micro_batches=(2,), gas=(1,),
                  dtypes=("fp32",), steps=2, warmup_steps=1, device="cpu", nproc=2)

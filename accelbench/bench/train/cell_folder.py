@@ -11,10 +11,11 @@
     cell-<id>/outcome.json  rank 0's outcome, once every rank's results are gathered
     cell-<id>/final.json    the outcome the launcher made of it, just before handing it over
 
-Inside a recording session (`recording_into`, entered by results/session.py) a folder is removed
-once its outcome has been recorded: when the next cell starts or the session ends. If the
-`accelbench` process dies first, results/pending.py records what the folder holds the next time
-that database is opened. Outside a session nothing could recover it, so it is removed at once.
+Inside a recording session (`recording_into`, entered by bench/recording/session.py) a folder
+is removed once its outcome has been recorded: when the next cell starts or the session ends. If
+the `accelbench` process dies first, bench/recording/pending.py records what the folder holds the
+next time that database is opened. Outside a session nothing could recover it, so it is removed
+at once.
 """
 
 from __future__ import annotations

@@ -1,0 +1,89 @@
+"""The study's report: records from one or several results databases (one per machine) ->
+the paper's tables and figures regenerated, machines compared, what differs between their
+runs; written as a self-contained HTML page, Markdown, and each figure as PNG and SVG.
+
+build_report reads and computes (no matplotlib); write_report (render.py) draws (matplotlib, a
+dependency imported only when drawing, so the other commands start fast) and writes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from accelbench.config.errors import ConfigError
+from accelbench.config.paths import check_out_dir
+from accelbench.store.record import Record
+
+if TYPE_CHECKING:
+    from accelbench.report.content import Report
+    from accelbench.report.render import Written
+
+DEFAULT_TOKENS = 1e9
+TITLE = "accelbench report: LLM training on AI accelerators"
+
+
+def study_name(record: Record) -> str | None:
+    """The study a record was measured for (spec.study.name), or None."""
+    tag = record.spec.get("study")
+    return tag.get("name") if isinstance(tag, dict) else None
+
+
+def only_study(loaded: list[tuple[str, Record]], study: str | None) -> list[tuple[str, Record]]:
+    """The records of one study (all of them when study is None); ConfigError naming the
+    studies present when it has none."""
+    if study is None:
+        return loaded
+    kept = [(source, r) for source, r in loaded if study_name(r) == study]
+    if not kept:
+        present = sorted({n for _, r in loaded if (n := study_name(r))})
+        raise ConfigError("study", f"no records of study {study!r} in these databases",
+                          ", ".join(present) or "none: run 'accelbench study run' first")
+    return kept
+
+
+def build_report(db_paths: Sequence[Path], baseline: str | None = None,
+                 tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Report:
+    """Every section from the records of these databases (of one study, when named);
+    ConfigError on bad input. The sections are imported here, and the renderer in make_report:
+    the commands import this package (for DEFAULT_TOKENS) and start faster without them."""
+    from accelbench.report.block import block_section
+    from accelbench.report.compare import compare_section
+    from accelbench.report.content import Report
+    from accelbench.report.fairness import fairness_section
+    from accelbench.report.gas import gas_section
+    from accelbench.report.genslm import genslm_section
+    from accelbench.report.machines import group_machines, load_records, pick_baseline
+    from accelbench.report.overview import machines_section
+    from accelbench.report.scaling import scaling_section
+    from accelbench.report.seqlen import seq_section
+    from accelbench.report.sparsity import sparsity_section
+
+    if not math.isfinite(tokens) or tokens <= 0:
+        raise ConfigError("tokens", f"must be a positive number, got {tokens!r}", "> 0")
+    if not db_paths:
+        raise ConfigError("db", "no database given", "one or more --db files")
+    machines = group_machines(only_study(load_records(db_paths), study))
+    base = pick_baseline(machines, baseline)
+    sections = (machines_section(machines, base), block_section(machines),
+                scaling_section(machines), seq_section(machines), gas_section(machines),
+                sparsity_section(machines), genslm_section(machines),
+                compare_section(machines, base, tokens), fairness_section(machines))
+    intro = (f"{sum(len(m.records) for m in machines)} records from "
+             f"{len(db_paths)} database(s), {len(machines)} machine(s).",)
+    return Report(TITLE, intro, sections)
+
+
+def make_report(db_paths: Sequence[Path], out_dir: Path, baseline: str | None = None,
+                tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Written:
+    """build_report, then write_report into out_dir (a folder that exists or can be made,
+    checked before any database is read)."""
+    from accelbench.report.render import write_report
+
+    check_out_dir(out_dir)
+    return write_report(build_report(db_paths, baseline, tokens, study), out_dir)
+
+
+__all__ = ["DEFAULT_TOKENS", "build_report", "make_report", "only_study"]

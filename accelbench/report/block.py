@@ -1,0 +1,155 @@
+"""Figures 3 and 4 of the study (the transformer-block micro-benchmark): forward and backward
+TFLOPS, and forward+backward tokens/s and MFU, against batch, one series per machine and
+precision, from kind 'block' records; the planner's assumed compute rate where the device has
+a datasheet."""
+
+from __future__ import annotations
+
+from accelbench.report.cells import (
+    DOES_NOT_FIT,
+    Rate,
+    gib,
+    latest,
+    pct,
+    phase_rate,
+    points_series,
+    status_text,
+    varying_label,
+    wide_range,
+)
+from accelbench.report.content import PREDICTED, Figure, Panel, Section, Series, Table
+from accelbench.report.machines import Machine
+from accelbench.report.paper import cite
+from accelbench.report.predict import (
+    HEADER,
+    INTERVAL_NOTE,
+    Prediction,
+    block_prediction,
+    prediction_text,
+)
+from accelbench.store.record import Record
+
+SOURCE = ("kind 'block' records: <phase>_tflops_per_device, forward_backward_tokens_per_s_per_"
+          "device, forward_backward_mfu, error bars from <phase>_time_s_min/max; the study's "
+          f"figures 3 and 4 ({cite('figs. 3-4')}: one GPT-2 XL layer, seq 1024, batch 8-64)")
+
+
+def _series_key(record: Record) -> tuple:
+    s = record.spec
+    return (s.get("model_name"), s.get("seq_len"), s.get("dtype"), bool(s.get("compile")),
+            bool(s.get("tf32")))
+
+
+def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
+    """(machine index, series key) -> the latest record of each batch, batch order."""
+    groups: dict[tuple, list[Record]] = {}
+    for m in machines:
+        blocks = [r for r in m.records if r.kind == "block"]
+        for record in latest(blocks, lambda r: (_series_key(r), r.spec.get("batch"))).values():
+            groups.setdefault((m.index, *_series_key(record)), []).append(record)
+    return {k: sorted(v, key=lambda r: r.spec.get("batch") or 0) for k, v in sorted(
+        groups.items(), key=lambda kv: tuple(str(p) for p in kv[0]))}
+
+
+def _labels(groups: dict[tuple, list[Record]], machines: list[Machine]) -> list[str]:
+    names = {m.index: m.label for m in machines}
+    parts = [{"machine": names[k[0]], "precision": k[3], "model": f"{k[1]} seq {k[2]}",
+              "options": " ".join(w for w, on in (("compiled", k[4]), ("tf32", k[5])) if on)}
+             for k in groups]
+    return varying_label(parts)
+
+
+def _mfu_rate(record: Record) -> Rate | None:
+    """forward+backward MFU with the spread of its time."""
+    mfu = record.metrics.get("forward_backward_mfu")
+    r = phase_rate(record, "forward_backward", "tokens")
+    if mfu is None or r is None:
+        return None
+    return r.scaled(mfu / r.value)
+
+
+def _series(label: str, records: list[Record], value) -> Series:
+    return points_series(label, [(r.spec["batch"], value(r) if r.status == "ok" else None,
+                                  r.status == "oom") for r in records])
+
+
+def _planner(label: str, records: list[Record]) -> list[Series]:
+    """The planner's assumed TFLOPS for the series' device, flat over its batches, with its
+    80% interval (drawn as a band)."""
+    ok = [r for r in records if r.status == "ok"]
+    pred = block_prediction(ok[0]) if ok else None
+    if not isinstance(pred, Prediction):
+        return []
+    xs = tuple(float(r.spec["batch"]) for r in records)
+    n = len(xs)
+    low, high = ((pred.bounds[0],) * n, (pred.bounds[1],) * n) if pred.bounds else (None, None)
+    return [Series(f"{label} planner", xs, (pred.value,) * n, low, high, kind=PREDICTED)]
+
+
+def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figure, Figure]:
+    items = list(zip(labels, groups.values(), strict=True))
+    xlog = wide_range(r.spec["batch"] for _, rs in items for r in rs)
+
+    def tflops(phase: str) -> Panel:
+        series = [_series(lab, rs, lambda r, p=phase: _tflops(r, p)) for lab, rs in items]
+        planner = [s for lab, rs in items for s in _planner(lab, rs)]
+        return Panel(f"{phase} pass", "batch (sequences)", "TFLOPS per device",
+                     tuple(series + planner), xlog)
+
+    fig3 = Figure("fig3_block_tflops", "Transformer block: TFLOPS against batch",
+                  (tflops("forward"), tflops("backward")),
+                  "Figure 3 of the study, regenerated: model TFLOPS per device of one "
+                  "transformer layer, error bars from the fastest and slowest repetition; "
+                  f"x at the axis: {DOES_NOT_FIT}; dotted: the planner's assumed rate, "
+                  "shaded: its 80% prediction interval (an estimate from the shipped published "
+                  "runs' leave-one-source-out residuals, as accelbench plan gives it).")
+    tokens = Panel("forward + backward", "batch (sequences)", "tokens/s per device",
+                   tuple(_series(lab, rs, lambda r: phase_rate(r, "forward_backward",
+                                                               "tokens"))
+                         for lab, rs in items), xlog)
+    mfu = Panel("model FLOPs utilisation", "batch (sequences)",
+                "MFU (fraction of dense peak)",
+                tuple(_series(lab, rs, _mfu_rate) for lab, rs in items), xlog)
+    fig4 = Figure("fig4_block_tokens", "Transformer block: tokens/s and MFU against batch",
+                  (tokens, mfu),
+                  "Figure 4 of the study, regenerated: forward+backward tokens/s per device "
+                  "and MFU against each machine's own peak for the precision that ran; error "
+                  f"bars from the repetitions; x at the axis: {DOES_NOT_FIT}.")
+    return fig3, fig4
+
+
+def _tflops(record: Record, phase: str) -> Rate | None:
+    """A phase's TFLOPS per device with its spread."""
+    r = phase_rate(record, phase, "flops")
+    return r.scaled(1e-12) if r else None
+
+
+def _row(label: str, r: Record) -> tuple[str, ...]:
+    m = r.metrics
+    cells = [_tflops(r, p) for p in ("forward", "backward")]
+    tokens = phase_rate(r, "forward_backward", "tokens")
+    ok = r.status == "ok"
+    return (label, str(r.spec.get("batch")), status_text(r),
+            *(c.text(".3g") if ok and c else "-" for c in cells),
+            tokens.text() if ok and tokens else "-", pct(m.get("forward_backward_mfu"), 2),
+            gib(m.get("mem_added_bytes_per_rank_max")), gib(m.get("mem_estimate_bytes_per_rank")),
+            prediction_text(block_prediction(r), ".3g") if ok else "-")
+
+
+def block_section(machines: list[Machine]) -> Section:
+    """Figures 3-4 and the table of every block cell."""
+    title = "Transformer block (figures 3-4)"
+    groups = _groups(machines)
+    if not groups:
+        return Section("block", title, SOURCE, ("No block records.",))
+    labels = _labels(groups, machines)
+    rows = tuple(_row(lab, r) for lab, rs in zip(labels, groups.values(), strict=True)
+                 for r in rs)
+    table = Table("Block cells", ("series", "batch", "status", "fwd TFLOPS", "bwd TFLOPS",
+                                  "tokens/s f+b", "MFU f+b", "mem GiB", "est. GiB",
+                                  f"planner TFLOPS f+b {HEADER}"), rows,
+                  "Throughput at the median repetition, (slowest-fastest) after it; mem: "
+                  "measured peak above the cell's start; est.: the analytics estimate; "
+                  "planner: its compute efficiency times the datasheet's dense peak; "
+                  f"{INTERVAL_NOTE} (that of one compute-limited device).")
+    return Section("block", title, SOURCE, (), _figures(groups, labels), (table,))

@@ -1,0 +1,169 @@
+"""Reading one record for a report: throughput with the spread of its repeated measurements,
+labels, the cell's settings, and number formats. Shared by every section."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.config.vocab import GIB
+from accelbench.report.content import MEASURED, Series
+from accelbench.store.record import Record
+
+DOES_NOT_FIT = "does not fit"
+SCALE_CELL = "scale_devices"  # spec field of a scaling study's per-count cells
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A throughput over the median time, and over the slowest and fastest repetition."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+    def scaled(self, factor: float) -> Rate:
+        """The same rate in another unit (TFLOPS from FLOP/s, per device from global)."""
+        return Rate(self.value * factor, None if self.low is None else self.low * factor,
+                    None if self.high is None else self.high * factor)
+
+    def text(self, fmt: str = ",.0f", unit: str = "") -> str:
+        """'1,234 (1,100-1,300)': the median's rate, then the slowest and fastest; a unit
+        such as 'x' after each number."""
+        if self.low is None or self.high is None:
+            return f"{self.value:{fmt}}{unit}"
+        return f"{self.value:{fmt}}{unit} ({self.low:{fmt}}-{self.high:{fmt}}{unit})"
+
+
+def rate(amount: float | None, median: float | None, fastest: float | None = None,
+         slowest: float | None = None, iqr: float | None = None) -> Rate | None:
+    """amount / time: at the median, and at the slowest and fastest repetition (min/max);
+    without those, the median +- half the interquartile range."""
+    if amount is None or not median:
+        return None
+    if fastest and slowest:
+        return Rate(amount / median, amount / slowest, amount / fastest)
+    if iqr is not None and median > iqr / 2:
+        return Rate(amount / median, amount / (median + iqr / 2), amount / (median - iqr / 2))
+    return Rate(amount / median)
+
+
+def phase_rate(record: Record, phase: str, what: str) -> Rate | None:
+    """A block phase's FLOP/s ('flops') or tokens/s ('tokens') per device, with its spread."""
+    m = record.metrics
+    amount = m.get(f"{phase}_flops") if what == "flops" else m.get("tokens_per_step_global")
+    return rate(amount, m.get(f"{phase}_time_s_median"), m.get(f"{phase}_time_s_min"),
+                m.get(f"{phase}_time_s_max"), m.get(f"{phase}_time_s_iqr"))
+
+
+def train_rate(record: Record, per_device: bool = True) -> Rate | None:
+    """A training cell's tokens/s (per device or global) with the spread of its steps."""
+    m = record.metrics
+    devices = m.get("n_devices") or 1
+    amount = m.get("tokens_per_step_global")
+    if amount is not None and per_device:
+        amount /= devices
+    return rate(amount, m.get("step_time_s_median"), m.get("step_time_s_min"),
+                m.get("step_time_s_max"), m.get("step_time_s_iqr"))
+
+
+def token_unit(record: Record) -> str:
+    """What one token of this record is: 'codon' for GenSLM, else 'token'."""
+    return record.spec.get("token_unit") or "token"
+
+
+def is_training_cell(record: Record, benchmark: str = "train") -> bool:
+    """A training cell of this benchmark that is not a scaling study's per-count cell."""
+    return (record.kind == "train" and record.spec.get("benchmark", "train") == benchmark
+            and SCALE_CELL not in record.spec)
+
+
+def latest(records: Iterable[Record], key: Callable[[Record], Any]) -> dict[Any, Record]:
+    """One record per key: the latest written (a cell measured again replaces the older)."""
+    chosen: dict[Any, Record] = {}
+    for record in sorted(records, key=lambda r: r.created_utc):
+        chosen[key(record)] = record
+    return chosen
+
+
+def layout_text(record: Record) -> str:
+    """The cell's layout as 'dp=1 tp=1 pp=1 zero=0' (fields that matter for comparing)."""
+    layout = record.spec.get("layout") or {}
+    if not layout:
+        return "-"
+    parts = [f"{k}={layout[k]}" for k in ("dp", "tp", "pp", "zero") if k in layout]
+    if layout.get("sp"):
+        parts.append("sp")
+    return " ".join(parts)
+
+
+def canonical(value: Any) -> str:
+    """A value as one comparable text (dicts with sorted keys)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def status_text(record: Record) -> str:
+    """'ok', or 'does not fit' for an oom cell, or the status."""
+    return DOES_NOT_FIT if record.status == "oom" else record.status
+
+
+def num(value: float | None, fmt: str = ",.0f") -> str:
+    """A number, or '-' where there is none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return format(value, fmt)
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage."""
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def gib(value: float | None) -> str:
+    """Bytes in GiB (measured and estimated memory)."""
+    return "-" if value is None else f"{value / GIB:.2f}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as the largest unit that keeps the number readable."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    for unit, size in (("years", 365 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.1f} s"
+
+
+def tflops(value: float | None) -> str:
+    """FLOP/s as TFLOPS with enough digits for a CPU's small numbers."""
+    return "-" if value is None else f"{value / 1e12:.3g}"
+
+
+def varying_label(parts: list[dict[str, str]]) -> list[str]:
+    """Series labels from their parts, keeping only the parts that differ between series
+    (the machine always), joined by ' · '."""
+    if not parts:
+        return []
+    keys = [k for k in parts[0] if k == "machine" or len({p.get(k) for p in parts}) > 1]
+    return [" · ".join(p[k] for k in keys if p.get(k)) for p in parts]
+
+
+def points_series(label: str, points: list[tuple[float, Rate | None, bool]],
+                  kind: str = MEASURED) -> Series:
+    """A series from (x, rate, does-not-fit) points: a rate is drawn with its spread, a point
+    that does not fit is marked at x, a point with neither is left out."""
+    drawn = sorted(((x, r) for x, r, _ in points if r is not None), key=lambda p: p[0])
+    spread = all(r.low is not None and r.high is not None for _, r in drawn)
+    return Series(label, tuple(x for x, _ in drawn), tuple(r.value for _, r in drawn),
+                  tuple(r.low for _, r in drawn) if spread else None,
+                  tuple(r.high for _, r in drawn) if spread else None, kind,
+                  tuple(sorted({x for x, r, misfit in points if misfit and r is None})))
+
+
+def wide_range(xs: Iterable[float]) -> bool:
+    """Whether x values span enough (4x or more) to want a logarithmic axis."""
+    values = [x for x in xs if x and x > 0]
+    return bool(values) and max(values) >= 4 * min(values)

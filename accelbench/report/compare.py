@@ -1,0 +1,204 @@
+"""Comparing machines (point 4 of the study's complaint about fair comparisons): per workload
+and precision, each machine's best measured cell; MFU against the machine's own dense peak;
+the time (and energy, when records carry it) to train a stated number of tokens; speedups over
+a baseline machine; and what differs between the machines' runs of the same experiment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.report.cells import Rate, duration, num, phase_rate, tflops, train_rate
+from accelbench.report.content import Figure, Panel, Section, Series, Table
+from accelbench.report.energy import energy_table, energy_text, unavailable_text
+from accelbench.report.machines import Machine
+from accelbench.store.record import Record
+
+SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
+          "tokens_per_s_global and _per_device, tflops, mfu, peak_flops_per_s_per_device and "
+          "peak_label; energy_per_token_j, tokens_per_j, avg_power_w_per_device, "
+          "energy_source and energy_note; the environment of each machine")
+
+
+def workload(record: Record) -> str | None:
+    """The experiment a record is a cell of: 'block gpt2 seq 256', 'train gpt2-xl seq 1024',
+    'genslm genslm-25m seq 2048'; None for records that are not cells."""
+    s = record.spec
+    if record.kind == "block":
+        return f"block {s.get('model_name')} seq {s.get('seq_len')}"
+    if record.kind == "train":
+        return f"{s.get('benchmark', 'train')} {s.get('model_name')} seq {s.get('seq_len')}"
+    return None
+
+
+@dataclass(frozen=True)
+class Best:
+    """A machine's best ok cell of one workload (and precision): the most tokens/s over all
+    its devices."""
+
+    machine: Machine
+    record: Record
+    total: Rate  # tokens/s, all devices
+    per_device: Rate
+
+    @property
+    def unit(self) -> str:
+        """token or codon."""
+        return self.record.spec.get("token_unit") or "token"
+
+    @property
+    def mfu(self) -> Rate | None:
+        """MFU with the spread of the cell's time."""
+        m = self.record.metrics
+        mfu = m.get("forward_backward_mfu") if self.record.kind == "block" else m.get("mfu")
+        return None if mfu is None else self.per_device.scaled(mfu / self.per_device.value)
+
+    @property
+    def tflops(self) -> float | None:
+        """Model TFLOPS per device."""
+        m = self.record.metrics
+        return (m.get("forward_backward_tflops_per_device") if self.record.kind == "block"
+                else m.get("tflops_per_device"))
+
+
+def _rates(record: Record) -> tuple[Rate, Rate] | None:
+    """(all devices, per device) tokens/s of an ok cell."""
+    if record.status != "ok":
+        return None
+    if record.kind == "block":
+        r = phase_rate(record, "forward_backward", "tokens")
+        return (r, r) if r else None
+    total, each = train_rate(record, per_device=False), train_rate(record)
+    return (total, each) if total and each else None
+
+
+def best_cells(machines: list[Machine], by_precision: bool = True) -> dict[tuple, list[Best]]:
+    """(workload, precision or '') -> each machine's best cell, in machine order."""
+    found: dict[tuple, dict[int, Best]] = {}
+    for m in machines:
+        for r in m.records:
+            name, rates = workload(r), _rates(r)
+            if name is None or rates is None:
+                continue
+            key = (name, str(r.spec.get("dtype")) if by_precision else "")
+            best = found.setdefault(key, {}).get(m.index)
+            if best is None or rates[0].value > best.total.value:
+                found[key][m.index] = Best(m, r, *rates)
+    return {k: [v[i] for i in sorted(v)] for k, v in sorted(found.items())}
+
+
+def peak_source(record: Record) -> str:
+    """'datasheet', 'measured GEMM' or 'none': what the MFU divides by."""
+    label = str(record.metrics.get("peak_label") or "none")
+    if label.startswith("datasheet"):
+        return "datasheet"
+    return "measured GEMM" if label.startswith("measured") else "none"
+
+
+def cell_settings(record: Record) -> str:
+    """'batch 2' (block) or 'mb 2 gas 4 recompute none, 1 device(s)'."""
+    s = record.spec
+    if record.kind == "block":
+        return f"batch {s.get('batch')}"
+    return (f"mb {s.get('micro_batch')} gas {s.get('gas')} recompute {s.get('recompute')}, "
+            f"{record.metrics.get('n_devices') or 1} device(s)")
+
+
+def mfu_table(best: dict[tuple, list[Best]]) -> Table:
+    """Per device and precision: tokens/s, TFLOPS and MFU against each machine's own peak."""
+    rows = tuple((name, precision, b.machine.label, b.per_device.text(),
+                  num(b.tflops, ".3g"), b.mfu.text(".2%") if b.mfu else "-",
+                  tflops(b.record.metrics.get("peak_flops_per_s_per_device")),
+                  peak_source(b.record), cell_settings(b.record))
+                 for (name, precision), items in best.items() for b in items)
+    return Table("Per device and precision", ("workload", "precision", "machine",
+                                               "tokens/s per device", "TFLOPS per device",
+                                               "MFU", "dense peak TFLOPS", "peak source",
+                                               "best cell"), rows,
+                 "Each machine's best cell (most tokens/s over all its devices) per workload "
+                 "and precision; MFU against that machine's own dense peak for the precision "
+                 "that ran (a datasheet's, or a GEMM peak measured on a device without one); "
+                 "(slowest-fastest repetition or step). GenSLM workloads count codons.")
+
+
+def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table:
+    """Time and energy to train `tokens` tokens at each machine's best measured cell."""
+    rows = tuple((name, precision, b.machine.label, str(b.record.metrics.get("n_devices") or 1),
+                  b.total.text(), duration(tokens / b.total.value), energy_text(b.record, tokens))
+                 for (name, precision), items in best.items() for b in items)
+    return Table(f"Time to train {tokens:,.3g} tokens",
+                 ("workload", "precision", "machine", "devices", "tokens/s (all devices)",
+                  "time", "energy"), rows,
+                 f"{tokens:,.0f} tokens (codons for GenSLM) at the best measured rate of each "
+                 "machine, all its devices in the cell; a block workload is one layer, not a "
+                 "model. Energy: that cell's joules per token over its timed steps, times the "
+                 "tokens, or why it has none (docs/energy.md).")
+
+
+def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
+                  ) -> list[tuple[str, ...]]:
+    ref = next((b for b in items if b.machine.index == base.index), None)
+    rows = []
+    for b in items:
+        if ref is None:
+            total = each = "baseline did not run it"
+        else:
+            total = b.total.scaled(1 / ref.total.value).text(".2f", "x")
+            each = f"{b.per_device.value / ref.per_device.value:.2f}x"
+        rows.append((name, precision, b.machine.label, b.total.text(), total, each))
+    return rows
+
+
+def speedup_table(best: dict[tuple, list[Best]], base: Machine) -> Table:
+    """Each machine's best tokens/s over the baseline machine's, all devices and per device."""
+    rows = tuple(row for (name, precision), items in best.items()
+                 for row in _speedup_rows(name, precision, items, base))
+    return Table(f"Speedup over {base.label}", ("workload", "precision", "machine",
+                                               "tokens/s (all devices)", "speedup",
+                                               "speedup per device"), rows,
+                 "Best measured tokens/s of each machine over the baseline's for the same "
+                 "workload and precision; the speedup's range from the spread of each "
+                 "machine's own cell.")
+
+
+def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base: Machine
+                   ) -> Figure:
+    """Grouped bars: MFU, and speedup over the baseline, per workload and precision."""
+    categories = tuple(f"{name}\n{precision}" for name, precision in best)
+    mfu, speed = [], []
+    for m in machines:
+        at = [(i, b) for i, items in enumerate(best.values()) for b in items
+              if b.machine.index == m.index]
+        mfus = [(i, b.mfu) for i, b in at if b.mfu]
+        mfu.append(Series(m.label, tuple(float(i) for i, _ in mfus),
+                          tuple(r.value for _, r in mfus), tuple(r.low for _, r in mfus),
+                          tuple(r.high for _, r in mfus)))
+        refs = {i: b for i, items in enumerate(best.values()) for b in items
+                if b.machine.index == base.index}
+        ups = [(i, b.total.scaled(1 / refs[i].total.value)) for i, b in at if i in refs]
+        speed.append(Series(m.label, tuple(float(i) for i, _ in ups),
+                            tuple(r.value for _, r in ups), tuple(r.low for _, r in ups),
+                            tuple(r.high for _, r in ups)))
+    return Figure("compare_machines", "Machines compared: MFU and speedup",
+                  (Panel("MFU against each machine's own peak", "workload, precision",
+                         "MFU (fraction of dense peak)", tuple(mfu), categories=categories),
+                   Panel(f"speedup over {base.label}", "workload, precision",
+                         "speedup (tokens/s over baseline)", tuple(speed),
+                         categories=categories)),
+                  "Each machine's best cell per workload and precision; error bars from the "
+                  "spread of that cell's repetitions or steps.")
+
+
+def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Section:
+    """Per device and precision, time to train, speedup over the baseline."""
+    best = best_cells(machines)
+    title = "Comparing machines"
+    if not best:
+        return Section("compare", title, SOURCE, ("No ok block or training cells to compare.",))
+    text = (f"{len(machines)} machine(s); baseline {base.label} (choose another with "
+            "--baseline NAME or NUMBER).",)
+    energy = energy_table(best, tokens)
+    text += () if energy else (unavailable_text(best),)
+    tables = (mfu_table(best), time_table(best, tokens), speedup_table(best, base))
+    return Section("compare", title, SOURCE, text, (compare_figure(best, machines, base),),
+                   tables + ((energy,) if energy else ()))
+

@@ -1,0 +1,123 @@
+"""Figure 6 of the study (gradient accumulation): tokens/s and the speedup over GAS 1
+against GAS, from kind 'train' records whose cells differ only in GAS, with the paper's
+published GAS speedups drawn beside ours, labelled with their system."""
+
+from __future__ import annotations
+
+from accelbench.report.cells import (
+    Rate,
+    canonical,
+    points_series,
+    train_rate,
+    varying_label,
+    wide_range,
+)
+from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
+from accelbench.report.machines import Machine
+from accelbench.report.paper import FIG6_GAS, cite
+from accelbench.report.predict import (
+    HEADER,
+    INTERVAL_NOTE,
+    prediction_text,
+    train_prediction,
+)
+from accelbench.report.training import training_cells
+from accelbench.store.record import Record
+
+SOURCE = ("kind 'train' records (benchmark train) that differ only in GAS: "
+          "tokens_per_s_per_device with step_time_s_min/max; the study's figure 6 "
+          f"({cite('fig. 6')}), whose stated speedups are drawn beside ours")
+GROUP_FIELDS = ("model_name", "seq_len", "micro_batch", "dtype", "recompute", "compile", "tf32",
+                "data")
+
+
+def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
+    """(machine, cell less GAS) -> its records by GAS; only groups with two GAS values or more."""
+    groups: dict[tuple, list[Record]] = {}
+    for m, r in training_cells(machines, "train"):
+        key = (m.index, m.label, *(canonical(r.spec.get(f)) for f in GROUP_FIELDS),
+               canonical(r.spec.get("layout")))
+        groups.setdefault(key, []).append(r)
+    return {k: sorted(v, key=lambda r: r.spec["gas"]) for k, v in groups.items()
+            if len({r.spec["gas"] for r in v}) > 1}
+
+
+def _labels(groups: dict[tuple, list[Record]]) -> list[str]:
+    parts = []
+    for key, records in groups.items():
+        s = records[0].spec
+        parts.append({"machine": key[1], "model": str(s.get("model_name")),
+                      "precision": str(s.get("dtype")), "seq": f"seq {s.get('seq_len')}",
+                      "mb": f"micro-batch {s.get('micro_batch')}",
+                      "recompute": f"recompute {s.get('recompute')}"})
+    return varying_label(parts)
+
+
+def _base(records: list[Record]) -> Rate | None:
+    """The GAS 1 cell's tokens/s, when it ran."""
+    ones = [r for r in records if r.spec["gas"] == 1 and r.status == "ok"]
+    return train_rate(ones[0]) if ones else None
+
+
+def _speedup(r: Record, base: Rate | None) -> Rate | None:
+    rate = train_rate(r) if r.status == "ok" else None
+    return rate.scaled(1 / base.value) if rate and base else None
+
+
+def published_series() -> list[Series]:
+    """The paper's GAS speedups, from 1.0 at GAS 1, each labelled with its system."""
+    return [Series(f"published: {p.system}, {p.setup}", (1.0, float(p.gas)), (1.0, p.speedup),
+                   kind=PUBLISHED) for p in FIG6_GAS]
+
+
+def _figure(groups: dict[tuple, list[Record]], labels: list[str]) -> Figure:
+    items = list(zip(labels, groups.values(), strict=True))
+    xs = [float(p.gas) for p in FIG6_GAS] + [r.spec["gas"] for _, rs in items for r in rs]
+    tokens = [points_series(lab, [(r.spec["gas"], train_rate(r) if r.status == "ok" else None,
+                                   r.status == "oom") for r in rs]) for lab, rs in items]
+    speedups = [points_series(lab, [(r.spec["gas"], _speedup(r, _base(rs)),
+                                     r.status == "oom") for r in rs]) for lab, rs in items]
+    empty = "no records with more than one GAS value"
+    return Figure("fig6_gas", "Gradient accumulation: throughput and speedup against GAS",
+                  (Panel("throughput", "gradient accumulation steps (GAS)",
+                         "tokens/s per device", tuple(tokens), wide_range(xs), empty),
+                   Panel("speedup over GAS 1", "gradient accumulation steps (GAS)",
+                         "speedup (tokens/s over GAS 1)",
+                         tuple(speedups + published_series()), wide_range(xs))),
+                  "Figure 6 of the study, regenerated: ours with error bars from the fastest "
+                  "and slowest timed step; hollow squares: the speedups the paper "
+                  f"states ({cite('fig. 6')}), labelled with their system.")
+
+
+def _rows(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[tuple[str, ...], ...]:
+    rows = []
+    for label, records in zip(labels, groups.values(), strict=True):
+        base = _base(records)
+        for r in records:
+            rate, speed = train_rate(r) if r.status == "ok" else None, _speedup(r, base)
+            rows.append((label, str(r.spec["gas"]), r.status if r.status != "oom"
+                         else "does not fit", rate.text() if rate else "-",
+                         speed.text(".2f", "x") if speed else "-",
+                         prediction_text(train_prediction(r)) if r.status == "ok" else "-"))
+    return tuple(rows)
+
+
+def gas_section(machines: list[Machine]) -> Section:
+    """Figure 6 and its table, with the paper's stated speedups."""
+    title = "Gradient accumulation (figure 6)"
+    groups = _groups(machines)
+    labels = _labels(groups)
+    published = Table("Published GAS speedups", ("system", "setup", "GAS", "speedup over GAS 1",
+                                                  "source"),
+                      tuple((p.system, p.setup, f"1 -> {p.gas}", f"{p.speedup:.2f}x",
+                             cite("fig. 6")) for p in FIG6_GAS))
+    text = () if groups else ("No training records with more than one GAS value: the figure "
+                              "shows the paper's published speedups alone.",)
+    ours = Table("Our GAS cells", ("series", "GAS", "status", "tokens/s per device",
+                                   "speedup over GAS 1", f"planner tokens/s per device {HEADER}"),
+                 _rows(groups, labels),
+                 "Speedup: tokens/s over the same cell's at GAS 1; (slowest-fastest step); "
+                 f"planner: {INTERVAL_NOTE}.")
+    tables = (ours, published) if groups else (published,)
+    return Section("gas", title, SOURCE, text, (_figure(groups, labels),), tables)
+

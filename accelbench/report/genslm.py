@@ -1,0 +1,88 @@
+"""Table IV of the study (GenSLM): codons/s, MFU and memory of the genome language model's
+cells (kind 'train', benchmark genslm), and the longest sequence that fits, from the search's
+'seq-search' probes and the measured cell's spec.seq_search."""
+
+from __future__ import annotations
+
+from accelbench.report.cells import latest, train_rate
+from accelbench.report.content import Section, Table
+from accelbench.report.machines import Machine
+from accelbench.report.paper import cite
+from accelbench.report.training import (
+    CELL_HEADER,
+    TABLE_CAPTION,
+    cell_columns,
+    measure_columns,
+    measure_header,
+    seq_figure,
+    training_cells,
+)
+from accelbench.store.record import Record
+
+SOURCE = ("kind 'train' records with spec.benchmark 'genslm' (throughput in codons/s: "
+          "tokens_per_s_per_device, spec.token_unit codon), kind 'seq-search' probes and the "
+          f"measured cell's spec.seq_search; the study's table IV ({cite('table IV')})")
+SEARCH_FIELDS = ("model_name", "dtype", "micro_batch", "gas", "recompute")
+
+
+def _search_key(machine: Machine, r: Record) -> tuple:
+    return (machine.index, machine.label, *(str(r.spec.get(f)) for f in SEARCH_FIELDS))
+
+
+def _searches(machines: list[Machine]) -> dict[tuple, dict]:
+    """Per machine and searched cell: probes that fit and not, and the measured cell."""
+    found: dict[tuple, dict] = {}
+    for m in machines:
+        for r in m.records:
+            if r.kind == "seq-search" and r.spec.get("benchmark", "genslm") == "genslm":
+                entry = found.setdefault(_search_key(m, r), {"fit": [], "miss": [], "cell": None})
+                entry["fit" if r.status == "ok" else "miss"].append(r)
+        cells = [r for r in m.records if r.kind == "train" and "seq_search" in r.spec
+                 and r.spec.get("benchmark") == "genslm"]
+        for key, r in latest(cells, lambda r, m=m: _search_key(m, r)).items():
+            found.setdefault(key, {"fit": [], "miss": []})["cell"] = r
+    return found
+
+
+def _search_row(key: tuple, entry: dict) -> tuple[str, ...]:
+    cell = entry["cell"]
+    search = cell.spec["seq_search"] if cell is not None else {}
+    fits = [r.spec["seq_len"] for r in entry["fit"]]
+    misses = [r.spec["seq_len"] for r in entry["miss"]]
+    longest = search.get("largest", max(fits, default=0))
+    first_miss = min((s for s in misses if s > longest), default=None)
+    method = search.get("method") or next((r.spec.get("method") for r in entry["fit"]
+                                           + entry["miss"]), "-")
+    rate = train_rate(cell) if cell is not None and cell.status == "ok" else None
+    measured = rate.text() if rate else (cell.status if cell is not None else "not measured")
+    return (key[1], key[2], key[3], key[4], key[6], str(longest or "none fits"),
+            str(first_miss or "-"), str(method), str(search.get("limit_reason", "-")),
+            measured)
+
+
+def genslm_section(machines: list[Machine]) -> Section:
+    """Table IV: every GenSLM cell, the longest sequence found, and codons/s against length."""
+    title = "GenSLM (table IV)"
+    cells = training_cells(machines, "genslm")
+    searches = _searches(machines)
+    if not cells and not searches:
+        return Section("genslm", title, SOURCE, ("No GenSLM records.",))
+    tables = [Table("GenSLM cells", CELL_HEADER + measure_header("codon"),
+                    tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
+                    TABLE_CAPTION)]
+    if searches:
+        tables.append(Table(
+            "Longest sequence that fits", ("machine", "model", "precision", "micro-batch",
+                                           "recompute", "longest seq", "first that does not fit",
+                                           "decided by", "limited by",
+                                           "codons/s per device at the longest"),
+            tuple(_search_row(k, e) for k, e in searches.items()),
+            "From the search's probes (kind seq-search: ok = fits) and the measured cell's "
+            "spec.seq_search; 'estimate' is the memory estimate against the budget (a CPU, or "
+            "--mem-limit), 'trial' two real steps on the device."))
+    figures = (seq_figure("table4_genslm_codons", "GenSLM throughput against sequence length",
+                          cells, "codon",
+                          "Table IV of the study as a figure: the best GenSLM cell of each "
+                          "machine, model and precision at each length, error bars from its "
+                          "fastest and slowest timed step."),) if cells else ()
+    return Section("genslm", title, SOURCE, (), figures, tuple(tables))

@@ -1,0 +1,31 @@
+"""Measured training runs from the store, in the form the planner's validation takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
+
+
+def measured_run(record: Record) -> dict[str, Any] | None:
+    """One successful training record on a device with a spec row, as the planner's
+    validation takes it (model by name); None for any other record (a CPU run: the planner
+    has no CPU model to predict it with), and not a sparse cell (the validation predicts dense
+    layouts: a 2:4 cell at 0.29x of its dense cell would read as the planner's error)."""
+    key = record.environment.get("device_spec_key")
+    if (record.kind != "train" or record.status != "ok" or not key
+            or record.metrics.get("mfu") is None or float(record.spec.get("sparsity") or 0)):
+        return None
+    s = record.spec
+    return {"model": s["model_name"], "seq_len": s["seq_len"], "micro_batch": s["micro_batch"],
+            "gas": s["gas"], "dtype": s["dtype"], "device_key": key,
+            "n_devices": record.metrics.get("n_devices") or 1,
+            "layout": {**(s.get("layout") or {}), "recompute": s.get("recompute", "none")},
+            "mfu": record.metrics["mfu"], "record_id": record.id}
+
+
+def measured_training_runs(store: ResultStore) -> list[dict[str, Any]]:
+    """Successful training records on devices with a spec row (the planner needs their peaks)."""
+    runs = (measured_run(r) for r in store.query(kind="train", status="ok"))
+    return [run for run in runs if run is not None]

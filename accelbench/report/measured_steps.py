@@ -1,0 +1,60 @@
+"""This machine's measured cells and profiles from a results store, in the form
+analytics/measured_steps.py validates: block and training records on a device with no
+datasheet row (a CPU), each with its measured seconds, and the profiles by thread count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.analytics.profile import MachineProfile
+from accelbench.config.model import ModelConfig
+from accelbench.report.profile import PROFILE_KIND, load_profile
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
+
+
+def _threads(record: Record, n_devices: int) -> int:
+    """Torch threads a process of the run had: one a launched rank (as calibrate --threads 1
+    measures it), else the recorded count."""
+    if n_devices > 1:
+        return 1
+    return int(record.environment.get("torch_threads") or record.metrics.get("threads") or 1)
+
+
+def step_run(record: Record) -> dict[str, Any] | None:
+    """A successful block or training record without a datasheet row, as a plain dict; None
+    for any other record."""
+    if record.status != "ok" or record.kind not in ("block", "train") or \
+            record.environment.get("device_spec_key") or "model" not in record.spec:
+        return None
+    s, m = record.spec, record.metrics
+    if record.kind == "block":
+        measured, mb, n = m.get("forward_backward_time_s_median"), s.get("batch"), 1
+        gas, layout = 1, {}
+    else:
+        measured, mb = m.get("step_time_s_median"), s.get("micro_batch")
+        n = int(m.get("n_devices") or 1)
+        gas, layout = s.get("gas", 1), dict(s.get("layout") or {})
+    if not measured or not mb:
+        return None
+    return {"kind": record.kind, "model": ModelConfig(**s["model"]), "seq_len": s["seq_len"],
+            "micro_batch": mb, "gas": gas, "dtype": s["dtype"], "n_devices": n,
+            "layout": layout, "recompute": s.get("recompute", "none"),
+            "threads": _threads(record, n), "measured_s": float(measured),
+            "record_id": record.id}
+
+
+def measured_step_runs(store: ResultStore) -> list[dict[str, Any]]:
+    """Every measured cell of this kind in the store, oldest first."""
+    runs = (step_run(r) for kind in ("block", "train") for r in store.query(kind=kind))
+    return sorted((r for r in runs if r is not None), key=lambda r: r["record_id"])
+
+
+def profiles_by_threads(store: ResultStore) -> dict[int, MachineProfile]:
+    """The newest measured profile at each thread count."""
+    out: dict[int, MachineProfile] = {}
+    for record in sorted(store.query(kind=PROFILE_KIND, status="ok"), key=lambda r: -r.id):
+        threads = int(record.metrics.get("threads") or 0)
+        if threads and threads not in out:
+            out[threads] = load_profile(store, record.id)
+    return out

@@ -1,0 +1,64 @@
+"""The report's opening: where its records come from, and the machines found in them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from accelbench.report.cells import tflops
+from accelbench.report.check import CHECK_HEADER, check_rows, check_summary
+from accelbench.report.content import Section, Table
+from accelbench.report.machines import Machine, short_version
+from accelbench.report.paper import PAPER
+
+
+def _kinds(machine: Machine) -> str:
+    counts = Counter(r.kind for r in machine.records)
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+
+
+def _peaks(machine: Machine) -> str:
+    """Each precision's dense peak once, and where it came from."""
+    seen: dict[str, str] = {}
+    for r in machine.records:
+        m = r.metrics
+        precision = m.get("peak_precision")
+        if precision and precision not in seen and m.get("peak_label"):
+            seen[precision] = (f"{precision} {tflops(m.get('peak_flops_per_s_per_device'))} "
+                               f"TFLOPS ({m['peak_label']})")
+    return "; ".join(seen.values()) or "-"
+
+
+def machines_section(machines: list[Machine], base: Machine) -> Section:
+    """The machines table: number, name, what tells them apart, records, peaks."""
+    rows = tuple((f"M{m.index}" + (" (baseline)" if m.index == base.index else ""), m.name,
+                  str(m.environment.get("device_type")), str(m.environment.get("device_count")),
+                  str(m.environment.get("device_spec_key") or "none"),
+                  short_version(m.environment.get("torch")), str(m.environment.get("cpu")),
+                  str(m.environment.get("host")), ", ".join(m.sources), _kinds(m), _peaks(m))
+                 for m in machines)
+    table = Table("Machines", ("#", "name", "device type", "devices", "hardware table row",
+                               "torch", "CPU", "host", "database", "records", "dense peaks"),
+                  rows, "A machine is one fingerprint of the records' environment: device "
+                  "type, name and count, torch version, CPU and host. The hardware table row "
+                  "(accelbench hw) gives the datasheet peaks and the planner's predictions; "
+                  "'none': no datasheet, peaks measured.")
+    return Section("machines", "Machines", "the environment of every record",
+                   (f"Regenerates the tables and figures of {PAPER} from accelbench's records, "
+                    "and compares the machines that made them.",), (),
+                   (table, *check_tables(machines)))
+
+
+def check_tables(machines: list[Machine]) -> list[Table]:
+    """Each machine's newest feature matrix (accelbench check), where it has one."""
+    tables = []
+    for m in machines:
+        checks = [r for r in m.records if r.kind == "check"]
+        if not checks:
+            continue
+        newest = max(checks, key=lambda r: r.created_utc)
+        tables.append(Table(f"Feature check, M{m.index}", CHECK_HEADER,
+                            tuple(check_rows(newest)),
+                            f"accelbench check on M{m.index} ({check_summary(newest)}, "
+                            f"{newest.created_utc}): ok, unavailable (with why) or failed "
+                            "(with the error) for every feature accelbench uses."))
+    return tables

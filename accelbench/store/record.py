@@ -1,0 +1,85 @@
+"""One immutable result: the full spec, the environment, metrics, raw times and a status."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from accelbench.config.schema import SCHEMA_VERSION
+from accelbench.store.jsontext import dumps, loads
+from accelbench.store.migrate import upgrade
+
+STATUSES = ("ok", "oom", "unsupported", "error", "diverged", "timeout", "interrupted")
+
+
+@dataclass(frozen=True)
+class Record:
+    """A run or one cell of a sweep, as stored; never updated after it is written."""
+
+    kind: str  # "block", "train", ...
+    status: str
+    spec: dict[str, Any]
+    environment: dict[str, Any]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    run_id: str = ""
+    created_utc: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    schema_version: int = SCHEMA_VERSION
+    # unique across stores: an import or a retried write never stores a record twice; "" on
+    # records written before uids existed
+    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    id: int | None = None  # assigned by the store
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    def to_json(self) -> str:
+        """Strict JSON of everything but the store's id (non-finite floats tagged: jsontext)."""
+        data = asdict(self)
+        data.pop("id")
+        return dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, record_id: int | None = None) -> Record:
+        """Rebuild a record read back from the store, at the current schema version (an older
+        record is upgraded in memory: results.migrate; the stored text is not changed)."""
+        return cls.from_dict(loads(text), record_id)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], record_id: int | None = None) -> Record:
+        """A record from its decoded JSON dict (a store row, an export, an unsaved line); an
+        `id` in `data` is dropped for `record_id`, a missing uid reads as ""."""
+        data = {key: value for key, value in upgrade(data).items() if key != "id"}
+        data.setdefault("uid", "")
+        return cls(**data, id=record_id)
+
+    def flat(self) -> dict[str, Any]:
+        """One flat row (spec.*, metrics.*, env.*) for CSV: a list or dict value (a per-rank
+        list, the model's config) is one cell of compact JSON text; raw times stay out."""
+        row: dict[str, Any] = {"id": self.id, "run_id": self.run_id, "kind": self.kind,
+                               "status": self.status, "reason": self.reason,
+                               "created_utc": self.created_utc, "uid": self.uid}
+        for prefix, part in (("spec", self.spec), ("metrics", self.metrics),
+                             ("env", self.environment)):
+            for key, value in part.items():
+                if isinstance(value, dict | list):
+                    value = dumps(value, sort_keys=True, separators=(",", ":"))
+                row[f"{prefix}.{key}"] = value
+        return row
+
+
+def new_run_id() -> str:
+    """An id shared by the cells of one sweep."""
+    return uuid.uuid4().hex[:12]
+
+
+def content_uid(record: Record) -> str:
+    """The uid of a record written before uids existed, from its content (its JSON with an empty
+    uid): the same record gets the same uid wherever it is read, so importing or merging it twice
+    stores it once."""
+    return hashlib.sha256(replace(record, uid="").to_json().encode()).hexdigest()[:32]
