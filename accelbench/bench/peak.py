@@ -1,14 +1,17 @@
 """The peak a utilisation is divided by: the datasheet's dense peak, else a measured GEMM peak.
 
 Within a sweep (SweepPeaks) each precision's peak is decided once: a device with no datasheet
-figure (a CPU) gets a GEMM peak measured once per (device, dtype) with repetitions and their
-spread, stored as its own record ('peak'), and handed to every cell (launched ranks receive it
-in their spec), so every MFU of a sweep is divided by the same number and the caption names it.
+figure (a CPU) gets a GEMM peak measured with repetitions and their spread, stored as its own
+record ('peak'), and handed to every cell (launched ranks receive it in their spec), so every MFU
+of a sweep is divided by the same number and the caption names it. Across sweeps a recording
+session offers the peak this machine measured before (`stored_peaks`): it is reused, so MFUs of
+one machine stay comparable from sweep to sweep; `--remeasure-peak` measures it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -188,6 +191,29 @@ def peak_of(outcome: Outcome) -> SweepPeak | None:
                      m["peak_label"], m.get("sparse_peak_flops_per_s_per_device"))
 
 
+PeakLookup = Callable[[dict], "SweepPeak | None"]
+"""A peak this machine measured before for a peak record's spec (dtype, precision, tf32,
+threads), or None: offered by the recording session, which holds the store."""
+
+_lookups: list[PeakLookup] = []  # the recording sessions' stored peaks, innermost last
+
+
+@contextlib.contextmanager
+def stored_peaks(lookup: PeakLookup) -> Iterator[None]:
+    """Within the block a peak to be measured is first looked up with `lookup` (one peak per
+    machine, reused by every later sweep on it)."""
+    _lookups.append(lookup)
+    try:
+        yield
+    finally:
+        _lookups.pop()
+
+
+def _stored(spec: dict) -> SweepPeak | None:
+    """The stored peak the innermost session offers for this peak spec, if any."""
+    return _lookups[-1](spec) if _lookups else None
+
+
 class SweepPeaks:
     """Each precision's peak for one sweep, decided at its first use; a measured one is sent
     to `sink` as a 'peak' outcome (the record id, when the sink returns a record, is named in
@@ -223,9 +249,12 @@ class SweepPeaks:
         if sheet.flops_per_s is not None:
             return SweepPeak(dtype, sheet.flops_per_s, sheet.precision, sheet.label,
                              sheet.sparse_flops_per_s)
-        metrics, rates = measure_peak(self.device, dtype, self.tf32, self.threads)
         spec = {"workload": PEAK_KIND, "device": str(self.device), "dtype": dtype,
-                "precision": sheet.precision, "tf32": self.tf32, "threads": metrics.threads}
+                "precision": sheet.precision, "tf32": self.tf32, "threads": _threads(self.threads)}
+        reused = _stored(spec)
+        if reused is not None:
+            return reused
+        metrics, rates = measure_peak(self.device, dtype, self.tf32, self.threads)
         stored = self.sink(Outcome(PEAK_KIND, "ok", spec, metrics_dict(metrics),
                                    {"flops_per_s": rates}))
         record = f", record {stored.id}" if getattr(stored, "id", None) is not None else ""

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
+from accelbench.bench.peak import stored_peaks
 from accelbench.bench.recording.interrupted import CellSeen, stopped_sweep
+from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.bench.recording.pending import recover, recovered_line
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.recording.resume import FinishedCells, Resume
@@ -46,10 +48,13 @@ def open_recorder(db: Path | None, device: str) -> Recorder | None:
 
 def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title: str,
                  tag: Callable[[Outcome], Outcome] | None = None,
-                 rerun: bool = False, finished: FinishedCells | None = None) -> list[Record]:
+                 rerun: bool = False, finished: FinishedCells | None = None,
+                 remeasure_peak: bool = False) -> list[Record]:
     """Run a sweep, storing each outcome as it lands and telling the view; the records, in
     sweep order, with the finished ones it skipped (results.resume; none with `rerun`;
-    `finished`: an index of finished cells shared with other sweeps, a study's).
+    `finished`: an index of finished cells shared with other sweeps, a study's). A peak to be
+    measured reuses the one this machine stored before (recording.peaks), unless
+    `remeasure_peak`.
     Launched cells a dead accelbench process left are recorded first (results.pending); SIGINT
     or SIGTERM ends the sweep with SweepInterrupted (results.interrupted) once the running cell
     is recorded as interrupted."""
@@ -71,8 +76,10 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
         return record
 
     try:
-        with signals_raise(), recording_into(str(recorder.store.path), recorder.environment,
-                                             recorder.run_id):
+        lookup = (lambda spec: None) if remeasure_peak else \
+            machine_peaks(recorder.store, recorder.environment)
+        with signals_raise(), stored_peaks(lookup), \
+                recording_into(str(recorder.store.path), recorder.environment, recorder.run_id):
             try:
                 sweep(sink, view.step, seen, resume.skip)
             except Interrupted as stop:

@@ -1,0 +1,54 @@
+"""One measured peak per machine: the store's answer to a sweep about to measure a GEMM peak.
+
+A device with no datasheet peak (a CPU) is measured once per machine fingerprint (the device,
+its software, the host and the torch threads: store/fingerprint.py) and precision; every later
+sweep on that machine divides by the same stored peak, so MFUs of one machine are comparable
+across sweeps. `--remeasure-peak` leaves the lookup out and measures again; a changed
+fingerprint finds nothing and measures anew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from accelbench.bench.peak import PEAK_KIND, PeakLookup, SweepPeak, measured_label
+from accelbench.config.schema import PeakMetrics
+from accelbench.store.fingerprint import machine_fingerprint
+from accelbench.store.record import Record
+from accelbench.store.store import ResultStore
+
+# The peak record's spec fields that must match: what was measured (the device string is not:
+# the machine fingerprint names the device).
+PEAK_IDENTITY = ("dtype", "precision", "tf32", "threads")
+
+
+def _matches(record: Record, spec: dict, machine: str) -> bool:
+    return machine_fingerprint(record.environment) == machine and \
+        all(record.spec.get(key) == spec.get(key) for key in PEAK_IDENTITY)
+
+
+def _as_peak(record: Record) -> SweepPeak:
+    """A stored peak record as the sweep's peak, its label naming the record it came from."""
+    names = {f.name for f in fields(PeakMetrics)}
+    metrics = PeakMetrics(**{k: v for k, v in record.metrics.items() if k in names})
+    when = record.created_utc[:10]
+    return SweepPeak(record.spec["dtype"], metrics.peak_flops_per_s_per_device,
+                     record.spec["precision"],
+                     measured_label(metrics, f", record {record.id} of {when}, reused"))
+
+
+def machine_peaks(store: ResultStore, environment: dict) -> PeakLookup:
+    """Look a peak spec up among this machine's stored peak records (the latest wins)."""
+    machine = machine_fingerprint(environment)
+    cache: dict[str, SweepPeak | None] = {}
+
+    def lookup(spec: dict) -> SweepPeak | None:
+        key = repr([spec.get(k) for k in PEAK_IDENTITY])
+        if key not in cache:
+            found = [r for r in store.query(kind=PEAK_KIND, status="ok")
+                     if _matches(r, spec, machine)]
+            latest = max(found, key=lambda r: r.id or 0, default=None)
+            cache[key] = None if latest is None else _as_peak(latest)
+        return cache[key]
+
+    return lookup
