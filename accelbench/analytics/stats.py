@@ -9,7 +9,7 @@ left empty, marked too_few.
 
 A ratio of two medians (a speedup) has no such exact interval; it is the percentile interval of
 a seeded bootstrap over the independent trials of each condition (deterministic for a seed).
-Simulated A/A studies (tests/unit/test_stats.py) showed it too narrow below 5 trials a condition
+Simulated A/A studies (docs/metrics.md) showed it too narrow below 5 trials a condition
 (about 10% false differences at 3), hence MIN_RATIO_SAMPLES.
 """
 
