@@ -95,6 +95,7 @@ def layout_text(record: Record) -> str:
     if not layout:
         return "-"
     parts = [f"{k}={layout[k]}" for k in ("dp", "tp", "pp", "zero") if k in layout]
+    parts += [f"{k}={layout[k]}" for k in ("cp", "ep") if (layout.get(k) or 1) > 1]
     if layout.get("sp"):
         parts.append("sp")
     return " ".join(parts)

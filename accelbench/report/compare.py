@@ -7,10 +7,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.report.cells import Rate, duration, num, phase_rate, tflops, train_rate
+from accelbench.analytics.params import total_params
+from accelbench.config.errors import ConfigError
+from accelbench.config.model import ModelConfig
+from accelbench.report.cells import (
+    Rate,
+    duration,
+    layout_text,
+    num,
+    phase_rate,
+    tflops,
+    train_rate,
+)
 from accelbench.report.content import Figure, Panel, Section, Series, Table
 from accelbench.report.energy import energy_table, energy_text, unavailable_text
 from accelbench.report.machines import Machine
+from accelbench.store.fingerprint import WORKLOAD_KEY, _global_batch, workload_id
 from accelbench.store.record import Record
 
 SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
@@ -19,15 +31,35 @@ SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_pe
           "energy_source and energy_note; the environment of each machine")
 
 
+def params_text(model: dict) -> str:
+    """'1.56B' or '124M' parameters of a record's model dict; '?' where it cannot be read."""
+    try:
+        n = total_params(ModelConfig(**model))
+    except (TypeError, ValueError, ConfigError):
+        return "?"
+    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
+
+
+def workload_of(record: Record) -> str | None:
+    """The identity of the workload a cell measured (stored with it, or derived from an older
+    record's spec by the same rule: store/fingerprint.py); None for records that are not cells."""
+    return record.spec.get(WORKLOAD_KEY) or workload_id(record.kind, record.spec)
+
+
 def workload(record: Record) -> str | None:
-    """The experiment a record is a cell of: 'block gpt2 seq 256', 'train gpt2-xl seq 1024',
-    'genslm genslm-25m seq 2048'; None for records that are not cells."""
+    """A workload's name for tables: 'block gpt2 124M seq 256 batch 8', 'train gpt2-xl 1.56B
+    seq 1024 batch 16 dp=2'; None for records that are not cells."""
     s = record.spec
+    if workload_of(record) is None:
+        return None
+    name = f"{s.get('benchmark', record.kind)} {s.get('model_name')} "
+    name += f"{params_text(s.get('model') or {})} seq {s.get('seq_len')}"
     if record.kind == "block":
-        return f"block {s.get('model_name')} seq {s.get('seq_len')}"
-    if record.kind == "train":
-        return f"{s.get('benchmark', 'train')} {s.get('model_name')} seq {s.get('seq_len')}"
-    return None
+        return f"{name} batch {s.get('batch')}"
+    layout = layout_text(record)
+    batch = _global_batch(record.kind, s)
+    sparsity = f" sparsity {s['sparsity']:g}" if s.get("sparsity") else ""
+    return f"{name} batch {batch} {layout}{sparsity}".strip()
 
 
 @dataclass(frozen=True)
@@ -71,18 +103,33 @@ def _rates(record: Record) -> tuple[Rate, Rate] | None:
     return (total, each) if total and each else None
 
 
-def best_cells(machines: list[Machine], by_precision: bool = True) -> dict[tuple, list[Best]]:
-    """(workload, precision or '') -> each machine's best cell, in machine order."""
+def _names(machines: list[Machine]) -> dict[str, str]:
+    """Each workload identity's table name, unique within its precision (a workload whose name
+    another one shares, e.g. they differ only in an fp8 recipe, gets its identity's first
+    digits)."""
+    named = {workload_of(r): (workload(r), str(r.spec.get("dtype"))) for m in machines
+             for r in m.records if workload_of(r) is not None}
+    counts: dict[tuple[str, str], int] = {}
+    for pair in named.values():
+        counts[pair] = counts.get(pair, 0) + 1
+    return {key: pair[0] if counts[pair] == 1 else f"{pair[0]} #{key[:6]}"
+            for key, pair in named.items()}
+
+
+def best_cells(machines: list[Machine]) -> dict[tuple[str, str], list[Best]]:
+    """(workload, precision) -> each machine's best cell, in machine order; machines are
+    compared only on identical workloads (workload_of), never on a name that two share."""
+    names = _names(machines)
     found: dict[tuple, dict[int, Best]] = {}
     for m in machines:
         for r in m.records:
-            name, rates = workload(r), _rates(r)
-            if name is None or rates is None:
+            key, rates = workload_of(r), _rates(r)
+            if key is None or rates is None:
                 continue
-            key = (name, str(r.spec.get("dtype")) if by_precision else "")
-            best = found.setdefault(key, {}).get(m.index)
+            group = (names[key], str(r.spec.get("dtype")))
+            best = found.setdefault(group, {}).get(m.index)
             if best is None or rates[0].value > best.total.value:
-                found[key][m.index] = Best(m, r, *rates)
+                found[group][m.index] = Best(m, r, *rates)
     return {k: [v[i] for i in sorted(v)] for k, v in sorted(found.items())}
 
 

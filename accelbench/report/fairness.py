@@ -1,4 +1,4 @@
-"""The fairness section: for each experiment run on more than one machine, what differs
+"""The fairness section: for each workload run on more than one machine, what differs
 between the machines' best runs of it (precision, batch, micro-batch, GAS, recompute, layout,
 devices, software versions, where the peak came from): the paper's own complaint about
 comparing accelerators fairly."""
@@ -14,8 +14,9 @@ from accelbench.report.machines import Machine, short_version
 from accelbench.report.paper import cite
 from accelbench.store.record import Record
 
-SOURCE = ("each machine's best ok cell of each experiment (kind, benchmark, model, sequence "
-          "length): its spec, its metrics' peak_label and optimizer, its environment")
+SOURCE = ("each machine's best ok cell of each workload (store/fingerprint.py WORKLOAD_FIELDS: "
+          "benchmark, model shape, sequence, global batch, precision, layout, sparsity): its "
+          "spec, its metrics' peak_label and optimizer, its environment")
 
 
 def _spec(field: str) -> Callable[[Record], str]:
@@ -63,19 +64,21 @@ def differences(items: list[Best]) -> list[tuple[str, list[str]]]:
 
 
 def fairness_section(machines: list[Machine]) -> Section:
-    """One row per experiment and differing field, a column per machine."""
+    """One row per workload and differing field, a column per machine."""
     title = "Fairness: what differs between the machines' runs"
     intro = ("The paper notes that precision and batch size differ from system to system "
              f"({cite('sec. V-B1, table II')}); a comparison is only as fair as its runs are "
              "alike. "
-             "For each experiment run on more than one machine, the best run of each machine "
-             "(the one the comparison uses) is compared field by field.")
-    shared = [(name, items) for (name, _), items in best_cells(machines, False).items()
-              if len(items) > 1]
+             "Machines are compared only on identical workloads (the same model shape, "
+             "sequence, global batch, precision, layout and sparsity); for each workload run on "
+             "more than one machine, the best run of each machine (the one the comparison uses) "
+             "is compared field by field.")
+    shared = [(f"{name} {precision}", items)
+              for (name, precision), items in best_cells(machines).items() if len(items) > 1]
     if len(machines) < 2 or not shared:
-        return Section("fairness", title, SOURCE, (intro, "No experiment was run on more than "
+        return Section("fairness", title, SOURCE, (intro, "No workload was run on more than "
                                                    "one machine: nothing to compare."))
-    header = ("experiment", "what differs", *(m.label for m in machines))
+    header = ("workload", "what differs", *(m.label for m in machines))
     rows, same = [], []
     for name, items in shared:
         by_machine = {b.machine.index: b for b in items}
@@ -91,4 +94,4 @@ def fairness_section(machines: list[Machine]) -> Section:
     return Section("fairness", title, SOURCE, text, (), (Table(
         "Differences between the machines' best runs", header, tuple(rows),
         "Only fields whose values differ are listed; 'not run': the machine has no ok cell "
-        "of that experiment."),))
+        "of that workload."),))

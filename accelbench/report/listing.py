@@ -16,12 +16,15 @@ from rich.table import Table
 from rich.text import Text
 
 from accelbench.config.errors import ConfigError
+from accelbench.report.cells import layout_text
+from accelbench.report.compare import workload_of
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.machines import machine_name
 from accelbench.report.table import key_figure
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 
+WORKLOAD_ID_CHARS = 6  # of the workload identity: cells with equal ones are comparable
 MACHINE_ID_CHARS = 8  # of the fingerprint, shown in the table (enough to tell machines apart)
 MACHINE_ALLOWED = "a piece of a machine's name, or a prefix of its machine id (results list)"
 
@@ -56,13 +59,20 @@ def select(records: Sequence[Record], machine: str | None = None,
             and (model is None or r.spec.get("model_name") == model)]
 
 
+def ranks(record: Record) -> str:
+    """The processes a cell ran on (a 2-rank CPU run is 2, though the host has 1 device)."""
+    count = record.spec.get("world_size") or record.metrics.get("n_devices")
+    return str(count) if count else "-"
+
+
 def list_table(records: Sequence[Record]) -> Table:
-    """One row per record: id, time, kind, model, status, device (name and count), machine (its
-    id) and key figure; the caption names each machine once (its id, name and host)."""
+    """One row per record: id, time, kind, model, status, device (name and count), ranks,
+    layout, workload (its identity's first digits: equal means comparable), machine (its id)
+    and key figure; the caption names each machine once (its id, name and host)."""
     table = FitTable(title="Results")
     for column, priority in (("id", KEY), ("created (UTC)", 3), ("kind", KEY), ("model", 1),
-                             ("status", KEY), ("device", 2), ("machine", 4),
-                             ("key figure", KEY)):
+                             ("status", KEY), ("device", 2), ("ranks", 1), ("layout", 2),
+                             ("workload", 5), ("machine", 4), ("key figure", KEY)):
         table.add_column(column, overflow="fold", priority=priority,
                          whole=column in ("id", "status", "machine"))
     machines: dict[str, str] = {}
@@ -72,7 +82,8 @@ def list_table(records: Sequence[Record]) -> Table:
         machines.setdefault(machine, f"{machine_name(env)}, host {env.get('host')}")
         table.add_row(*(Text(cell) for cell in (
             str(r.id), r.created_utc[:16].replace("T", " "), r.kind,
-            str(r.spec.get("model_name", "")), r.status, device_label(env), machine,
+            str(r.spec.get("model_name", "")), r.status, device_label(env), ranks(r),
+            layout_text(r), (workload_of(r) or "-")[:WORKLOAD_ID_CHARS], machine,
             key_figure(r))))
     if machines:
         table.caption = Text("machines: " + "; ".join(f"{m} = {name}"

@@ -17,6 +17,7 @@ from typing import Any
 FINGERPRINT_VERSION = 1  # part of every hash: changing the rules below re-measures, never mixes
 
 FINGERPRINT_KEY = "fingerprint"  # the record spec field a sweep stores it in (results.resume)
+WORKLOAD_KEY = "workload_id"  # the record spec field holding the workload's identity (below)
 
 # Statuses that end a cell for good on this machine: running it again would measure the same.
 FINISHED = ("ok", "oom", "unsupported", "diverged")
@@ -35,6 +36,7 @@ IGNORED_SPEC_FIELDS: dict[str, str] = {
     "peaks": "peaks handed to launched ranks (a scaling summary's base spec) are measured "
              "numbers, not choices",
     FINGERPRINT_KEY: "the fingerprint itself",
+    WORKLOAD_KEY: "derived from the spec (workload_identity): it adds nothing to it",
 }
 
 # Fields added to a spec (or to its model or layout) after fingerprint version 1, with the
@@ -136,9 +138,61 @@ def cell_fingerprint(kind: str, spec: dict[str, Any], environment: dict[str, Any
                     "machine": machine_identity(environment)})
 
 
+# What makes two cells one workload, whichever machine ran them: machines are compared only on
+# identical workloads. The split of a global batch into micro-batches and accumulation steps,
+# recompute, compile and the software are how a machine ran it (the report's fairness section
+# lists them), not what it ran.
+WORKLOAD_FIELDS: dict[str, str] = {
+    "benchmark": "train or genslm: the corpus and tokenizer family (a block cell is 'block')",
+    "model": "the model's shape (a preset's, or the checkpoint's config), not its name",
+    "seq_len": "tokens a sequence",
+    "global_batch": "sequences a step: a block cell's batch; a training cell's micro-batch x "
+                    "gradient accumulation x data-parallel replicas",
+    "dtype": "the training precision",
+    "fp8_recipe": "an fp8 cell's scaling recipe",
+    "layout": "how the model is split over devices (dp, tp, pp, cp, ep, zero, ...)",
+    "sparsity": "weight sparsity, with its pattern and mask kind",
+    "sparsity_pattern": "",
+    "sparsity_mask": "",
+}
+WORKLOAD_KINDS = ("block", "train")  # kinds whose records are cells of a workload
+
+
+def _global_batch(kind: str, spec: dict[str, Any]) -> Any:
+    """Sequences a step (None where the spec does not say)."""
+    if kind == "block":
+        return spec.get("batch")
+    dp = (spec.get("layout") or {}).get("dp", 1)
+    mb, gas = spec.get("micro_batch"), spec.get("gas")
+    return None if mb is None or gas is None else mb * gas * dp
+
+
+def workload_identity(kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The WORKLOAD_FIELDS of a cell's spec (a model's later fields at their defaults left out,
+    as for the cell fingerprint); None for a record that is not a cell of a workload."""
+    if kind not in WORKLOAD_KINDS:
+        return None
+    model = {k: v for k, v in (spec.get("model") or {}).items() if k != "name"}
+    layout = spec.get("layout")  # its recompute is how the cell ran, not what
+    layout = {k: v for k, v in layout.items() if k != "recompute"} if layout else layout
+    values = {"benchmark": spec.get("benchmark", kind), "model": model, "layout": layout,
+              "global_batch": _global_batch(kind, spec)}
+    values.update({key: spec.get(key) for key in WORKLOAD_FIELDS if key not in values})
+    return spec_identity(values)
+
+
+def workload_id(kind: str, spec: dict[str, Any]) -> str | None:
+    """A short stable hash of the workload identity (12 hex digits), or None."""
+    identity = workload_identity(kind, spec)
+    return None if identity is None else _sha256({"workload": identity})[:12]
+
+
 def stamped_spec(kind: str, spec: dict[str, Any], environment: dict[str, Any],
                  asked: dict[str, Any] | None = None) -> dict[str, Any]:
     """The spec a record stores: with the fingerprint of the cell as asked (`asked`, where a
-    search made the measured spec differ from it; else the spec itself) on this machine."""
+    search made the measured spec differ from it; else the spec itself) on this machine, and
+    the workload it measured (WORKLOAD_KEY, from the spec as measured)."""
     key = asked if asked is not None else spec
-    return {**spec, FINGERPRINT_KEY: cell_fingerprint(kind, key, environment)}
+    stamped = {**spec, FINGERPRINT_KEY: cell_fingerprint(kind, key, environment)}
+    workload = workload_id(kind, spec)
+    return stamped if workload is None else {**stamped, WORKLOAD_KEY: workload}

@@ -233,8 +233,10 @@ def test_fairness_lists_what_differs(dbs):
     torch_rows = [row for row in table.rows if row[1] == "torch"]
     assert torch_rows and all(row[2:] == (short_version(here["torch"]), B_TORCH)
                               for row in torch_rows)
-    assert {row[0] for row in torch_rows} >= {"block gpt2-tiny seq 16", "train gpt2-tiny seq 32",
-                                              "genslm gpt2-tiny seq 128"}
+    compared = {row[0] for row in torch_rows}
+    for prefix in ("block gpt2-tiny ", "train gpt2-tiny ", "genslm gpt2-tiny "):
+        assert any(name.startswith(prefix) for name in compared), (prefix, compared)
+    assert all(re.search(r" \d[\d.]*M seq \d+ batch \d+", name) for name in compared)
     compare = next(s for s in report.sections if s.key == "compare")
     speedups = compare.tables[2]
     assert {row[2] for row in speedups.rows} == {m for m in table.header[2:]}
