@@ -16,7 +16,7 @@ from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
-from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
+from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metrics
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
@@ -142,7 +142,7 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
     unsupported = dtype_support(device, dtype)
     if unsupported:
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
-    refusal = refuse_if_too_big(estimate, memory_budget_bytes(device, spec.mem_limit_bytes))
+    refusal = refuse_if_too_big(estimate, device, spec.mem_limit_bytes)
     if refusal:
         return Outcome(KIND, "oom", record_spec,
                        block_metrics(BlockMetrics(mem_estimate_bytes_per_rank=estimate)),

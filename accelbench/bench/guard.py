@@ -9,7 +9,7 @@ import torch
 
 from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
-from accelbench.config.vocab import GIB
+from accelbench.config.fit import refusal_reason
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import available_cpu_memory_bytes
 
@@ -26,12 +26,17 @@ def memory_budget_bytes(device: torch.device, mem_limit_bytes: int | None) -> in
     return mem_limit_bytes
 
 
-def refuse_if_too_big(estimate_bytes: float, budget_bytes: int | None) -> str | None:
-    """A reason to refuse before allocating, or None when the estimate fits the budget."""
-    if budget_bytes is not None and estimate_bytes > budget_bytes:
-        return (f"does not fit: estimated {estimate_bytes / GIB:.2f} GiB > budget "
-                f"{budget_bytes / GIB:.2f} GiB (decided before allocating)")
-    return None
+def refuse_if_too_big(estimate_bytes: float, device: torch.device,
+                      mem_limit_bytes: int | None) -> str | None:
+    """A reason to refuse before allocating, or None when the estimate fits the budget; the
+    reason says what decided it (config/fit.py): the user's --mem-limit, or the estimate."""
+    budget_bytes = memory_budget_bytes(device, mem_limit_bytes)
+    if budget_bytes is None or estimate_bytes <= budget_bytes:
+        return None
+    by_user = mem_limit_bytes is not None and budget_bytes == mem_limit_bytes
+    usable = ("80% of the host's available memory" if device.type == "cpu"
+              else "the device's memory")
+    return refusal_reason(estimate_bytes, budget_bytes, by_user, usable)
 
 
 def is_oom(err: BaseException) -> bool:

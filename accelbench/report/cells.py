@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.config.fit import fit_text
 from accelbench.config.vocab import GIB
 from accelbench.report.content import MEASURED, Series
 from accelbench.store.record import Record
 
-DOES_NOT_FIT = "does not fit"
+DOES_NOT_FIT = "does not fit (the tables say whether estimated, measured or by a user budget)"
 SCALE_CELL = "scale_devices"  # spec field of a scaling study's per-count cells
 
 
@@ -107,8 +108,9 @@ def canonical(value: Any) -> str:
 
 
 def status_text(record: Record) -> str:
-    """'ok', or 'does not fit' for an oom cell, or the status."""
-    return DOES_NOT_FIT if record.status == "oom" else record.status
+    """'ok', or 'does not fit (estimated|measured|user budget)' for an oom cell, or the
+    status."""
+    return fit_text(record.status, record.reason)
 
 
 def num(value: float | None, fmt: str = ",.0f") -> str:

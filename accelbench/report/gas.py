@@ -8,6 +8,7 @@ from accelbench.report.cells import (
     Rate,
     canonical,
     points_series,
+    status_text,
     train_rate,
     varying_label,
     wide_range,
@@ -95,9 +96,8 @@ def _rows(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[tuple[s
         base = _base(records)
         for r in records:
             rate, speed = train_rate(r) if r.status == "ok" else None, _speedup(r, base)
-            rows.append((label, str(r.spec["gas"]), r.status if r.status != "oom"
-                         else "does not fit", rate.text() if rate else "-",
-                         speed.text(".2f", "x") if speed else "-",
+            rows.append((label, str(r.spec["gas"]), status_text(r),
+                         rate.text() if rate else "-", speed.text(".2f", "x") if speed else "-",
                          prediction_text(train_prediction(r)) if r.status == "ok" else "-"))
     return tuple(rows)
 

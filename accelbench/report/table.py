@@ -9,6 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from accelbench.config.fit import fit_text
 from accelbench.config.vocab import GIB
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
@@ -77,7 +78,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
                         **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
         m = r.metrics
-        status = "does not fit" if r.status == "oom" else r.status
+        status = fit_text(r.status, r.reason)
         fwd, bwd = m.get("forward_time_s_median"), m.get("backward_time_s_median")
         add_plain_row(
             table,
@@ -185,7 +186,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             table,
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
             precision_text(s, m), s.get("recompute", ""), *level,
-            "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
+            fit_text(r.status, r.reason), _num(t and t * 1e3, ".1f"),
             _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
             _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
             _gib(m.get("mem_estimate_bytes_per_rank")), loss, *vs_dense,

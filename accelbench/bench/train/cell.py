@@ -4,13 +4,15 @@ outcome from every rank's results; one process is rank 0 of one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.distributed as dist
 
 from accelbench.analytics.flops import FORMULA
 from accelbench.analytics.memory import memory_per_device
 from accelbench.bench.dtypes import compute_dtype, dtype_support, set_tf32
-from accelbench.bench.guard import guarded, memory_budget_bytes, refuse_if_too_big
+from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import Peak
@@ -18,12 +20,17 @@ from accelbench.bench.train.metrics import cell_counts, cell_metrics
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec, spec_for_cell
 from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
+from accelbench.config.fit import fit_basis
 from accelbench.config.layout import Layout
 from accelbench.config.schema import TRAIN_SWEPT, TrainMetrics, metrics_dict
+from accelbench.hardware.detect import available_cpu_memory_bytes
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.topology import rank_place
 
 KIND = "train"
+
+
+VERIFIED = "--verify-fit ran it"
 
 
 def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
@@ -45,6 +52,7 @@ def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> 
     for swept in TRAIN_SWEPT:
         shared.pop(swept)
     shared.pop("peaks")
+    shared.pop("verify_fit")  # how a refusal was checked, not the cell: its reason says so
     return {**shared, "workload": KIND, "model_name": spec.model.name,
             **{name: getattr(cell, name) for name in TRAIN_SWEPT.values()},
             "device": device, "layout": layout.to_dict(), "world_size": layout.world_size,
@@ -62,24 +70,37 @@ def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.devi
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
     estimate = estimate_bytes(spec, cell, layout)
     shared_host = local_ranks if device.type == "cpu" else 1
-    reason = refuse_if_too_big(estimate * shared_host,
-                               memory_budget_bytes(device, spec.mem_limit_bytes))
+    reason = refuse_if_too_big(estimate * shared_host, device, spec.mem_limit_bytes)
     if reason is None:
         return None
     metrics = TrainMetrics(mem_estimate_bytes_per_rank=estimate)
     return Outcome(KIND, "oom", record_spec, metrics_dict(metrics), reason=reason)
 
 
+def verifiable(first: Outcome, device: torch.device) -> bool:
+    """Whether a refusal may be run to confirm it (--verify-fit): refused by the estimate, not a
+    user budget, and on a CPU only while the estimate is under the host's available memory (a
+    process over it is killed by the kernel, not told)."""
+    if fit_basis(first.status, first.reason) != "estimated":
+        return False
+    estimate = first.metrics.get("mem_estimate_bytes_per_rank") or 0.0
+    return device.type != "cpu" or estimate < available_cpu_memory_bytes()
+
+
 def run_cell(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
              peak: Peak, progress: StepProgress | None = None,
-             local_ranks: int = 1) -> Outcome | None:
-    """Measure one cell on every rank; rank 0 returns the outcome, the others None.
+             local_ranks: int = 1, verify_fit: bool = False) -> Outcome | None:
+    """Measure one cell on every rank; rank 0 returns the outcome, the others None. With
+    `verify_fit` a cell the estimate refuses is run anyway, its reason saying so.
 
     In a group of several ranks an out-of-memory error is not caught here: peers may be inside
     a collective, so the rank exits and the launcher records 'oom' from its error text.
     """
     spec = spec_for_cell(spec, cell, layout.dp)  # a --tokens budget sets the cell's steps
     first = refusal(spec, cell, layout, device, local_ranks)
+    if first is not None and verify_fit and verifiable(first, device):
+        return _verified(first, guarded(KIND, first.spec, device, lambda: _measure(
+            spec, cell, layout, device, peak, progress, first.spec)))
     if first is not None:
         return first if _rank() == 0 else None
     record_spec = cell_spec(spec, cell, layout, str(device))
@@ -87,6 +108,12 @@ def run_cell(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
         return _measure(spec, cell, layout, device, peak, progress, record_spec)
     return guarded(KIND, record_spec, device,
                    lambda: _measure(spec, cell, layout, device, peak, progress, record_spec))
+
+
+def _verified(first: Outcome, ran: Outcome) -> Outcome:
+    """A refused cell run to confirm it: what it measured, with what the estimate said."""
+    said = f"{VERIFIED}: the estimate had refused it ({first.reason})"
+    return replace(ran, reason=f"{ran.reason}; {said}" if ran.reason else said)
 
 
 def _rank() -> int:

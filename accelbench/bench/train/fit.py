@@ -10,7 +10,6 @@ import torch
 from accelbench.bench.bisection import largest_that_fits
 from accelbench.bench.guard import (
     is_oom,
-    memory_budget_bytes,
     refuse_if_too_big,
     release_device_memory,
 )
@@ -44,13 +43,13 @@ def _fits_by_trial(spec: TrainSpec, cell: TrainCell, device: torch.device) -> bo
 def fit_check(spec: TrainSpec, device: torch.device) -> tuple[Callable[[TrainCell], bool], str]:
     """Whether a cell fits, and how that is decided: by trial on an accelerator (two real steps;
     an OOM means no), by the memory estimate against the budget on a CPU or under --mem-limit."""
-    budget = memory_budget_bytes(device, spec.mem_limit_bytes)
     by_trial = device.type != "cpu" and spec.mem_limit_bytes is None
 
     def fits(cell: TrainCell) -> bool:
         if by_trial:
             return _fits_by_trial(spec, cell, device)
-        return refuse_if_too_big(estimate_bytes(spec, cell, ONE_DEVICE), budget) is None
+        return refuse_if_too_big(estimate_bytes(spec, cell, ONE_DEVICE), device,
+                                 spec.mem_limit_bytes) is None
 
     return fits, "trial" if by_trial else "estimate"
 

@@ -52,6 +52,10 @@ class TrainOptions:
     time_budget: float | None = _opt(None, "Seconds per cell before stopping early.")
     max_micro_batch: bool = _opt(False, "Find and run the largest micro-batch that fits.",
                                  "--max-micro-batch")
+    verify_fit: bool = _opt(False, "Run the first cell of each series (dtype, recompute, "
+                            "micro-batch, GAS, sparsity) that the memory estimate refuses, to "
+                            "confirm it does not fit (one process; on a CPU only while the "
+                            "estimate is under the host's available memory).", "--verify-fit")
     lr: float = _opt(3e-4, "Peak learning rate (warm-up then cosine).")
     lr_warmup_steps: int = _opt(10, "Steps of linear learning-rate warm-up before the cosine "
                                 "decay (to 10% of --lr at the last step).")
@@ -80,7 +84,8 @@ def option_fields() -> tuple:
 # Each command's own defaults over TrainOptions' (also those of a study's experiments).
 GENSLM_DEFAULTS = {"model": "genslm-25m", "data": "default", "seq": "2048"}
 SCALE_DEFAULTS = {"model": "gpt2"}
-SCALE_SKIPS = ("nproc", "layout", "max_micro_batch")  # scale lays out each count itself
+# scale lays out each count itself, in launched processes
+SCALE_SKIPS = ("nproc", "layout", "max_micro_batch", "verify_fit")
 
 
 def with_defaults(**defaults: Any) -> TrainOptions:
@@ -137,7 +142,8 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         device=options.device, seed=options.seed,
         mem_limit_bytes=(parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
                          else None),
-        max_micro_batch=options.max_micro_batch, nproc=options.nproc, layout=options.layout,
+        max_micro_batch=options.max_micro_batch, verify_fit=options.verify_fit,
+        nproc=options.nproc, layout=options.layout,
         cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
         hang_timeout_s=options.hang_timeout)
     return check_sweep(spec)

@@ -84,6 +84,7 @@ class TrainSpec:
     seed: int = 0
     mem_limit_bytes: int | None = None
     max_micro_batch: bool = False
+    verify_fit: bool = False  # run the first estimate-refused cell of each series (sweep.py)
     init_checkpoint: str | None = None  # a Hugging Face GPT-2 folder whose weights start the run
     layout: str = ""  # dp=..,tp=..,pp=..,zero=.. (empty: data parallel over every process)
     nproc: int = 1  # processes to launch with torchrun (1: this process, or the launcher's)
@@ -280,6 +281,9 @@ def cell_layout(spec: TrainSpec, world_size: int, gas: int) -> Layout:
     layout = validate_layout(spec.layout_for(world_size), spec.model, world_size, gas)
     for seq in spec.seq_lens:  # rules on the sequence: cp's chunks, sp's shards
         validate_layout(layout, spec.model, world_size, gas, seq)
+    if world_size > 1 and spec.verify_fit:
+        raise ConfigError("verify-fit", "a refused cell is run to confirm it in one process "
+                          "only, not with --nproc or under torchrun/srun", "off")
     if world_size > 1 and spec.max_micro_batch:
         raise ConfigError("max-micro-batch", "the largest-micro-batch search runs on one "
                           "process only, not with --nproc or under torchrun/srun",

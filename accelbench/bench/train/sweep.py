@@ -13,7 +13,14 @@ from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.build import needs_group
-from accelbench.bench.train.cell import KIND, cell_spec, run_cell
+from accelbench.bench.train.cell import (
+    KIND,
+    VERIFIED,
+    cell_spec,
+    refusal,
+    run_cell,
+    verifiable,
+)
 from accelbench.bench.train.dense_ref import DenseReference
 from accelbench.bench.train.fit import find_max_micro_batch
 from accelbench.bench.train.launch import (
@@ -86,30 +93,47 @@ def local_cells(spec: TrainSpec) -> list[TrainCell]:
     return sorted(unique, key=lambda c: (c.dtype, c.recompute, c.seq_len, c.gas))
 
 
+def _series(cell: TrainCell) -> tuple:
+    """The cells --verify-fit checks one refusal of: all but the sequence length."""
+    return (cell.dtype, cell.recompute, cell.micro_batch, cell.gas, cell.sparsity)
+
+
+def _to_verify(spec: TrainSpec, cell: TrainCell, device: torch.device) -> bool:
+    """Whether --verify-fit runs this cell: the estimate refuses it, and it may be run."""
+    refused = refusal(spec, cell, cell_layout(spec, 1, cell.gas), device, 1)
+    return refused is not None and verifiable(refused, device)
+
+
 def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
                     on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
     """The cells on this process's device (the layout of one device); `skip` is asked before
-    the micro-batch search and the peak, so a finished cell costs neither."""
+    the micro-batch search and the peak, so a finished cell costs neither. With --verify-fit
+    the first cell of each series the estimate refuses is run (also one refused before)."""
     device = resolve_device(spec.device)
     peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)
     cells = local_cells(spec)
-    outcomes = []
+    outcomes, verified = [], set()
     for i, cell in enumerate(cells):
         if on_cell:
             on_cell(i, len(cells), cell.label)
         asked = cell_spec(spec, cell, cell_layout(spec, 1, cell.gas), str(device))
-        outcome = finished(skip, KIND, asked)
+        verify = spec.verify_fit and _series(cell) not in verified and \
+            _to_verify(spec, cell, device)
+        outcome = None if verify else finished(skip, KIND, asked)  # one refused before: run it
         if outcome is not None:
             peaks.adopt(outcome)
         else:
-            outcome = _run_local_cell(spec, cell, device, peaks, progress, asked)
+            outcome = _run_local_cell(spec, cell, device, peaks, progress, asked, verify)
             sink(outcome)
+        if VERIFIED in outcome.reason:  # the series' first refusal is checked: that is all
+            verified.add(_series(cell))
         outcomes.append(outcome)
     return outcomes
 
 
 def _run_local_cell(spec: TrainSpec, cell: TrainCell, device: torch.device, peaks: SweepPeaks,
-                    progress: StepProgress | None, asked: dict) -> Outcome:
+                    progress: StepProgress | None, asked: dict,
+                    verify_fit: bool = False) -> Outcome:
     """One cell at its given micro-batch, or at the largest that fits (the search recorded,
     and the record keyed by the cell as `asked`, before the search)."""
     search = None
@@ -117,7 +141,8 @@ def _run_local_cell(spec: TrainSpec, cell: TrainCell, device: torch.device, peak
         mb, search = find_max_micro_batch(spec, cell, device)
         cell = replace(cell, micro_batch=max(mb, 1))
     peak = peaks.get(cell.dtype).peak()
-    outcome = run_cell(spec, cell, cell_layout(spec, 1, cell.gas), device, peak, progress)
+    outcome = run_cell(spec, cell, cell_layout(spec, 1, cell.gas), device, peak, progress,
+                       verify_fit=verify_fit)
     if search is not None:
         outcome = replace(outcome, spec={**outcome.spec, "micro_batch_search": search},
                           asked_spec=asked)
