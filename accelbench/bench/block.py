@@ -56,6 +56,11 @@ class BlockSpec:
     compile: bool = False
     tf32: bool = False
     mem_limit_bytes: int | None = None
+
+    @property
+    def title(self) -> str:
+        """The sweep's banner and table title."""
+        return f"{self.model.name} block, seq {self.seq_len}"
     peaks: tuple[SweepPeak, ...] = ()  # decided before the sweep (a study's earlier sweeps)
 
     def validate(self) -> BlockSpec:

@@ -27,20 +27,17 @@ def _options(verbose: bool = typer.Option(
         quiet_third_party()
 
 
-# Each module defines `register(app)`; one line per command module.
+# Each module defines `register(app)`; one line per command module. `workloads` adds a
+# command for every registered workload (block, train, genslm, scale, calibrate, ...).
 _COMMAND_MODULES = (
     "data",
     "hw",
-    "block",
+    "workloads",
     "results",
-    "train",
-    "scale",
     "sbatch",
     "plan",
-    "genslm",
     "report",
     "study",
-    "calibrate",
     "check",
 )
 
