@@ -5,7 +5,7 @@ validated TrainSpec here, in the library, so the commands only parse and render.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.config.errors import ConfigError
@@ -87,11 +87,6 @@ class ScaleOptions(TrainOptions):
     mode: str = _opt("weak", "weak (same micro-batch per device) or strong (same global "
                      "batch).")
     zero: int = _opt(0, "ZeRO stage of the data-parallel layout (0-3).")
-
-
-def option_fields() -> tuple:
-    """The dataclass fields, in order, for the command-line layer."""
-    return fields(TrainOptions)
 
 
 # Each command's own defaults over TrainOptions' (also those of a study's experiments).
