@@ -15,6 +15,7 @@ import torch
 from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
+from accelbench.bench.block_options import BlockOptions
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.memory import PeakMemory
@@ -55,6 +56,11 @@ class BlockSpec:
     compile: bool = False
     tf32: bool = False
     mem_limit_bytes: int | None = None
+
+    @property
+    def title(self) -> str:
+        """The sweep's banner and table title."""
+        return f"{self.model.name} block, seq {self.seq_len}"
     peaks: tuple[SweepPeak, ...] = ()  # decided before the sweep (a study's earlier sweeps)
 
     def validate(self) -> BlockSpec:
@@ -195,21 +201,10 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
     return outcomes
 
 
-@dataclass(frozen=True)
-class BlockOptions:
-    """What a user types for a block sweep: the options of `accelbench block` and the keys of a
-    study's block experiment (lists comma-separated, as on the command line)."""
-
-    model: str = "gpt2-xl"
-    seq: int = 1024
-    batch: str = "8,16,32,64"
-    dtype: str = "fp32,fp16,bf16"
-    device: str = "auto"
-    repeats: int = 10
-    warmup: int = 3
-    compile: bool = False
-    tf32: bool = False
-    mem_limit: str = ""
+def run_block(spec: BlockSpec, sink: Sink, step: object, cell: Progress | None = None,
+              skip: Skip | None = None) -> list[Outcome]:
+    """The block workload's runner in the registry's form (a block has no per-step lines)."""
+    return run_block_sweep(spec, sink, cell, skip)
 
 
 def build_block_spec(options: BlockOptions) -> BlockSpec:

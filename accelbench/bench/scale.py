@@ -98,6 +98,13 @@ def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None,
     return outcomes
 
 
+
+def run_scale_sweep(scale: ScaleSpec, sink: Sink, step: object = None,
+                    on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
+    """run_scale in the registry's runner form (a scaling study has no per-step lines here)."""
+    return run_scale(scale, sink, on_cell, skip)
+
+
 def baseline_note(outcomes: list[Outcome], base_n: int | None) -> str:
     """Which count the speedups are over, and why when it is not one device."""
     if base_n is None:

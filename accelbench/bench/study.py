@@ -1,9 +1,10 @@
 """A study's experiments as sweeps (config/study.py reads the file).
 
-Each experiment's options are checked against its workload's own option set (`TrainOptions`
-for train, genslm and scale, `BlockOptions` for block) and built by the same functions the
-commands call (`build_spec`, `build_block_spec`, `validate_scale`), so a study refuses what the
-command would refuse, naming the key in the file. Axes that one sweep takes as a list (a
+Each experiment names a registered workload (config/workload.py; the built-in ones in
+bench/workloads.py); its options are checked against that workload's options dataclass (the
+command's options) and planned by the workload's `plan`, which builds the spec with the same
+functions the commands call, so a study refuses what the command would refuse, naming the key
+in the file. Axes that one sweep takes as a list (a
 block's batch and dtype, a training sweep's seq, micro-batch, GAS, dtype and recompute, a
 scaling study's device counts) form one sweep; an axis over any other option gives one sweep
 per value. Every cell is planned before anything runs: its memory estimate (analytics), its fit
@@ -21,9 +22,11 @@ from typing import Any
 
 import torch
 
+import accelbench.bench.workloads  # noqa: F401 - registers the built-in workloads
 from accelbench.analytics.flops import block_flops, hardware_flops_per_token
 from accelbench.analytics.memory import block_train_bytes
-from accelbench.bench.block import BlockOptions, build_block_spec, run_block_sweep
+from accelbench.bench.block import build_block_spec, run_block_sweep
+from accelbench.bench.block_options import BlockOptions
 from accelbench.bench.dtypes import compute_dtype, dtype_support, parse_dtype
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
@@ -33,10 +36,10 @@ from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import estimate_bytes
 from accelbench.bench.train.launch import in_process_group
 from accelbench.bench.train.options import (
-    GENSLM_DEFAULTS,
-    SCALE_DEFAULTS,
-    SCALE_SKIPS,
+    GenslmOptions,
+    ScaleOptions,
     TrainOptions,
+    build_genslm_spec,
     build_spec,
 )
 from accelbench.bench.train.search import find_longest_seq, run_longest_seq_sweep, search_cells
@@ -46,7 +49,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.study import Experiment, Scalar, Study, key_path, pick_profile
 from accelbench.config.units import parse_int_list
 from accelbench.config.vocab import GIB
-from accelbench.data.genome_corpus import codon_tokenizer_name
+from accelbench.config.workload import Workload, get_workload, resolve, workloads
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import detect_spec, resolve_device
 
@@ -61,29 +64,35 @@ class OptionField:
     default: Any
 
 
-def _fields_of(cls: type, skip: tuple[str, ...] = (), **defaults: Any) -> dict[str, OptionField]:
-    """A dataclass's fields as options, with a command's own defaults; the device is chosen when
-    the study runs, never in the file."""
-    return {f.name: OptionField(str(f.type), defaults.get(f.name, f.default))
-            for f in fields(cls) if f.name not in (*skip, "device")}
-
-
-# The options one sweep takes as comma lists (build_spec's, build_block_spec's); an axis over
-# any other option is one sweep per value.
-TRAIN_AXES = ("seq", "micro_batch", "gas", "dtype", "recompute", "sparsity")
-BLOCK_AXES = ("batch", "dtype")
-SCALE_AXES = ("devices",)  # a scaling study is one cell at several counts
+def _fields_of(workload: Workload) -> dict[str, OptionField]:
+    """A workload's options as a study's keys, with the workload's own defaults; the device is
+    chosen when the study runs, never in the file."""
+    return {f.name: OptionField(str(f.type), workload.defaults.get(f.name, f.default))
+            for f in fields(workload.options) if f.name not in (*workload.skip, "device")}
 
 
 @dataclass(frozen=True)
-class Workload:
-    """A kind of experiment: its options, the ones one sweep takes as lists, and how a sweep's
-    values become planned, runnable sweeps."""
+class StudyWorkload:
+    """A registered workload as a study sees it: its keys, the ones one sweep takes as lists,
+    and how a sweep's values become planned, runnable sweeps."""
 
     name: str
     fields: dict[str, OptionField]
     axes: tuple[str, ...]
     plan: Callable[[dict[str, Any], Planner], SweepPlan]
+
+
+def study_workloads() -> dict[str, Workload]:
+    """The registered workloads a study may name (those that declare a plan)."""
+    return {w.name: w for w in workloads() if w.plan is not None}
+
+
+def study_workload(name: str) -> StudyWorkload | None:
+    """The study's view of a registered workload, or None when a study cannot name it."""
+    workload = get_workload(name)
+    if workload is None or workload.plan is None:
+        return None
+    return StudyWorkload(name, _fields_of(workload), workload.axes, resolve(workload.plan))
 
 
 # --- plans ------------------------------------------------------------------------------------
@@ -250,7 +259,7 @@ class Planner:
 # --- workloads ----------------------------------------------------------------------------------
 
 
-def _plan_block(values: dict[str, Any], planner: Planner) -> SweepPlan:
+def plan_block(values: dict[str, Any], planner: Planner) -> SweepPlan:
     spec = build_block_spec(BlockOptions(**values))
     cfg = spec.model
     cells = []
@@ -332,19 +341,14 @@ def _plan_longest(spec: TrainSpec, planner: Planner, title: str) -> SweepPlan:
     return SweepPlan(f"{title}, longest sequence", tuple(cells), run, spec.tf32, True)
 
 
-def _train_options(values: dict[str, Any]) -> TrainOptions:
-    known = {f.name for f in fields(TrainOptions)}
-    return TrainOptions(**{k: v for k, v in values.items() if k in known})
+def plan_train(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    return _plan_training(build_spec(TrainOptions(**values)), planner, longest=False)
 
 
-def _plan_train(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    return _plan_training(build_spec(_train_options(values)), planner, longest=False)
-
-
-def _plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    tokenizer = codon_tokenizer_name(values["frame"])
-    spec = build_spec(_train_options(values), benchmark="genslm", tokenizer=tokenizer)
-    return _plan_training(spec, planner, longest=values["longest_seq"])
+def plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    options = GenslmOptions(**values)
+    spec = build_genslm_spec(replace(options, longest_seq=False))  # the plan checks the search
+    return _plan_training(spec, planner, longest=options.longest_seq)
 
 
 def available_devices(device: torch.device) -> tuple[int, str]:
@@ -358,15 +362,16 @@ def available_devices(device: torch.device) -> tuple[int, str]:
     return count, f"{count} {device.type} device(s)"
 
 
-def _plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    base = build_spec(_train_options(values))
-    counts = parse_int_list("devices", values["devices"])
+def plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    options = ScaleOptions(**values)
+    base = build_spec(options)
+    counts = parse_int_list("devices", options.devices)
     present, what = available_devices(planner.device)
     kept = tuple(n for n in counts if n <= present)
     left = [n for n in counts if n > present]
     note = (f"device counts {', '.join(map(str, left))} left out: this machine has {what}"
             if left else "")
-    scale = validate_scale(ScaleSpec(base, kept or (1,), values["mode"], values["zero"]))
+    scale = validate_scale(ScaleSpec(base, kept or (1,), options.mode, options.zero))
     title = f"{base.model.name} {scale.mode} scaling over {list(kept)} device(s)"
     if not kept:
         return SweepPlan(title, (), lambda *args: [], note=note)
@@ -382,22 +387,6 @@ def _plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
 
     return SweepPlan(title, tuple(cells), run, base.tf32, False,
                      lambda cells: summary_outcome(scale, cells), note)
-
-
-def _scale_fields() -> dict[str, OptionField]:
-    own = {"devices": OptionField("str", ",".join(map(str, ScaleSpec.devices))),
-           "mode": OptionField("str", ScaleSpec.mode), "zero": OptionField("int", ScaleSpec.zero)}
-    return {**_fields_of(TrainOptions, SCALE_SKIPS, **SCALE_DEFAULTS), **own}
-
-
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("block", _fields_of(BlockOptions), BLOCK_AXES, _plan_block),
-    Workload("train", _fields_of(TrainOptions), TRAIN_AXES, _plan_train),
-    Workload("genslm", {**_fields_of(TrainOptions, **GENSLM_DEFAULTS),
-                        "frame": OptionField("int", 0), "longest_seq": OptionField("bool", False)},
-             TRAIN_AXES, _plan_genslm),
-    Workload("scale", _scale_fields(), SCALE_AXES, _plan_scale),
-)}
 
 
 # --- from a study file to a plan ---------------------------------------------------------------
@@ -421,7 +410,7 @@ def _typed(value: Scalar, option: OptionField, path: str) -> Any:
                       want.get(kind, "a number"))
 
 
-def _check_keys(experiment: Experiment, workload: Workload) -> None:
+def _check_keys(experiment: Experiment, workload: StudyWorkload) -> None:
     """Every option and axis is one of the workload's."""
     for key in [*experiment.options, *experiment.sweep]:
         if key == "device":
@@ -432,7 +421,7 @@ def _check_keys(experiment: Experiment, workload: Workload) -> None:
                               f"{workload.name!r}", ", ".join(workload.fields))
 
 
-def _combinations(experiment: Experiment, workload: Workload) -> list[dict[str, Any]]:
+def _combinations(experiment: Experiment, workload: StudyWorkload) -> list[dict[str, Any]]:
     """One dict of typed option values per sweep: the options, the workload's axes joined as
     comma lists, one value of each other axis."""
     base = {k: f.default for k, f in workload.fields.items()}
@@ -449,7 +438,7 @@ def _combinations(experiment: Experiment, workload: Workload) -> list[dict[str, 
     return [base | dict(zip(split, combo, strict=True)) for combo in itertools.product(*choices)]
 
 
-def _at_key(err: ConfigError, experiment: Experiment, workload: Workload) -> ConfigError:
+def _at_key(err: ConfigError, experiment: Experiment, workload: StudyWorkload) -> ConfigError:
     """A workload's error on an option, named by its key in the study file."""
     key = err.field.split(".")[0].replace("-", "_")
     if key in workload.fields:
@@ -461,10 +450,11 @@ def _at_key(err: ConfigError, experiment: Experiment, workload: Workload) -> Con
 def plan_experiment(experiment: Experiment, planner: Planner, device: str) -> ExperimentPlan:
     """Check an experiment against its workload and plan its sweeps (ConfigError on bad
     input, naming the key); an experiment that cannot run here is planned as skipped."""
-    workload = WORKLOADS.get(experiment.workload)
+    workload = study_workload(experiment.workload)
     if workload is None:
         raise ConfigError(key_path("experiments", experiment.name, "workload"),
-                          f"unknown workload {experiment.workload!r}", ", ".join(WORKLOADS))
+                          f"unknown workload {experiment.workload!r}",
+                          ", ".join(study_workloads()))
     _check_keys(experiment, workload)
     sweeps = []
     split = [k for k in experiment.sweep if k not in workload.axes]

@@ -7,17 +7,14 @@ the records say so (token_unit) and the tables label throughput from it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from accelbench.bench.train.options import GENSLM_DEFAULTS, TrainOptions, build_spec
-from accelbench.cli.options import training_command
+from accelbench.bench.train.options import GenslmOptions
+from accelbench.cli.options import Outputs
 from accelbench.cli.train import run_and_show
 from accelbench.config.vocab import GIB
-from accelbench.data.genome_corpus import codon_tokenizer_name
+from accelbench.config.workload import Workload, resolve
 from accelbench.report.fit import KEY
 from accelbench.report.table import add_plain_row, plain_table, train_table
 from accelbench.store.record import Record
@@ -50,28 +47,12 @@ def codon_tables(records: list[Record], title: str) -> RenderableType:
     return Group(_probe_table(probes), table) if probes else table
 
 
-@training_command(**GENSLM_DEFAULTS)
-def genslm(
-    options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool, output: Path | None,
-    quiet: bool, rerun: bool, wide: bool,
-    frame: int = typer.Option(0, help="Codon reading frame of the data: 0, 1 or 2."),
-    longest_seq: bool = typer.Option(
-        False, "--longest-seq", help="Find the longest sequence that fits (doubling from --seq, "
-        "then bisection; trial on an accelerator, memory estimate on a CPU), then measure it."),
-) -> None:
-    """GenSLM training on genomes: codons/s, TFLOPS, MFU, HFU, memory, loss; longest sequence."""
-    from accelbench.bench.train.search import run_longest_seq_sweep, search_cells
-    from accelbench.bench.train.sweep import run_train_sweep
+def run_genslm(workload: Workload, options: GenslmOptions, out: Outputs) -> None:
+    """`accelbench genslm`: the training sweep on codons, or with --longest-seq the search
+    (its probes in a table before the cells')."""
+    from accelbench.bench.train.search import run_longest_seq_sweep
 
-    spec = build_spec(options, benchmark="genslm", tokenizer=codon_tokenizer_name(frame))
-    if longest_seq:
-        search_cells(spec)  # refuse a spec that cannot be searched before anything runs
-    sweep = run_longest_seq_sweep if longest_seq else run_train_sweep
-    run_and_show(spec, lambda sink, step, cell, skip: sweep(spec, sink, step, cell, skip),
-                 db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
-                 rerun=rerun, table=codon_tables, wide=wide)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the genslm command."""
-    app.command("genslm")(genslm)
+    spec = resolve(workload.build)(options)
+    sweep = run_longest_seq_sweep if options.longest_seq else resolve(workload.run)
+    run_and_show(spec, lambda sink, step, cell, skip: sweep(spec, sink, step, cell, skip), out,
+                 table=codon_tables)

@@ -11,14 +11,7 @@ import typer
 from accelbench.config.errors import ConfigError
 from accelbench.config.noise import quiet_third_party
 
-app = typer.Typer(
-    help="accelbench: measure, explain and predict how fast LLMs train on AI accelerators.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
-@app.callback()
 def _options(verbose: bool = typer.Option(
         False, "--verbose", help="Show the warnings and log lines of third-party packages "
         "(torch, torchao) that are hidden by default.")) -> None:
@@ -27,25 +20,36 @@ def _options(verbose: bool = typer.Option(
         quiet_third_party()
 
 
-# Each module defines `register(app)`; one line per command module.
+# Each module defines `register(app)`; one line per command module. `workloads` adds a
+# command for every registered workload (block, train, genslm, scale, calibrate, ...).
 _COMMAND_MODULES = (
     "data",
     "hw",
-    "block",
+    "workloads",
     "results",
-    "train",
-    "scale",
     "sbatch",
     "plan",
-    "genslm",
     "report",
     "study",
-    "calibrate",
     "check",
 )
 
-for _name in _COMMAND_MODULES:
-    importlib.import_module(f"accelbench.cli.{_name}").register(app)
+
+def make_app() -> typer.Typer:
+    """The typer app with every command (a workload registered later needs a new app)."""
+    made = typer.Typer(
+        help="accelbench: measure, explain and predict how fast LLMs train on AI accelerators.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    made.callback()(_options)
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"accelbench.cli.{name}").register(made)
+    return made
+
+
+app = make_app()
 
 
 def _parser_exceptions() -> list[ModuleType]:

@@ -1,17 +1,21 @@
-"""The command-line form of the one training option set (bench.train.options.TrainOptions):
-a command declares only its own extra options; the shared ones are added from the dataclass."""
+"""The one option mechanism of the commands: a command's options are generated from options
+dataclasses whose fields carry their help, flag and choices (config/options.py `option`), so
+the dataclass is the one source of the command's options, a study file's keys and their
+validation; the command function gets the dataclass built, never loose arguments."""
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import Field, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from accelbench.bench.train.options import TrainOptions, option_fields, with_defaults
+from accelbench.config.errors import require_choice
+from accelbench.config.options import option, own_fields_first
+from accelbench.config.workload import OUTPUTS, Workload
 
 RERUN_HELP = ("Measure every cell again, also those already finished on this machine (default: "
               "skip them and show their stored records).")
@@ -19,54 +23,77 @@ RERUN_HELP = ("Measure every cell again, also those already finished on this mac
 WIDE_HELP = ("Every column of the tables, wider than the terminal if need be (default: the "
              "least important are left out to fit, and named below the table).")
 
-OUTPUT_PARAMS = {
-    "db": (Path | None, typer.Option(None, help="SQLite results file (default: $ACCELBENCH_DB "
-                                     "or XDG).")),
-    "json_out": (bool, typer.Option(False, "--json", help="Print the records as JSON.")),
-    "csv_out": (bool, typer.Option(False, "--csv", help="Print the records as CSV.")),
-    "output": (Path | None, typer.Option(None, help="Write JSON/CSV here instead of stdout.")),
-    "quiet": (bool, typer.Option(False, "--quiet", help="No per-step lines.")),
-    "rerun": (bool, typer.Option(False, "--rerun", help=RERUN_HELP)),
-    "wide": (bool, typer.Option(False, "--wide", help=WIDE_HELP)),
-}
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a measuring command's records go and how they are shown (Workload.outputs names
+    those a command takes; the others keep these defaults)."""
+
+    db: Path | None = option(None, "SQLite results file (default: $ACCELBENCH_DB or XDG).")
+    json_out: bool = option(False, "Print the records as JSON.", "--json")
+    csv_out: bool = option(False, "Print the records as CSV.", "--csv")
+    output: Path | None = option(None, "Write JSON/CSV here instead of stdout.")
+    quiet: bool = option(False, "No per-step lines.", "--quiet")
+    rerun: bool = option(False, RERUN_HELP, "--rerun")
+    wide: bool = option(False, WIDE_HELP, "--wide")
 
 
-def _option_param(f, default: Any) -> inspect.Parameter:
-    """One TrainOptions field as a typer option with the command's default."""
-    flag = f.metadata.get("flag")
-    option = (typer.Option(default, flag, help=f.metadata["help"]) if flag
-              else typer.Option(default, help=f.metadata["help"]))
-    annotation = {"int": int, "float": float, "bool": bool, "str": str,
-                  "float | None": float | None}[str(f.type)]
-    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                             annotation=annotation)
+_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "float | None": float | None,
+          "int | None": int | None, "str | None": str | None, "Path | None": Path | None,
+          "Path": Path}
 
 
-def training_command(skip: tuple[str, ...] = (), **defaults: Any) -> Callable:
-    """Decorate `fn(options: TrainOptions, db, json_out, csv_out, output, quiet, rerun, wide,
-    **own)`:
-    the command then takes every shared option (but `skip`), with `defaults` overriding ours."""
-    base = with_defaults(**defaults)
+def _parameter(f: Field, default: Any) -> inspect.Parameter:
+    """One field as a typer option: its flag (else its name), help and choices."""
+    meta = f.metadata
+    help_text = meta.get("help", "")
+    if meta.get("choices"):
+        help_text = f"{help_text} One of: {', '.join(meta['choices'])}.".strip()
+    flags = (meta["flag"],) if meta.get("flag") else ()
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                             default=typer.Option(default, *flags, help=help_text),
+                             annotation=_TYPES[str(f.type)])
 
-    def wrap(fn: Callable) -> Callable:
-        own = [p for name, p in inspect.signature(fn).parameters.items()
-               if name not in ("options", *OUTPUT_PARAMS)]
-        shared = [_option_param(f, getattr(base, f.name)) for f in option_fields()
-                  if f.name not in skip]
-        outputs = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
-                   for n, (a, d) in OUTPUT_PARAMS.items()]
 
-        @functools.wraps(fn)
-        def command(**kwargs: Any) -> Any:
-            values = {f.name: kwargs.pop(f.name) for f in option_fields() if f.name in kwargs}
-            outs = {n: kwargs.pop(n) for n in OUTPUT_PARAMS}
-            return fn(options=TrainOptions(**{**vars(base), **values}), **outs, **kwargs)
+def _check_choices(options: Any, shown: Iterable[Field]) -> None:
+    """A field with declared choices holds one of them (ConfigError, exit 2)."""
+    for f in shown:
+        if f.metadata.get("choices"):
+            require_choice(f.name.replace("_", "-"), getattr(options, f.name),
+                           f.metadata["choices"])
 
-        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-        signature = inspect.Signature(params + shared + outputs)
-        command.__signature__ = signature
-        command.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-        del command.__wrapped__
-        return command
 
-    return wrap
+def dataclass_command(body: Callable[..., Any], options: type, *, help: str,
+                      name: str, defaults: Mapping[str, Any] | None = None,
+                      skip: tuple[str, ...] = (),
+                      outputs: tuple[str, ...] | None = None) -> Callable:
+    """A typer command whose options are the fields of `options` (own fields first, `skip`
+    left out, `defaults` over the dataclass's) and of `Outputs` named in `outputs`; it calls
+    `body(options_instance)`, or `body(options_instance, Outputs(...))` when `outputs` is
+    given."""
+    base = replace(options(), **dict(defaults or {}))
+    shown = [f for f in own_fields_first(options) if f.name not in skip]
+    outs = [f for f in fields(Outputs) if f.name in (outputs or ())]
+
+    def command(**kwargs: Any) -> Any:
+        values = replace(base, **{f.name: kwargs[f.name] for f in shown})
+        _check_choices(values, shown)
+        if outputs is None:
+            return body(values)
+        return body(values, Outputs(**{f.name: kwargs[f.name] for f in outs}))
+
+    params = [_parameter(f, getattr(base, f.name)) for f in shown]
+    params += [_parameter(f, f.default) for f in outs]
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__ = command.__qualname__ = name.replace("-", "_")
+    command.__doc__ = help
+    return command
+
+
+def workload_command(workload: Workload, body: Callable[..., Any]) -> Callable:
+    """The command of a registered workload, from its options dataclass and outputs."""
+    return dataclass_command(
+        lambda options, outputs: body(workload, options, outputs), workload.options,
+        help=workload.help, name=workload.name, defaults=workload.defaults,
+        skip=workload.skip, outputs=tuple(o for o in OUTPUTS if o in workload.outputs))

@@ -1,17 +1,18 @@
-"""`accelbench train`: the GPT pretraining benchmark and its sweeps (parse, call, render)."""
+"""The training commands' presentation (train, genslm, scale): the sweep's banner, cell and
+step lines, recording through the one session, the table; `run_train` is train's body."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
 
-from accelbench.bench.train.options import TrainOptions, build_spec
+from accelbench.bench.train.options import TrainOptions
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
-from accelbench.cli.options import training_command
+from accelbench.cli.options import Outputs
+from accelbench.config.workload import Workload, resolve
 from accelbench.report.table import train_table
 from accelbench.store.record import Record
 
@@ -60,45 +61,33 @@ def recorded(*args, **kwargs) -> list[Record]:
         raise typer.Exit(stop.exit_code) from None
 
 
-def run_and_show(spec: TrainSpec, sweep: Sweep, *, db: Path | None, json_out: bool,
-                 csv_out: bool, output: Path | None, quiet: bool, rerun: bool = False,
+def run_and_show(spec: TrainSpec, sweep: Sweep, out: Outputs,
                  table: Callable[[list[Record], str], object] = train_table,
-                 tag: Callable[[Outcome], Outcome] | None = None,
-                 wide: bool = False) -> list[Record]:
+                 tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
     from accelbench.bench.peak import PEAK_KIND
     from accelbench.bench.recording.session import open_recorder
 
-    check_emit(json_out, csv_out, output)
-    recorder = open_recorder(db, spec.device)
+    check_emit(out.json_out, out.csv_out, out.output)
+    recorder = open_recorder(out.db, spec.device)
     title = f"{spec.model.name} {spec.benchmark}"
     lines = cell_lines(spec.benchmark)
-    records = recorded(sweep, recorder, sweep_view(spec, quiet, lines and lines.update),
-                       f"{title}, data {spec.data}", tag, rerun)
+    records = recorded(sweep, recorder, sweep_view(spec, out.quiet, lines and lines.update),
+                       f"{title}, data {spec.data}", tag, out.rerun)
     if lines is not None:
         lines.close()
     if recorder is not None:
         cells = [r for r in records if r.kind != PEAK_KIND]  # peaks are named in the caption
-        table_console((json_out or csv_out) and output is None, wide).print(table(cells, title))
-        emit(records, json_out, csv_out, output)
+        table_console((out.json_out or out.csv_out) and out.output is None,
+                      out.wide).print(table(cells, title))
+        emit(records, out.json_out, out.csv_out, out.output)
         recorder.close()  # raises, naming the file, if a record could not be stored
     return records
 
 
-@training_command()
-def train(options: TrainOptions, db: Path | None, json_out: bool, csv_out: bool,
-          output: Path | None, quiet: bool, rerun: bool, wide: bool) -> None:
-    """Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and loss."""
-    from accelbench.bench.train.sweep import run_train_sweep
-
-    spec = build_spec(options)
-    run_and_show(spec, lambda sink, step, cell, skip: run_train_sweep(spec, sink, step, cell,
-                                                                      skip),
-                 db=db, json_out=json_out, csv_out=csv_out, output=output, quiet=quiet,
-                 rerun=rerun, wide=wide)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the train command."""
-    app.command("train")(train)
+def run_train(workload: Workload, options: TrainOptions, out: Outputs) -> None:
+    """`accelbench train`: real training steps; tokens/s, TFLOPS, MFU, HFU, memory and loss."""
+    spec = resolve(workload.build)(options)
+    run = resolve(workload.run)
+    run_and_show(spec, lambda sink, step, cell, skip: run(spec, sink, step, cell, skip), out)

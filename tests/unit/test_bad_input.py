@@ -376,10 +376,12 @@ def test_bad_input_is_one_line_and_exit_2_before_anything(case: Case, inputs: Pa
 def test_every_command_is_covered() -> None:
     """A new command gets its bad-input cases here (and so in docs/bad-input.md)."""
     from accelbench.cli.main import _COMMAND_MODULES
+    from accelbench.config.workload import workloads
 
     covered = {c.argv[0] for c in CASES}
-    others = {"results", "report", "study"}  # --db and their own files: their own tests
-    assert set(_COMMAND_MODULES) - others <= covered
+    others = {"results", "report", "study", "workloads"}  # their own files: their own tests
+    commands = {*_COMMAND_MODULES, *(w.name for w in workloads())}
+    assert commands - others <= covered
 
 
 def test_doc_is_current() -> None:

@@ -174,9 +174,11 @@ def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, args, message):
 def test_genslm_has_every_train_option():
     import inspect
 
-    from accelbench.cli.genslm import genslm
-    from accelbench.cli.train import train
+    from accelbench.cli.options import workload_command
+    from accelbench.cli.workloads import run_sweep
+    from accelbench.config.workload import get_workload
 
+    train, genslm = (workload_command(get_workload(n), run_sweep) for n in ("train", "genslm"))
     train_options = set(inspect.signature(train).parameters)
     genslm_options = set(inspect.signature(genslm).parameters)
     assert train_options <= genslm_options

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from accelbench.analytics.kernels import COLLECTIVE_OPS, GEMM_PASSES, STREAM_OPS
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
+from accelbench.config.options import option
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
@@ -33,26 +34,32 @@ _COUNT_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
 class CalibrateOptions:
     """The options of `accelbench calibrate` as typed ('' takes the default)."""
 
-    device: str = "auto"
-    ops: str = ",".join(OPS)
-    dtype: str = "fp32,bf16"
-    model: str = "gpt2"
-    tokens: str = ""
-    gemm_passes: str = ",".join(GEMM_PASSES)
-    seq: str = ""
-    head_dim: str = ""
-    memory_ops: str = ",".join(STREAM_OPS)
-    memory_sizes: str = ""
-    collectives: str = ",".join(COLLECTIVE_OPS)
-    message_sizes: str = ""
-    optimizer_params: str = ""
-    nproc: int = 0  # 0: every device of the kind (two CPU processes on a CPU)
-    threads: int = 0  # CPU threads of the single-device points; 0: torch's default
-    repeats: int = 5
-    warmup: int = 2
-    timeout_s: float = 300.0
-    quick: bool = False
-    concurrent: bool = False  # compute points on every launched rank at once (CPU ranks)
+    device: str = option("auto", "auto, cpu, cuda, cuda:N, xpu, mps.")
+    ops: str = option(",".join(OPS), "Comma-separated micro-benchmarks.")
+    dtype: str = option("fp32,bf16", "GEMM and attention precisions.")
+    model: str = option("gpt2", "Preset whose layer GEMM shapes are timed.")
+    tokens: str = option("", "GEMM rows (batch x sequence), e.g. 128,512,2048.")
+    gemm_passes: str = option(",".join(GEMM_PASSES), "Products of a linear layer.")
+    seq: str = option("", "Attention sequence lengths, e.g. 256,512,1024.")
+    head_dim: str = option("", "Attention head sizes (default: the model's).")
+    memory_ops: str = option(",".join(STREAM_OPS), "Streaming ops: copy, adamw.")
+    memory_sizes: str = option("", "fp32 buffer sizes, e.g. 16MiB,64MiB.")
+    collectives: str = option(",".join(COLLECTIVE_OPS), "Collectives to time.")
+    message_sizes: str = option("", "Collective message sizes, e.g. 4KiB,1MiB.")
+    optimizer_params: str = option("", "Optimizer update sizes, e.g. 16M,128M.")
+    # 0: every device of the kind (two CPU processes on a CPU)
+    nproc: int = option(0, "Collective processes (0: every device; 2 on a CPU).")
+    # CPU threads of the single-device points; 0: torch's default
+    threads: int = option(0, "CPU threads of GEMM, attention, memory (0: torch's).")
+    repeats: int = option(5, "Timed repetitions per point.")
+    warmup: int = option(2, "Untimed warm-up calls per point.")
+    timeout_s: float = option(300.0, "Seconds the collectives may take.", "--timeout")
+    quick: bool = option(False, "Fewer, smaller sizes (seconds on a CPU).", "--quick")
+    # compute points on every launched rank at once (CPU ranks)
+    concurrent: bool = option(False, "Compute points on all --nproc ranks at once, one thread "
+                              "each (a launched rank's view).", "--concurrent")
+    from_block: bool = option(False, "Measure nothing: store the newest profile (at --threads) "
+                              "plus the block records.", "--from-block")
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,13 @@ def spec_from_dict(data: dict) -> CalibrateSpec:
     names = {f.name for f in fields(CalibrateSpec)}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
     return CalibrateSpec(**{**values, "model": ModelConfig(**data["model"])})
+
+
+def build_calibrate(options: CalibrateOptions) -> CalibrateSpec:
+    """build_calibrate_spec for the device the options name (resolved now: torch)."""
+    from accelbench.hardware.detect import resolve_device
+
+    return build_calibrate_spec(options, resolve_device(options.device).type)
 
 
 def _default(name: str, options: CalibrateOptions, accelerator: bool) -> str:

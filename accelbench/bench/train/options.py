@@ -5,21 +5,18 @@ validated TrainSpec here, in the library, so the commands only parse and render.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.options import option as _opt
 from accelbench.config.sparsity import parse_sparsity_list
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 
 if TYPE_CHECKING:  # the spec and the sweep import torch: not needed to list the options
+    from accelbench.bench.scale import ScaleSpec
     from accelbench.bench.train.spec import TrainSpec
-
-
-def _opt(default: Any, help: str, flag: str | None = None) -> Any:
-    """A field that is also a command-line option (`flag` for on/off switches)."""
-    return field(default=default, metadata={"help": help, "flag": flag})
 
 
 @dataclass(frozen=True)
@@ -76,9 +73,24 @@ class TrainOptions:
                                "collective timeout of the process group.")
 
 
-def option_fields() -> tuple:
-    """The dataclass fields, in order, for the command-line layer."""
-    return fields(TrainOptions)
+@dataclass(frozen=True)
+class GenslmOptions(TrainOptions):
+    """`accelbench genslm`: every training option, GenSLM's defaults, and its own two."""
+
+    frame: int = _opt(0, "Codon reading frame of the data: 0, 1 or 2.")
+    longest_seq: bool = _opt(
+        False, "Find the longest sequence that fits (doubling from --seq, then bisection; trial "
+        "on an accelerator, memory estimate on a CPU), then measure it.", "--longest-seq")
+
+
+@dataclass(frozen=True)
+class ScaleOptions(TrainOptions):
+    """`accelbench scale`: the training options (but SCALE_SKIPS) and the device counts."""
+
+    devices: str = _opt("1,2", "Device (process) counts, comma-separated.")
+    mode: str = _opt("weak", "weak (same micro-batch per device) or strong (same global "
+                     "batch).")
+    zero: int = _opt(0, "ZeRO stage of the data-parallel layout (0-3).")
 
 
 # Each command's own defaults over TrainOptions' (also those of a study's experiments).
@@ -147,3 +159,24 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
         hang_timeout_s=options.hang_timeout)
     return check_sweep(spec)
+
+
+def build_genslm_spec(options: GenslmOptions) -> TrainSpec:
+    """A GenSLM sweep's spec: codon tokens in the options' reading frame; with --longest-seq,
+    a spec the search cannot take is refused here, before anything runs."""
+    from accelbench.bench.train.search import search_cells
+    from accelbench.data.genome_corpus import codon_tokenizer_name
+
+    spec = build_spec(options, benchmark="genslm", tokenizer=codon_tokenizer_name(options.frame))
+    if options.longest_seq:
+        search_cells(spec)
+    return spec
+
+
+def build_scale_spec(options: ScaleOptions) -> ScaleSpec:
+    """A scaling study's spec: the base cell and its device counts, checked."""
+    from accelbench.bench.scale import ScaleSpec, validate_scale
+
+    base = build_spec(options)
+    return validate_scale(ScaleSpec(base, parse_int_list("devices", options.devices),
+                                    options.mode, options.zero))

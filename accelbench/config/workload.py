@@ -1,0 +1,115 @@
+"""The workload registry: what a benchmark is, declared once, and the list every part iterates.
+
+A `Workload` says what a kind of experiment is (block, train, genslm, scale, calibrate, or one a
+test or plug-in adds): its options dataclass (the one source of the command's options, a study
+file's keys and their validation), its record kinds and their metrics classes, the axes one
+study sweep takes as lists, and where its spec builder, runner and study planner live. The
+parts that import torch are named as `"module:function"` text and imported only when used
+(`resolve`), so declaring, listing and `--help` stay instant.
+
+This module is the bottom of it (config: no torch, no other layer): the declarations of the
+built-in workloads are in bench/workloads.py, the report's parts (table, sections) are attached
+by workload name in report/workloads.py, the command bodies in cli/workloads.py; the CLI, the
+study runner, the export and the report iterate over `workloads()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from accelbench.config.schema import METRICS_BY_KIND
+
+Ref = str | Callable[..., Any]  # a callable, or "module:function" imported when first used
+
+OUTPUTS = ("db", "json_out", "csv_out", "output", "quiet", "rerun", "wide")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One kind of experiment, declared once.
+
+    `options`: a dataclass whose fields are the command's options (metadata help, flag,
+    choices) and a study experiment's keys; `defaults` override its defaults for this workload,
+    `skip` leaves fields out. `kinds`: every record kind its runs write and the metrics class
+    each is written from. `build`: options -> spec (ConfigError on bad input, before anything
+    runs). `run`: (spec, sink, step, cell, skip) -> outcomes. `plan`: (values, planner) -> a
+    study sweep (bench/study.py), empty when studies cannot name it. `axes`: the options one
+    study sweep takes as comma lists. `outputs`: the output options its command takes
+    (OUTPUTS)."""
+
+    name: str
+    help: str
+    options: type
+    kinds: Mapping[str, type]
+    build: Ref
+    run: Ref
+    plan: Ref | None = None
+    axes: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = OUTPUTS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kinds", MappingProxyType(dict(self.kinds)))
+        object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+
+
+_REGISTRY: dict[str, Workload] = {}
+BUILT_IN_KINDS = frozenset(METRICS_BY_KIND)  # declared by config/schema.py itself
+
+
+def register(workload: Workload) -> Workload:
+    """Add a workload (and declare its record kinds' metrics classes); ValueError if the name
+    is taken or a kind is already declared with another class."""
+    if workload.name in _REGISTRY:
+        raise ValueError(f"workload {workload.name!r} is registered already")
+    for kind, metrics in workload.kinds.items():
+        if METRICS_BY_KIND.get(kind, metrics) is not metrics:
+            raise ValueError(f"record kind {kind!r} is declared with "
+                             f"{METRICS_BY_KIND[kind].__name__}, not {metrics.__name__}")
+    for kind, metrics in workload.kinds.items():
+        METRICS_BY_KIND.setdefault(kind, metrics)
+    _REGISTRY[workload.name] = workload
+    return workload
+
+
+def unregister(name: str) -> None:
+    """Remove a workload and the kinds only it declared (tests register toy workloads)."""
+    gone = _REGISTRY.pop(name)
+    still = {k for w in _REGISTRY.values() for k in w.kinds}
+    for kind in gone.kinds:
+        if kind not in still and kind not in BUILT_IN_KINDS:
+            METRICS_BY_KIND.pop(kind, None)
+
+
+@contextmanager
+def registered(workload: Workload) -> Iterator[Workload]:
+    """A workload registered for the block's duration."""
+    register(workload)
+    try:
+        yield workload
+    finally:
+        unregister(workload.name)
+
+
+def workloads() -> tuple[Workload, ...]:
+    """Every registered workload, in the order registered."""
+    return tuple(_REGISTRY.values())
+
+
+def get_workload(name: str) -> Workload | None:
+    """The workload of this name, or None."""
+    return _REGISTRY.get(name)
+
+
+def resolve(ref: Ref) -> Callable[..., Any]:
+    """A declared part as a callable, importing "module:function" now."""
+    if callable(ref):
+        return ref
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
