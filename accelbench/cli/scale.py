@@ -51,7 +51,7 @@ def scale(
     summary = stored_summary(recorder, summary_outcome(study, cells))
     tables = table_console((json_out or csv_out) and output is None, wide)
     tables.print(train_table(cells, f"{base.model.name}: cells"))
-    tables.print(scale_table(summary.metrics["rows"], f"{base.model.name}: {mode} scaling"))
+    tables.print(scale_table(summary.typed.rows, f"{base.model.name}: {mode} scaling"))
     console.print(Text(summary.reason))
     emit([*records, summary], json_out, csv_out, output)
     recorder.close()  # raises, naming the file, if a record could not be stored

@@ -121,5 +121,6 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
                        reason=f"time budget ended after {steps} steps, none timed past the "
                               f"{spec.warmup_steps} warm-up steps")
     backend = dist.get_backend() if dist.is_initialized() else "none"
-    metrics = metrics_dict(cell_metrics(spec, cell, layout, counts, ranks, estimate, backend))
-    return Outcome(KIND, "ok", record_spec, metrics, raw, reason=peak_warning(metrics))
+    metrics = cell_metrics(spec, cell, layout, counts, ranks, estimate, backend)
+    return Outcome(KIND, "ok", record_spec, metrics_dict(metrics), raw,
+                   reason=peak_warning(metrics))
