@@ -74,7 +74,7 @@ def test_an_undeclared_key_is_kept_reachable():
 
 def test_a_kind_without_a_metrics_class_is_a_clear_error():
     with pytest.raises(ValueError, match="'inference' declares no metrics"):
-        _record("inference", {"tokens_per_s": 1.0}).typed
+        _record("inference", {"tokens_per_s": 1.0}).typed  # noqa: B018
     with pytest.raises(ValueError, match="declares no metrics"):
         read_metrics("inference", {})
 
