@@ -29,6 +29,7 @@ from accelbench.analytics.kernels import (
 from accelbench.analytics.precision import BYTES_PER_VALUE
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
+from accelbench.config.schema import ProfileMetrics
 
 # a step's own costs outside its layers (loss, embedding, optimizer: bytes/s against bytes per
 # call) and whole measured layers (block: efficiency against FLOPs per call, `accelbench
@@ -265,17 +266,16 @@ def latencies_s(points: list[Point]) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
-def profile_from_metrics(metrics: dict[str, Any], environment: dict[str, Any],
+def profile_from_metrics(metrics: ProfileMetrics, environment: dict[str, Any],
                          source: str) -> MachineProfile:
-    """A profile from a 'profile' record's metrics and environment (config.schema
-    ProfileMetrics)."""
-    points = [point_from_dict(d) for d in metrics.get("points") or []]
-    peaks = {k: float(v) for k, v in (metrics.get("peak_flops_per_s_by_dtype") or {}).items()
-             if v}
+    """A profile from a 'profile' record's metrics (read as config.schema ProfileMetrics) and
+    environment."""
+    points = [point_from_dict(d) for d in metrics.points or []]
+    peaks = {k: float(v) for k, v in (metrics.peak_flops_per_s_by_dtype or {}).items() if v}
     return MachineProfile(
         device_type=str(environment.get("device_type", "")),
         device_name=str(environment.get("device_name", "")), source=source,
-        peaks_flops_per_s=peaks, peak_labels=dict(metrics.get("peak_label_by_dtype") or {}),
+        peaks_flops_per_s=peaks, peak_labels=dict(metrics.peak_label_by_dtype or {}),
         curves=build_curves(points, peaks), latency_s=latencies_s(points),
-        collective_ranks=metrics.get("collective_ranks"),
+        collective_ranks=metrics.collective_ranks,
         device_key=str(environment.get("device_spec_key") or ""))

@@ -32,6 +32,7 @@ from accelbench.config.schema import (
     PhaseFields,
     metrics_dict,
     phase_dict,
+    read_metrics,
 )
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
@@ -172,7 +173,8 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
                   for phase in BLOCK_PHASES}
         metrics = block_metrics(cell, phases)
         raw = {phase: list(s.times_s) for phase, s in stats.items()}
-        return Outcome(KIND, "ok", record_spec, metrics, raw, reason=peak_warning(metrics))
+        return Outcome(KIND, "ok", record_spec, metrics, raw,
+                       reason=peak_warning(read_metrics(KIND, metrics)))
 
     return guarded(KIND, record_spec, device, body)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from accelbench.analytics.metrics import per_second, tflops, utilisation
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import TimingStats
-from accelbench.config.schema import MemoryFields, PhaseFields
+from accelbench.config.schema import (
+    BLOCK_PHASES,
+    BlockReading,
+    MemoryFields,
+    PhaseFields,
+    TrainMetrics,
+)
 
 
 def phase_metrics(stats: TimingStats, flops: float, tokens: int, peak: Peak) -> PhaseFields:
@@ -32,15 +35,19 @@ def one_rank_memory(estimate_bytes: float, peak_bytes: int | None, base_bytes: i
                         mem_added_max_rank=None if added is None else 0, mem_method=method)
 
 
-def peak_warning(metrics: Mapping[str, Any]) -> str:
+def peak_warning(metrics: TrainMetrics | BlockReading) -> str:
     """A note when a utilisation exceeds 100%: impossible against a true peak, so the measured
     GEMM peak under-read the device (a machine busy while it was measured, or a kernel path
     faster than the GEMMs tried); the number is kept, but not silently.
 
-    Reads a record's metrics: 'mfu', 'hfu' and the block's '<phase>_mfu', and 'peak_label'."""
-    worst = max((v for k, v in metrics.items() if k.endswith(("mfu", "hfu"))
-                 and isinstance(v, float)), default=0.0)
+    Reads a cell's metrics as read back (a train cell's MFU and HFU, a block cell's phases'
+    MFU) and the peak's label."""
+    if isinstance(metrics, BlockReading):
+        shares = [metrics.phase(p).mfu for p in BLOCK_PHASES]
+    else:
+        shares = [metrics.mfu, metrics.hfu]
+    worst = max((v for v in shares if isinstance(v, float)), default=0.0)
     if worst <= 1.0:
         return ""
-    return (f"utilisation {100 * worst:.0f}% > 100% against {metrics.get('peak_label')}: the peak "
+    return (f"utilisation {100 * worst:.0f}% > 100% against {metrics.peak_label}: the peak "
             "under-reads this device; compare TFLOPS, not MFU")

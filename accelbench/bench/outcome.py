@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.config.schema import read_metrics
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -23,6 +25,12 @@ class Outcome:
     raw: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     asked_spec: dict[str, Any] | None = None
+
+    @property
+    def typed(self) -> Any:
+        """The metrics as the kind's frozen class (config.schema.read_metrics), as a stored
+        record reads them."""
+        return read_metrics(self.kind, self.metrics)
 
 
 Sink = Callable[[Outcome], Any]

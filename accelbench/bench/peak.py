@@ -20,7 +20,7 @@ import torch
 from accelbench.bench.dtypes import compute_dtype, parse_dtype, set_tf32
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.timing import PhaseTimer, run_timed
-from accelbench.config.schema import PeakMetrics, metrics_dict
+from accelbench.config.schema import PeakFields, PeakMetrics, TrainMetrics, metrics_dict
 from accelbench.hardware.detect import detect_spec
 from accelbench.hardware.specs import DeviceSpec, peak_precision
 
@@ -184,11 +184,14 @@ def measure_peak(device: torch.device, dtype: str, tf32: bool,
 def peak_of(outcome: Outcome) -> SweepPeak | None:
     """The peak a finished cell's utilisation was divided by, or None where it had none (a
     cell refused or failed): a resumed sweep divides the cells it runs by the same peak."""
-    m, dtype = outcome.metrics, outcome.spec.get("dtype")
-    if not dtype or m.get("peak_flops_per_s_per_device") is None or not m.get("peak_label"):
+    m, dtype = outcome.typed, outcome.spec.get("dtype")
+    if not isinstance(m, PeakFields):  # a peak record itself, a profile, ...: no cell's peak
         return None
-    return SweepPeak(dtype, m["peak_flops_per_s_per_device"], m["peak_precision"],
-                     m["peak_label"], m.get("sparse_peak_flops_per_s_per_device"))
+    if not dtype or m.peak_flops_per_s_per_device is None or not m.peak_label:
+        return None
+    sparse = m.sparse_peak_flops_per_s_per_device if isinstance(m, TrainMetrics) else None
+    return SweepPeak(dtype, m.peak_flops_per_s_per_device, m.peak_precision, m.peak_label,
+                     sparse)
 
 
 PeakLookup = Callable[[dict], "SweepPeak | None"]

@@ -25,7 +25,7 @@ from accelbench.bench.train.launch import (
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError, require_choice, require_positive
-from accelbench.config.schema import ScaleMetrics, metrics_dict
+from accelbench.config.schema import ScaleMetrics, ScaleRow, metrics_dict
 
 MODES = ("weak", "strong")
 
@@ -128,16 +128,16 @@ def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
     rows = []
     for o in ordered:
         n = o.spec["scale_devices"]
-        row = {"devices": n, "status": o.status, "reason": o.reason or note,
-               "baseline_devices": base_n,
-               "global_batch": o.spec["micro_batch"] * o.spec["gas"] * n}
+        row = ScaleRow(devices=n, status=o.status, reason=o.reason or note,
+                       baseline_devices=base_n,
+                       global_batch=o.spec["micro_batch"] * o.spec["gas"] * n)
         if base is not None and o.status == "ok":
-            tps, base_tps = o.metrics["tokens_per_s_global"], base.metrics["tokens_per_s_global"]
-            row.update(tokens_per_s_global=tps, tokens_per_s_per_device=tps / n,
-                       speedup=tps / base_tps,
-                       scaling_efficiency=scaling_efficiency(tps, base_tps, n, base_n),
-                       mfu=o.metrics.get("mfu"))
-        rows.append(row)
+            tps, base_tps = o.typed.tokens_per_s_global, base.typed.tokens_per_s_global
+            row = replace(row, tokens_per_s_global=tps, tokens_per_s_per_device=tps / n,
+                          speedup=tps / base_tps,
+                          scaling_efficiency=scaling_efficiency(tps, base_tps, n, base_n),
+                          mfu=o.typed.mfu)
+        rows.append(row.stored())
     return rows
 
 
@@ -147,7 +147,7 @@ def summary_outcome(scale: ScaleSpec, outcomes: list[Outcome]) -> Outcome:
     status = "ok" if any(r["status"] == "ok" for r in rows) else "error"
     spec = {"workload": "scale", "model_name": scale.base.model.name, "mode": scale.mode,
             "devices": list(scale.devices), "zero": scale.zero, "base": scale.base.to_dict()}
-    base_n = rows[0]["baseline_devices"] if rows else None
+    base_n = ScaleRow.read(rows[0]).baseline_devices if rows else None
     return Outcome("scale", status, spec,
                    metrics_dict(ScaleMetrics(rows=rows, baseline_devices=base_n)),
                    reason=baseline_note(outcomes, base_n))

@@ -29,11 +29,11 @@ def _probe_table(records: list[Record]) -> Table:
                              ("est. GiB", KEY), ("budget GiB", 1)):
         table.add_column(column, justify="right", priority=priority)
     for r in records:
-        s, m = r.spec, r.metrics
-        budget = m.get("mem_budget_bytes_per_rank")
+        s, m = r.spec, r.typed
+        budget = m.mem_budget_bytes_per_rank
         add_plain_row(table, s["micro_batch"], s["gas"], s["dtype"], s["recompute"],
                       s["probe"], s["seq_len"], s["method"],
-                      "yes" if m["fits"] else "no", f"{m['mem_estimate_bytes_per_rank'] / GIB:.2f}",
+                      "yes" if m.fits else "no", f"{m.mem_estimate_bytes_per_rank / GIB:.2f}",
                       "-" if budget is None else f"{budget / GIB:.2f}")
     return table
 

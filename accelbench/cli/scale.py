@@ -35,7 +35,7 @@ def run_scale(workload: Workload, options: ScaleOptions, out: Outputs) -> None:
     summary = stored_summary(recorder, summary_outcome(study, cells))
     tables = table_console((out.json_out or out.csv_out) and out.output is None, out.wide)
     tables.print(train_table(cells, f"{base.model.name}: cells"))
-    tables.print(scale_table(summary.metrics["rows"], f"{base.model.name}: {study.mode} scaling"))
+    tables.print(scale_table(summary.typed.rows, f"{base.model.name}: {study.mode} scaling"))
     console.print(Text(summary.reason))
     emit([*records, summary], out.json_out, out.csv_out, out.output)
     recorder.close()  # raises, naming the file, if a record could not be stored

@@ -215,12 +215,47 @@ class CheckMetrics:
 
 
 @dataclass(frozen=True)
+class ScaleRow:
+    """One device count of a scaling study's table (bench.scale.scaling_rows); the measured
+    fields are None, and absent from the stored row, where the count did not run or none did."""
+
+    devices: int | None = None
+    status: str | None = None
+    reason: str | None = None
+    baseline_devices: int | None = None  # the count the speedups are over
+    global_batch: int | None = None
+    tokens_per_s_global: float | None = None
+    tokens_per_s_per_device: float | None = None
+    speedup: float | None = None
+    scaling_efficiency: float | None = None
+    mfu: float | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """The row as a scale record stores it: the measured fields only where it measured."""
+        row = asdict(self)
+        if self.tokens_per_s_global is None:
+            for name in _SCALE_MEASURED:
+                row.pop(name)
+        return row
+
+    @classmethod
+    def read(cls, row: dict[str, Any]) -> ScaleRow:
+        """A stored row (a key this class does not declare is left out)."""
+        return cls(**{f.name: row.get(f.name) for f in fields(cls)})
+
+
+_SCALE_MEASURED = ("tokens_per_s_global", "tokens_per_s_per_device", "speedup",
+                   "scaling_efficiency", "mfu")
+
+
+@dataclass(frozen=True)
 class ScaleMetrics:
     """A scaling study's table (kind 'scale'), beside its per-count training cells: one row a
     device count (bench.scale.scaling_rows: devices, status, global batch, tokens/s, speedup,
-    scaling efficiency, MFU) and the count the speedups are over."""
+    scaling efficiency, MFU) and the count the speedups are over. Written as the rows' stored
+    dicts (ScaleRow.stored); read back (read_metrics) as ScaleRow objects."""
 
-    rows: list[dict[str, Any]] | None = None
+    rows: list[dict[str, Any]] | list[ScaleRow] | None = None
     baseline_devices: int | None = None
 
 
@@ -241,6 +276,53 @@ METRICS_BY_KIND: dict[str, type] = {
     "profile": ProfileMetrics, "check": CheckMetrics, "scale": ScaleMetrics,
     "seq-search": SeqSearchMetrics,
 }
+
+
+@dataclass(frozen=True)
+class BlockReading(BlockMetrics):
+    """A block record's metrics as read: the cell's fields, and each phase's '<phase>_<field>'
+    keys gathered back into its PhaseFields (`reading.forward_backward.mfu`)."""
+
+    forward: PhaseFields = PhaseFields()
+    backward: PhaseFields = PhaseFields()
+    forward_backward: PhaseFields = PhaseFields()
+
+    def phase(self, name: str) -> PhaseFields:
+        """One phase's fields by its name (one of BLOCK_PHASES)."""
+        if name not in BLOCK_PHASES:
+            raise ValueError(f"phase must be one of {BLOCK_PHASES}, got {name!r}")
+        return getattr(self, name)
+
+
+def metrics_class(kind: str) -> type:
+    """The class a record of this kind reads as (block: BlockReading, its phases gathered);
+    ValueError for a kind that declares no metrics."""
+    metric_names(kind)  # the clear error for an undeclared kind
+    return BlockReading if kind == "block" else METRICS_BY_KIND[kind]
+
+
+def read_metrics(kind: str, metrics: dict[str, Any]) -> Any:
+    """A record's metrics dict (already at the current schema version) as its kind's frozen
+    class: every declared name as an attribute, None where the dict lacks it. Keys the kind
+    does not declare are not in the result: `undeclared_metrics` gives them."""
+    cls = metrics_class(kind)
+    if cls is BlockReading:
+        phases = {p: PhaseFields(**{f.name: metrics.get(f"{p}_{f.name}")
+                                    for f in fields(PhaseFields)}) for p in BLOCK_PHASES}
+        cell = {f.name: metrics.get(f.name) for f in fields(BlockMetrics)}
+        return BlockReading(**cell, **phases)
+    if cls is ScaleMetrics:
+        rows = metrics.get("rows")
+        return ScaleMetrics(rows=None if rows is None else [ScaleRow.read(r) for r in rows],
+                            baseline_devices=metrics.get("baseline_devices"))
+    return cls(**{f.name: metrics.get(f.name) for f in fields(cls)})
+
+
+def undeclared_metrics(kind: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a record's metrics its kind does not declare (another tool's, or a key a
+    migration kept), with their values: kept reachable, never dropped."""
+    declared = set(metric_names(kind))
+    return {key: value for key, value in metrics.items() if key not in declared}
 
 
 def metrics_dict(metrics: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def _labels(groups: dict[tuple, list[Record]], machines: list[Machine]) -> list[
 
 def _mfu_rate(record: Record) -> Rate | None:
     """forward+backward MFU with the spread of its time."""
-    mfu = record.metrics.get("forward_backward_mfu")
+    mfu = record.typed.forward_backward.mfu
     r = phase_rate(record, "forward_backward", "tokens")
     if mfu is None or r is None:
         return None
@@ -125,14 +125,14 @@ def _tflops(record: Record, phase: str) -> Rate | None:
 
 
 def _row(label: str, r: Record) -> tuple[str, ...]:
-    m = r.metrics
+    m = r.typed
     cells = [_tflops(r, p) for p in ("forward", "backward")]
     tokens = phase_rate(r, "forward_backward", "tokens")
     ok = r.status == "ok"
     return (label, str(r.spec.get("batch")), status_text(r),
             *(c.text(".3g") if ok and c else "-" for c in cells),
-            tokens.text() if ok and tokens else "-", pct(m.get("forward_backward_mfu"), 2),
-            gib(m.get("mem_added_bytes_per_rank_max")), gib(m.get("mem_estimate_bytes_per_rank")),
+            tokens.text() if ok and tokens else "-", pct(m.forward_backward.mfu, 2),
+            gib(m.mem_added_bytes_per_rank_max), gib(m.mem_estimate_bytes_per_rank),
             prediction_text(block_prediction(r), ".3g") if ok else "-")
 
 

@@ -54,21 +54,21 @@ def rate(amount: float | None, median: float | None, fastest: float | None = Non
 
 def phase_rate(record: Record, phase: str, what: str) -> Rate | None:
     """A block phase's FLOP/s ('flops') or tokens/s ('tokens') per device, with its spread."""
-    m = record.metrics
-    amount = m.get(f"{phase}_flops") if what == "flops" else m.get("tokens_per_step_global")
-    return rate(amount, m.get(f"{phase}_time_s_median"), m.get(f"{phase}_time_s_min"),
-                m.get(f"{phase}_time_s_max"), m.get(f"{phase}_time_s_iqr"))
+    m = record.typed
+    p = m.phase(phase)
+    amount = p.flops if what == "flops" else m.tokens_per_step_global
+    return rate(amount, p.time_s_median, p.time_s_min, p.time_s_max, p.time_s_iqr)
 
 
 def train_rate(record: Record, per_device: bool = True) -> Rate | None:
     """A training cell's tokens/s (per device or global) with the spread of its steps."""
-    m = record.metrics
-    devices = m.get("n_devices") or 1
-    amount = m.get("tokens_per_step_global")
+    m = record.typed
+    devices = m.n_devices or 1
+    amount = m.tokens_per_step_global
     if amount is not None and per_device:
         amount /= devices
-    return rate(amount, m.get("step_time_s_median"), m.get("step_time_s_min"),
-                m.get("step_time_s_max"), m.get("step_time_s_iqr"))
+    return rate(amount, m.step_time_s_median, m.step_time_s_min, m.step_time_s_max,
+                m.step_time_s_iqr)
 
 
 def token_unit(record: Record) -> str:

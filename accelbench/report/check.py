@@ -14,14 +14,14 @@ CHECK_HEADER = ("feature", "status", "seconds", "detail")
 def check_rows(record: Record) -> list[tuple[str, str, str, str]]:
     """(feature, status, seconds, detail) per feature, in the order they ran."""
     return [(str(f.get("name")), str(f.get("status")), f"{f.get('seconds') or 0:.2f}",
-             str(f.get("detail") or "")) for f in record.metrics.get("features") or []]
+             str(f.get("detail") or "")) for f in record.typed.features or []]
 
 
 def check_summary(record: Record) -> str:
     """'14 ok, 5 unavailable, 0 failed in 20.3 s on cuda:0'."""
-    m = record.metrics
-    return (f"{m.get('features_ok')} ok, {m.get('features_unavailable')} unavailable, "
-            f"{m.get('features_failed')} failed in {m.get('check_time_s') or 0:.1f} s on "
+    m = record.typed
+    return (f"{m.features_ok} ok, {m.features_unavailable} unavailable, "
+            f"{m.features_failed} failed in {m.check_time_s or 0:.1f} s on "
             f"{record.spec.get('device')}")
 
 

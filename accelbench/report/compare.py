@@ -80,21 +80,21 @@ class Best:
     @property
     def mfu(self) -> Rate | None:
         """MFU with the spread of the cell's time."""
-        m = self.record.metrics
-        mfu = m.get("forward_backward_mfu") if self.record.kind == "block" else m.get("mfu")
+        m = self.record.typed
+        mfu = m.forward_backward.mfu if self.record.kind == "block" else m.mfu
         return None if mfu is None else self.per_device.scaled(mfu / self.per_device.value)
 
     @property
     def tflops(self) -> float | None:
         """Model TFLOPS per device."""
-        m = self.record.metrics
-        return (m.get("forward_backward_tflops_per_device") if self.record.kind == "block"
-                else m.get("tflops_per_device"))
+        m = self.record.typed
+        return (m.forward_backward.tflops_per_device if self.record.kind == "block"
+                else m.tflops_per_device)
 
 
 def _rates(record: Record) -> tuple[Rate, Rate] | None:
-    """(all devices, per device) tokens/s of an ok cell."""
-    if record.status != "ok":
+    """(all devices, per device) tokens/s of an ok block or training cell."""
+    if record.status != "ok" or record.kind not in ("block", "train"):
         return None
     if record.kind == "block":
         r = phase_rate(record, "forward_backward", "tokens")
@@ -135,7 +135,7 @@ def best_cells(machines: list[Machine]) -> dict[tuple[str, str], list[Best]]:
 
 def peak_source(record: Record) -> str:
     """'datasheet', 'measured GEMM' or 'none': what the MFU divides by."""
-    label = str(record.metrics.get("peak_label") or "none")
+    label = str(record.typed.peak_label or "none")
     if label.startswith("datasheet"):
         return "datasheet"
     return "measured GEMM" if label.startswith("measured") else "none"
@@ -147,14 +147,19 @@ def cell_settings(record: Record) -> str:
     if record.kind == "block":
         return f"batch {s.get('batch')}"
     return (f"mb {s.get('micro_batch')} gas {s.get('gas')} recompute {s.get('recompute')}, "
-            f"{record.metrics.get('n_devices') or 1} device(s)")
+            f"{record.typed.n_devices or 1} device(s)")
+
+
+def devices_of(record: Record) -> int:
+    """The devices a cell ran on (a block cell: one)."""
+    return 1 if record.kind == "block" else record.typed.n_devices or 1
 
 
 def mfu_table(best: dict[tuple, list[Best]]) -> Table:
     """Per device and precision: tokens/s, TFLOPS and MFU against each machine's own peak."""
     rows = tuple((name, precision, b.machine.label, b.per_device.text(),
                   num(b.tflops, ".3g"), b.mfu.text(".2%") if b.mfu else "-",
-                  tflops(b.record.metrics.get("peak_flops_per_s_per_device")),
+                  tflops(b.record.typed.peak_flops_per_s_per_device),
                   peak_source(b.record), cell_settings(b.record))
                  for (name, precision), items in best.items() for b in items)
     return Table("Per device and precision", ("workload", "precision", "machine",
@@ -169,7 +174,7 @@ def mfu_table(best: dict[tuple, list[Best]]) -> Table:
 
 def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table:
     """Time and energy to train `tokens` tokens at each machine's best measured cell."""
-    rows = tuple((name, precision, b.machine.label, str(b.record.metrics.get("n_devices") or 1),
+    rows = tuple((name, precision, b.machine.label, str(devices_of(b.record)),
                   b.total.text(), duration(tokens / b.total.value), energy_text(b.record, tokens))
                  for (name, precision), items in best.items() for b in items)
     return Table(f"Time to train {tokens:,.3g} tokens",

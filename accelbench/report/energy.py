@@ -17,12 +17,12 @@ NOT_RECORDED = "not recorded (a record older than energy metering)"
 
 def energy_per_token(record: Record) -> float | None:
     """J per token of a cell's timed steps, None where it has none."""
-    return record.metrics.get("energy_per_token_j")
+    return record.typed.energy_per_token_j
 
 
 def why_none(record: Record) -> str:
     """The record's own reason for having no energy figure."""
-    note = record.metrics.get("energy_note")
+    note = record.typed.energy_note
     return str(note) if note else NOT_RECORDED
 
 
@@ -35,11 +35,11 @@ def energy_text(record: Record, tokens: float) -> str:
 
 
 def _row(name: str, precision: str, best: Any, tokens: float, lowest: float) -> tuple:
-    m, per_token = best.record.metrics, energy_per_token(best.record)
-    watts = m.get("avg_power_w_per_device") or []
-    flag = " (window too short)" if m.get("energy_window_too_short") else ""
-    return (name, precision, best.machine.label, f"{m.get('energy_source')}{flag}",
-            f"{per_token:.3g}", num(m.get("tokens_per_j"), ",.3g"),
+    m, per_token = best.record.typed, energy_per_token(best.record)
+    watts = m.avg_power_w_per_device or []
+    flag = " (window too short)" if m.energy_window_too_short else ""
+    return (name, precision, best.machine.label, f"{m.energy_source}{flag}",
+            f"{per_token:.3g}", num(m.tokens_per_j, ",.3g"),
             ", ".join(f"{w:,.0f}" for w in watts) or "-",
             f"{per_token * tokens / J_PER_KWH:,.3g}", f"{per_token / lowest:.2f}x")
 

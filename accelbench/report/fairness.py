@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accelbench.report.cells import canonical, layout_text
-from accelbench.report.compare import Best, best_cells, peak_source
+from accelbench.report.compare import Best, best_cells, devices_of, peak_source
 from accelbench.report.content import Section, Table
 from accelbench.report.machines import Machine, short_version
 from accelbench.report.paper import cite
@@ -34,13 +34,13 @@ FIELDS: tuple[tuple[str, Callable[[Record], str]], ...] = (
     ("GAS", _spec("gas")),
     ("recompute", _spec("recompute")),
     ("layout", layout_text),
-    ("devices", lambda r: str(r.metrics.get("n_devices") or 1)),
+    ("devices", lambda r: str(devices_of(r))),
     ("compile", _spec("compile")),
     ("tf32", _spec("tf32")),
     ("timed steps or repetitions", lambda r: str(r.spec.get("steps") or r.spec.get("repeats"))),
     ("data", _spec("data")),
-    ("optimizer", lambda r: str(r.metrics.get("optimizer") or "-")),
-    ("peak source", lambda r: f"{peak_source(r)} ({r.metrics.get('peak_precision') or '-'})"),
+    ("optimizer", lambda r: str((r.typed.optimizer if r.kind == "train" else None) or "-")),
+    ("peak source", lambda r: f"{peak_source(r)} ({r.typed.peak_precision or '-'})"),
     ("torch", lambda r: short_version(r.environment.get("torch"))),
     ("torch build", _env("torch")),
     ("CUDA runtime", _env("cuda_runtime")),

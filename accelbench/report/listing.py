@@ -61,7 +61,7 @@ def select(records: Sequence[Record], machine: str | None = None,
 
 def ranks(record: Record) -> str:
     """The processes a cell ran on (a 2-rank CPU run is 2, though the host has 1 device)."""
-    count = record.spec.get("world_size") or record.metrics.get("n_devices")
+    count = record.spec.get("world_size")
     return str(count) if count else "-"
 
 

@@ -15,10 +15,10 @@ from accelbench.store.store import ResultStore
 
 def _threads(record: Record, n_devices: int) -> int:
     """Torch threads a process of the run had: one a launched rank (as calibrate --threads 1
-    measures it), else the recorded count."""
+    measures it), else the environment's count (block and train metrics declare none)."""
     if n_devices > 1:
         return 1
-    return int(record.environment.get("torch_threads") or record.metrics.get("threads") or 1)
+    return int(record.environment.get("torch_threads") or 1)
 
 
 def step_run(record: Record) -> dict[str, Any] | None:
@@ -27,13 +27,13 @@ def step_run(record: Record) -> dict[str, Any] | None:
     if record.status != "ok" or record.kind not in ("block", "train") or \
             record.environment.get("device_spec_key") or "model" not in record.spec:
         return None
-    s, m = record.spec, record.metrics
+    s, m = record.spec, record.typed
     if record.kind == "block":
-        measured, mb, n = m.get("forward_backward_time_s_median"), s.get("batch"), 1
+        measured, mb, n = m.forward_backward.time_s_median, s.get("batch"), 1
         gas, layout = 1, {}
     else:
-        measured, mb = m.get("step_time_s_median"), s.get("micro_batch")
-        n = int(m.get("n_devices") or 1)
+        measured, mb = m.step_time_s_median, s.get("micro_batch")
+        n = int(m.n_devices or 1)
         gas, layout = s.get("gas", 1), dict(s.get("layout") or {})
     if not measured or not mb:
         return None
@@ -54,7 +54,7 @@ def profiles_by_threads(store: ResultStore) -> dict[int, MachineProfile]:
     """The newest measured profile at each thread count."""
     out: dict[int, MachineProfile] = {}
     for record in sorted(store.query(kind=PROFILE_KIND, status="ok"), key=lambda r: -r.id):
-        threads = int(record.metrics.get("threads") or 0)
+        threads = int(record.typed.threads or 0)
         if threads and threads not in out:
             out[threads] = load_profile(store, record.id)
     return out

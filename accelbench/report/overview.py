@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from accelbench.config.schema import METRICS_BY_KIND, PeakFields
 from accelbench.report.cells import tflops
 from accelbench.report.check import CHECK_HEADER, check_rows, check_summary
 from accelbench.report.content import Section, Table
@@ -20,11 +21,13 @@ def _peaks(machine: Machine) -> str:
     """Each precision's dense peak once, and where it came from."""
     seen: dict[str, str] = {}
     for r in machine.records:
-        m = r.metrics
-        precision = m.get("peak_precision")
-        if precision and precision not in seen and m.get("peak_label"):
-            seen[precision] = (f"{precision} {tflops(m.get('peak_flops_per_s_per_device'))} "
-                               f"TFLOPS ({m['peak_label']})")
+        m = r.typed if r.kind in METRICS_BY_KIND else None
+        if not isinstance(m, PeakFields):  # a peak, profile, ... record: no cell's peak
+            continue
+        precision = m.peak_precision
+        if precision and precision not in seen and m.peak_label:
+            seen[precision] = (f"{precision} {tflops(m.peak_flops_per_s_per_device)} "
+                               f"TFLOPS ({m.peak_label})")
     return "; ".join(seen.values()) or "-"
 
 

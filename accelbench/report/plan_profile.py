@@ -10,6 +10,7 @@ from typing import Any
 from accelbench.analytics.profile import MachineProfile, profile_from_metrics
 from accelbench.config.errors import ConfigError
 from accelbench.config.paths import default_db_path
+from accelbench.config.schema import read_metrics
 from accelbench.report.profile import PROFILE_KIND, load_profile
 from accelbench.store.dbfile import check_path
 from accelbench.store.store import ResultStore
@@ -46,5 +47,6 @@ def resolve_profile(text: str, db: Path | None) -> MachineProfile:
         raise ConfigError("profile", f"{text!r} is not a record id, 'latest' or a file",
                           PROFILE_CHOICES)
     record = _record_from_file(path)
-    return profile_from_metrics(record["metrics"], record.get("environment") or {},
+    return profile_from_metrics(read_metrics(PROFILE_KIND, record["metrics"]),
+                                record.get("environment") or {},
                                 f"measured ({path.name})")

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbench.config.schema import TrainMetrics
+
 FP8_CAPTION = ("fp8 cells: MFU over the dense BF16 peak, as FP8 results are published; in "
                "brackets the FP8 peak's utilisation where float8 units ran, or 'emulated' where "
                "none did (torchao's emulation: FP8 numerics, no FP8 speed, no FP8 peak)")
 
 
-def precision_text(spec: dict[str, Any], metrics: dict[str, Any]) -> str:
+def precision_text(spec: dict[str, Any], metrics: TrainMetrics) -> str:
     """'bf16'; 'fp8 rowwise (emulated)'; 'fp8 tensorwise (41.0% of FP8 peak)'."""
     dtype = str(spec.get("dtype", ""))
     if dtype != "fp8":
         return dtype
     text = f"fp8 {spec.get('fp8_recipe') or 'tensorwise'}"
-    mode, used = metrics.get("fp8_mode"), metrics.get("fp8_peak_utilisation")
+    mode, used = metrics.fp8_mode, metrics.fp8_peak_utilisation
     if mode == "native" and used is not None:
         return f"{text} ({used:.1%} of FP8 peak)"
     return f"{text} ({mode})" if mode else text

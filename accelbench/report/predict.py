@@ -67,7 +67,7 @@ def train_prediction(record: Record) -> Prediction | str:
     if not record.environment.get("device_spec_key"):
         return NO_DATASHEET
     run = measured_run(record)
-    measured = record.metrics.get("tokens_per_s_per_device")
+    measured = record.typed.tokens_per_s_per_device
     if run is None or not measured:
         return "-"
     try:
@@ -86,8 +86,8 @@ def block_prediction(record: Record, phase: str = "forward_backward") -> Predict
     key = record.environment.get("device_spec_key")
     if not key:
         return NO_DATASHEET
-    measured = record.metrics.get(f"{phase}_tflops_per_device")
-    precision = record.metrics.get("peak_precision") or record.spec.get("dtype")
+    measured = record.typed.phase(phase).tflops_per_device
+    precision = record.typed.peak_precision or record.spec.get("dtype")
     try:
         spec = get_spec(key)
     except ConfigError:

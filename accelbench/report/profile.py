@@ -41,7 +41,7 @@ def load_profile(store: ResultStore, record_id: int | None = None) -> MachinePro
         if record is None or record.kind != PROFILE_KIND or record.status != "ok":
             raise ConfigError("profile", f"record {record_id} is not a measured profile",
                               "the id of a 'profile' record with status ok")
-    return profile_from_metrics(record.metrics, record.environment,
+    return profile_from_metrics(record.typed, record.environment,
                                 f"measured (record {record.id}, {record.created_utc[:10]})")
 
 
@@ -68,12 +68,12 @@ def profile_table(record: Record) -> Table:
                              ("n", 3), ("rate", KEY), ("of peak / algbw", 1)):
         table.add_column(column, justify="left" if column in ("curve", "call") else "right",
                          priority=priority)
-    peaks = record.metrics.get("peak_flops_per_s_by_dtype") or {}
-    for point in map(point_from_dict, record.metrics.get("points") or []):
+    peaks = record.typed.peak_flops_per_s_by_dtype or {}
+    for point in map(point_from_dict, record.typed.points or []):
         add_plain_row(table, point.curve, point.label, f"{1e3 * point.time_s_median:.3f}",
                       f"{1e3 * point.time_s_iqr:.3f}", point.samples, _rate(point),
                       _fraction(point, peaks))
-    labels = record.metrics.get("peak_label_by_dtype") or {}
+    labels = record.typed.peak_label_by_dtype or {}
     table.caption = Text("; ".join(f"{d} peak {peaks[d] / 1e12:.3f} TFLOP/s ({labels.get(d)})"
                                for d in sorted(peaks)) or "no precision peak")
     return table
@@ -85,20 +85,20 @@ def block_points(records: list[Record]) -> list[Point]:
     call (the record's, analytics/flops.py block_flops) and its timings."""
     points = []
     for record in records:
-        s, m = record.spec, record.metrics
+        s = record.spec
         if record.kind != "block" or record.status != "ok" or "model" not in s:
             continue
         cfg, seq = ModelConfig(**s["model"]), int(s["seq_len"])
         for phase in ("forward", "backward"):
-            flops, median = m.get(f"{phase}_flops"), m.get(f"{phase}_time_s_median")
+            m = record.typed.phase(phase)
+            flops, median = m.flops, m.time_s_median
             if not flops or not median:
                 continue
             points.append(Point(
                 "block", curve_key("block", s["dtype"], phase, block_shape(cfg, seq)),
                 f"block {cfg.name} b={s['batch']} s={seq} {phase} (record {record.id})",
                 s["dtype"], float(flops), float(flops), float(median),
-                float(m[f"{phase}_time_s_min"]), float(m[f"{phase}_time_s_max"]),
-                float(m[f"{phase}_time_s_iqr"]), int(m[f"{phase}_samples"]),
+                float(m.time_s_min), float(m.time_s_max), float(m.time_s_iqr), int(m.samples),
                 {"batch": s["batch"], "seq": seq, "record_id": record.id}))
     return points
 
@@ -118,25 +118,25 @@ def profile_with_blocks(store: ResultStore, threads: int = 0) -> tuple[Outcome, 
     those threads. Its spec names the base profile and the block records. No profile, or no
     block record at a profile's threads: one line, exit 2."""
     profiles = [r for r in store.query(kind=PROFILE_KIND, status="ok")
-                if not threads or int(r.metrics.get("threads") or 0) == threads]
+                if not threads or int(r.typed.threads or 0) == threads]
     if not profiles:
         at = f" at {threads} threads" if threads else ""
         raise ConfigError("from-block", f"no measured profile{at} in '{store.path}'",
                           "run 'accelbench calibrate' on this machine first")
     block_records = store.query(kind="block", status="ok")
     for base in reversed(profiles):
-        at = int(base.metrics.get("threads") or 0)
+        at = int(base.typed.threads or 0)
         blocks = [r for r in block_records if _same_machine(r, base, at)]
         points = block_points(blocks)
         if points:
             break
     else:
-        counts = sorted({int(r.metrics.get("threads") or 0) for r in profiles})
+        counts = sorted({int(r.typed.threads or 0) for r in profiles})
         raise ConfigError("from-block", f"no block record of this machine at "
                           f"{' or '.join(map(str, counts))} threads in '{store.path}'",
                           "run 'accelbench block' at a profile's thread count first")
-    kept = [p for p in base.metrics.get("points") or [] if p.get("op") != "block"]
-    metrics = {**base.metrics, "points": kept + [point_dict(p) for p in points]}
+    kept = [p for p in base.typed.points or [] if p.get("op") != "block"]
+    metrics = dict(base.metrics, points=kept + [point_dict(p) for p in points])
     ids = sorted({r.id for r in blocks})
     spec = {**base.spec, "from_block": ids, "base_profile": base.id}
     reason = (f"profile {base.id} with {len(points)} block points from records "

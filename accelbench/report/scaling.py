@@ -4,6 +4,7 @@ count's cell, beside the paper's per-system scaling efficiencies."""
 
 from __future__ import annotations
 
+from accelbench.config.schema import ScaleRow
 from accelbench.report.cells import (
     SCALE_CELL,
     Rate,
@@ -51,27 +52,27 @@ def _precision(summary: Record) -> str:
     return ",".join((summary.spec.get("base") or {}).get("dtypes") or ["?"])
 
 
-def _global_rate(row: dict, cell: Record | None) -> Rate | None:
+def _global_rate(row: ScaleRow, cell: Record | None) -> Rate | None:
     """The row's global tokens/s, with the spread of its cell's steps where it is there."""
-    if row.get("tokens_per_s_global") is None:
+    if row.tokens_per_s_global is None:
         return None
     spread = train_rate(cell, per_device=False) if cell is not None else None
     if spread is None:
-        return Rate(row["tokens_per_s_global"])
-    return spread.scaled(row["tokens_per_s_global"] / spread.value)
+        return Rate(row.tokens_per_s_global)
+    return spread.scaled(row.tokens_per_s_global / spread.value)
 
 
 def _rows(label: str, summary: Record, cells: dict[int, Record]) -> list[tuple[str, ...]]:
     rows = []
-    for row in summary.metrics.get("rows") or []:
-        cell = cells.get(row["devices"])
+    for row in summary.typed.rows or []:
+        cell = cells.get(row.devices)
         tokens = _global_rate(row, cell)
-        ok = row.get("status") == "ok"
-        rows.append((label, str(row["devices"]), "does not fit" if row.get("status") == "oom"
-                     else str(row.get("status")), tokens.text() if tokens else "-",
-                     num(row.get("tokens_per_s_per_device")),
-                     num(row.get("speedup"), ".2f"), pct(row.get("scaling_efficiency")),
-                     pct(row.get("mfu"), 2), str(row.get("baseline_devices")),
+        ok = row.status == "ok"
+        rows.append((label, str(row.devices), "does not fit" if row.status == "oom"
+                     else str(row.status), tokens.text() if tokens else "-",
+                     num(row.tokens_per_s_per_device),
+                     num(row.speedup, ".2f"), pct(row.scaling_efficiency),
+                     pct(row.mfu, 2), str(row.baseline_devices),
                      prediction_text(train_prediction(cell)) if ok and cell else "-"))
     return rows
 
@@ -84,12 +85,12 @@ def _published_series() -> list[Series]:
 def _figure(items: list[tuple[str, Record, dict[int, Record]]]) -> Figure:
     eff, tokens = [], []
     for label, summary, cells in items:
-        rows = summary.metrics.get("rows") or []
-        eff.append(points_series(label, [(r["devices"], Rate(r["scaling_efficiency"])
-                                          if r.get("scaling_efficiency") is not None else None,
-                                          r.get("status") == "oom") for r in rows]))
-        tokens.append(points_series(label, [(r["devices"], _global_rate(r, cells.get(
-            r["devices"])), r.get("status") == "oom") for r in rows]))
+        rows = summary.typed.rows or []
+        eff.append(points_series(label, [(r.devices, Rate(r.scaling_efficiency)
+                                          if r.scaling_efficiency is not None else None,
+                                          r.status == "oom") for r in rows]))
+        tokens.append(points_series(label, [(r.devices, _global_rate(r, cells.get(
+            r.devices)), r.status == "oom") for r in rows]))
     return Figure("table2_scaling", "Device scaling: efficiency and throughput",
                   (Panel("scaling efficiency", "devices", "scaling efficiency (fraction)",
                          tuple(eff + _published_series()), True),

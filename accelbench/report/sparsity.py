@@ -58,7 +58,7 @@ def _relative(records: list[Record], value) -> list[tuple[float, Rate | None, bo
 
 
 def _loss(r: Record) -> Rate | None:
-    loss = r.metrics.get("loss_last")
+    loss = r.typed.loss_last
     return Rate(loss) if loss is not None else None
 
 
@@ -109,7 +109,7 @@ def _kernel_text(r: Record) -> str:
     """What ran the sparse matrices: the kernel, or why none did (masked dense)."""
     if float(r.spec["sparsity"]) == 0:
         return "dense"
-    return str(r.metrics.get("sparse_kernel") or r.metrics.get("sparse_kernel_reason") or "-")
+    return str(r.typed.sparse_kernel or r.typed.sparse_kernel_reason or "-")
 
 
 def _cells_table(groups: dict[tuple, list[Record]]) -> Table:

@@ -10,6 +10,13 @@ from rich.table import Table
 from rich.text import Text
 
 from accelbench.config.fit import fit_text
+from accelbench.config.schema import (
+    METRICS_BY_KIND,
+    EnergyFields,
+    ProfileMetrics,
+    ScaleRow,
+    TrainMetrics,
+)
 from accelbench.config.vocab import GIB
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
@@ -49,19 +56,19 @@ def _gib(value: float | None) -> str:
 
 def _has_energy(records: list[Record]) -> bool:
     """Whether some record measured energy (then the table has a J/token column)."""
-    return any(r.metrics.get("energy_per_token_j") is not None for r in records)
+    return any(r.typed.energy_per_token_j is not None for r in records)
 
 
-def _energy_cells(records: list[Record], m: dict) -> tuple[str, ...]:
+def _energy_cells(records: list[Record], m: EnergyFields) -> tuple[str, ...]:
     """The J/token cell of a row, when the table has the column."""
-    return (_num(m.get("energy_per_token_j"), ".3g"),) if _has_energy(records) else ()
+    return (_num(m.energy_per_token_j, ".3g"),) if _has_energy(records) else ()
 
 
 def with_energy(caption: Text | None, records: list[Record]) -> Text | None:
     """The caption, with where the J/token came from or why there is none (docs/energy.md)."""
-    sources = sorted({str(r.metrics.get("energy_source")) for r in records
-                      if r.metrics.get("energy_per_token_j") is not None})
-    notes = [str(n) for r in records if (n := r.metrics.get("energy_note"))]
+    sources = sorted({str(r.typed.energy_source) for r in records
+                      if r.typed.energy_per_token_j is not None})
+    notes = [str(n) for r in records if (n := r.typed.energy_note)]
     line = (f"J/token over the timed steps, from {', '.join(sources)}" if sources
             else f"energy {notes[0]}" if notes else "")
     if not line:
@@ -77,18 +84,18 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
                         "MFU (f+b)": KEY, "mem GiB": 4, "est. GiB": 5,
                         **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
-        m = r.metrics
+        m = r.typed
         status = fit_text(r.status, r.reason)
-        fwd, bwd = m.get("forward_time_s_median"), m.get("backward_time_s_median")
+        fwd, bwd = m.forward.time_s_median, m.backward.time_s_median
         add_plain_row(
             table,
             str(r.spec.get("batch")), r.spec.get("dtype", ""), status,
             _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
-            _num(m.get("forward_tflops_per_device"), ".2f"),
-            _num(m.get("backward_tflops_per_device"), ".2f"),
-            _num(m.get("forward_backward_tokens_per_s_per_device"), ",.0f"),
-            _pct(m.get("forward_backward_mfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
-            _gib(m.get("mem_estimate_bytes_per_rank")), *_energy_cells(records, m), r.reason,
+            _num(m.forward.tflops_per_device, ".2f"),
+            _num(m.backward.tflops_per_device, ".2f"),
+            _num(m.forward_backward.tokens_per_s_per_device, ",.0f"),
+            _pct(m.forward_backward.mfu), _gib(m.mem_added_bytes_per_rank_max),
+            _gib(m.mem_estimate_bytes_per_rank), *_energy_cells(records, m), r.reason,
         )
     peaks = peak_captions(records)
     if peaks:
@@ -102,11 +109,11 @@ def peak_captions(records: list[Record]) -> str:
     """Each precision's peak once, with where it came from (dtypes of a sweep have their own)."""
     seen: dict[str, str] = {}
     for r in records:
-        m = r.metrics
-        if m.get("peak_label") and m.get("peak_precision") not in seen:
-            value = m.get("peak_flops_per_s_per_device")
+        m = r.typed
+        if m.peak_label and m.peak_precision not in seen:
+            value = m.peak_flops_per_s_per_device
             tflops = "" if value is None else f" {value / 1e12:.3g} TFLOPS"
-            seen[m["peak_precision"]] = f"{m['peak_precision']}{tflops}, {m['peak_label']}"
+            seen[m.peak_precision] = f"{m.peak_precision}{tflops}, {m.peak_label}"
     return "; ".join(seen.values())
 
 
@@ -122,27 +129,29 @@ def summary_table(records: list[Record]) -> Table:
     return table
 
 
-def _profile_figure(m: dict[str, Any]) -> str:
+def _profile_figure(m: ProfileMetrics) -> str:
     """A machine profile: its points, fastest GEMM and best bus bandwidth."""
-    gemm = max((m.get("gemm_flops_per_s_max_by_dtype") or {}).values(), default=None)
-    bus = max((m.get("collective_bus_bytes_per_s_max_by_op") or {}).values(), default=None)
-    text = f"profile: {len(m['points'])} points"
+    gemm = max((m.gemm_flops_per_s_max_by_dtype or {}).values(), default=None)
+    bus = max((m.collective_bus_bytes_per_s_max_by_op or {}).values(), default=None)
+    text = f"profile: {len(m.points)} points"
     text += f", GEMM {gemm / 1e12:.3g} TFLOPS" if gemm else ""
     return text + (f", busbw {bus / 1e9:.3g} GB/s" if bus else "")
 
 
 def key_figure(r: Record) -> str:
     """The one number that best sums a record up."""
-    m = r.metrics
-    if r.kind == "peak" and m.get("peak_flops_per_s_per_device") is not None:
-        return f"peak {m['peak_flops_per_s_per_device'] / 1e12:.3g} TFLOPS"
-    if r.kind == "profile" and m.get("points"):
+    if r.kind not in METRICS_BY_KIND:  # another tool's kind: its reason only
+        return r.reason[:60]
+    m = r.typed
+    if r.kind == "peak" and m.peak_flops_per_s_per_device is not None:
+        return f"peak {m.peak_flops_per_s_per_device / 1e12:.3g} TFLOPS"
+    if r.kind == "profile" and m.points:
         return _profile_figure(m)
-    for key, mfu_key in (("forward_backward_tokens_per_s_per_device", "forward_backward_mfu"),
-                         ("tokens_per_s_global", "mfu")):
-        if m.get(key) is not None:
-            mfu = m.get(mfu_key)
-            return f"{m[key]:,.0f} tok/s" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
+    rate = (m.forward_backward.tokens_per_s_per_device, m.forward_backward.mfu) \
+        if r.kind == "block" else (m.tokens_per_s_global, m.mfu) if r.kind == "train" else None
+    if rate is not None and rate[0] is not None:
+        tokens, mfu = rate
+        return f"{tokens:,.0f} tok/s" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
     return r.reason[:60]
 
 
@@ -153,13 +162,13 @@ def token_unit(records: list[Record]) -> str:
     return units.pop() if len(units) == 1 else "token"
 
 
-def _sparse_cells(spec: dict, m: dict) -> tuple[tuple[str], tuple[str, str]]:
+def _sparse_cells(spec: dict, m: TrainMetrics) -> tuple[tuple[str], tuple[str, str]]:
     """A sparsity sweep's cells: the level asked (measured), the speedup over the sweep's dense
     cell and the loss at the end against it (absolute and relative)."""
-    asked, measured = spec.get("sparsity") or 0, m.get("sparsity_measured")
+    asked, measured = spec.get("sparsity") or 0, m.sparsity_measured
     level = f"{asked:g}" + (f" ({measured:.3f})" if measured is not None else "")
-    speedup = m.get("speedup_vs_dense")
-    delta, rel = m.get("loss_last_vs_dense"), m.get("loss_last_vs_dense_relative")
+    speedup = m.speedup_vs_dense
+    delta, rel = m.loss_last_vs_dense, m.loss_last_vs_dense_relative
     loss = f"{delta:+.3f} ({rel:+.1%})" if delta is not None and rel is not None else "-"
     return (level,), (f"{speedup:.2f}x" if speedup is not None else "-", loss)
 
@@ -177,9 +186,9 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
                         "loss first>last": 4, **vs_dense, "data wait": 6,
                         **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
-        m, s = r.metrics, r.spec
-        t = m.get("step_time_s_median")
-        first, last = m.get("loss_first"), m.get("loss_last")
+        m, s = r.typed, r.spec
+        t = m.step_time_s_median
+        first, last = m.loss_first, m.loss_last
         loss = f"{first:.3f}>{last:.3f}" if first is not None and last is not None else "-"
         level, vs_dense = _sparse_cells(s, m) if sparse else ((), ())
         add_plain_row(
@@ -187,10 +196,10 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
             precision_text(s, m), s.get("recompute", ""), *level,
             fit_text(r.status, r.reason), _num(t and t * 1e3, ".1f"),
-            _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
-            _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
-            _gib(m.get("mem_estimate_bytes_per_rank")), loss, *vs_dense,
-            _pct(m.get("data_wait_fraction")), *_energy_cells(records, m), r.reason)
+            _num(m.tokens_per_s_global, ",.0f"), _num(m.tflops_per_device, ".2f"),
+            _pct(m.mfu), _pct(m.hfu), _gib(m.mem_added_bytes_per_rank_max),
+            _gib(m.mem_estimate_bytes_per_rank), loss, *vs_dense,
+            _pct(m.data_wait_fraction), *_energy_cells(records, m), r.reason)
     peaks = peak_captions(records)
     if peaks:
         table.caption = Text(f"MFU/HFU against: {peaks}; {rate} global over the median step; "
@@ -201,16 +210,15 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
     return table
 
 
-def scale_table(rows: list[dict], title: str = "Scaling") -> Table:
+def scale_table(rows: list[ScaleRow], title: str = "Scaling") -> Table:
     """The study's table II: throughput, speedup and scaling efficiency per device count."""
     table = plain_table(title)
     add_columns(table, {"devices": KEY, "global batch": 2, "status": KEY, "tokens/s": KEY,
                         "tokens/s/device": 2, "speedup": KEY, "scaling eff.": KEY, "MFU": 2,
                         "note": 1})
     for r in rows:
-        add_plain_row(table, r["devices"], r["global_batch"], r["status"],
-                      _num(r.get("tokens_per_s_global"), ",.0f"),
-                      _num(r.get("tokens_per_s_per_device"), ",.0f"),
-                      _num(r.get("speedup"), ".2f"), _pct(r.get("scaling_efficiency")),
-                      _pct(r.get("mfu")), r.get("reason", ""))
+        add_plain_row(table, r.devices, r.global_batch, r.status,
+                      _num(r.tokens_per_s_global, ",.0f"), _num(r.tokens_per_s_per_device, ",.0f"),
+                      _num(r.speedup, ".2f"), _pct(r.scaling_efficiency), _pct(r.mfu),
+                      r.reason or "")
     return table

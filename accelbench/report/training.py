@@ -72,7 +72,7 @@ def cell_columns(machine: Machine, r: Record) -> tuple[str, ...]:
     """The columns CELL_HEADER names."""
     s = r.spec
     compiled = ", compiled" if s.get("compile") else ""  # else two rows read the same
-    return (machine.label, str(s.get("model_name")), precision_text(s, r.metrics) + compiled,
+    return (machine.label, str(s.get("model_name")), precision_text(s, r.typed) + compiled,
             str(s.get("seq_len")),
             str(s.get("micro_batch")), str(s.get("gas")), str(s.get("recompute")),
             layout_text(r) + all_to_all_text(r), status_text(r))
@@ -81,16 +81,16 @@ def cell_columns(machine: Machine, r: Record) -> tuple[str, ...]:
 def all_to_all_text(r: Record) -> str:
     """' (all-to-all 12% of step)' for an expert-parallel cell (the busiest rank's share of
     the step in all-to-all, as the record keeps it), else ''."""
-    share = r.metrics.get("all_to_all_fraction")
+    share = r.typed.all_to_all_fraction
     return "" if share is None else f" (all-to-all {pct(share, 0)} of step)"
 
 
 def measure_columns(r: Record) -> tuple[str, ...]:
     """Throughput (spread), MFU, measured and estimated memory, the planner's prediction."""
-    m, ok = r.metrics, r.status == "ok"
+    m, ok = r.typed, r.status == "ok"
     tokens = train_rate(r)
-    return (tokens.text() if ok and tokens else "-", pct(m.get("mfu"), 2),
-            gib(m.get("mem_added_bytes_per_rank_max")), gib(m.get("mem_estimate_bytes_per_rank")),
+    return (tokens.text() if ok and tokens else "-", pct(m.mfu, 2),
+            gib(m.mem_added_bytes_per_rank_max), gib(m.mem_estimate_bytes_per_rank),
             prediction_text(train_prediction(r)) if ok else "-")
 
 
@@ -138,7 +138,7 @@ def best_series(cells: list[tuple[Machine, Record]], x: Callable[[Record], float
 
 def mfu_rate(r: Record) -> Rate | None:
     """MFU with the spread of the steps."""
-    tokens, mfu = train_rate(r), r.metrics.get("mfu")
+    tokens, mfu = train_rate(r), r.typed.mfu
     return tokens.scaled(mfu / tokens.value) if tokens and mfu is not None else None
 
 

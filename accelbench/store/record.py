@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from accelbench.config.schema import SCHEMA_VERSION
+from accelbench.config.schema import SCHEMA_VERSION, read_metrics, undeclared_metrics
 from accelbench.store.jsontext import dumps, loads
 from accelbench.store.migrate import upgrade
 
@@ -37,6 +37,18 @@ class Record:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def typed(self) -> Any:
+        """The metrics as the kind's frozen class (config.schema.read_metrics: TrainMetrics,
+        BlockReading, ...), built from the dict on each read; ValueError for a kind that
+        declares no metrics. The stored dict (`metrics`) is unchanged."""
+        return read_metrics(self.kind, self.metrics)
+
+    @property
+    def extra_metrics(self) -> dict[str, Any]:
+        """The metric keys this record's kind does not declare (another tool's), with values."""
+        return undeclared_metrics(self.kind, self.metrics)
 
     def to_json(self) -> str:
         """Strict JSON of everything but the store's id (non-finite floats tagged: jsontext)."""
@@ -71,6 +83,11 @@ class Record:
                     value = dumps(value, sort_keys=True, separators=(",", ":"))
                 row[f"{prefix}.{key}"] = value
         return row
+
+
+def metrics_of(record: Record) -> Any:
+    """A record's metrics as its kind's frozen class (the same as `record.typed`)."""
+    return record.typed
 
 
 def new_run_id() -> str:

@@ -20,7 +20,7 @@ from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import metrics_dict
+from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.hardware.specs import get_spec
 from accelbench.models.float8 import convert_blocks, float8_layer_names
 from accelbench.models.gpt import GPT
@@ -199,8 +199,9 @@ def test_fp8_composes_with_recompute():
 def test_tables_name_how_an_fp8_cell_ran():
     """The precision column never shows an FP8 utilisation for an emulated cell."""
     spec = {"dtype": "fp8", "fp8_recipe": "rowwise"}
-    assert precision_text(spec, {"fp8_mode": "emulated"}) == "fp8 rowwise (emulated)"
-    native = {"fp8_mode": "native", "fp8_peak_utilisation": 0.4123}
+    emulated = TrainMetrics(fp8_mode="emulated")
+    assert precision_text(spec, emulated) == "fp8 rowwise (emulated)"
+    native = TrainMetrics(fp8_mode="native", fp8_peak_utilisation=0.4123)
     assert precision_text(spec, native) == "fp8 rowwise (41.2% of FP8 peak)"
     assert precision_text({"dtype": "bf16"}, native) == "bf16"
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from accelbench.bench.outcome import Outcome
 from accelbench.cli import genslm as genslm_cli
 from accelbench.cli.main import main
+from accelbench.config.schema import ScaleRow
 from accelbench.report.table import block_table, scale_table, summary_table, train_table
 from accelbench.store.record import Record
 
@@ -59,7 +60,7 @@ def test_tables_print_names_and_reasons_verbatim_on_a_markup_console() -> None:
     train = _record("train", ERROR, seq_len=64, micro_batch=1, gas=1, dtype="fp32",
                     recompute=STYLE, model_name=name)
     block = _record("block", ERROR, batch=1, dtype=CLOSE, model_name=name)
-    rows = [{"devices": 2, "global_batch": 8, "status": "error", "reason": ERROR}]
+    rows = [ScaleRow(devices=2, global_batch=8, status="error", reason=ERROR)]
     for text in (_render(train_table([train], f"{name} train")),
                  _render(block_table([block], f"{name} block")),
                  _render(summary_table([train, block])),

@@ -5,6 +5,7 @@ import torch
 
 from accelbench.bench import peak as peak_mod
 from accelbench.bench.metrics import peak_warning
+from accelbench.config.schema import read_metrics
 from accelbench.report.table import peak_captions
 from accelbench.store.record import Record
 
@@ -43,10 +44,14 @@ def test_peak_is_the_fastest_layout_over_the_shapes(monkeypatch):
 
 def test_utilisation_above_100_percent_is_flagged_not_hidden():
     label = "measured peak (GEMM n=128)"
-    assert peak_warning({"forward_mfu": 0.9, "backward_mfu": 0.8, "peak_label": label}) == ""
-    note = peak_warning({"forward_mfu": 5.48, "forward_backward_mfu": 0.7, "peak_label": label})
+    block = read_metrics("block", {"forward_mfu": 0.9, "backward_mfu": 0.8, "peak_label": label})
+    assert peak_warning(block) == ""
+    note = peak_warning(read_metrics("block", {"forward_mfu": 5.48, "forward_backward_mfu": 0.7,
+                                               "peak_label": label}))
     assert "548%" in note and label in note
-    assert peak_warning({"mfu": None, "hfu": None}) == ""
+    assert peak_warning(read_metrics("train", {"mfu": None, "hfu": None})) == ""
+    train = read_metrics("train", {"mfu": 1.5, "hfu": 1.6, "peak_label": label})
+    assert "160%" in peak_warning(train)
 
 
 def test_caption_names_each_precisions_peak():

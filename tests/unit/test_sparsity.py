@@ -276,17 +276,19 @@ def test_a_token_budget_sets_each_cells_steps():
 
 
 def test_the_table_of_a_sparsity_sweep_shows_level_speedup_and_loss_against_dense():
-    from types import SimpleNamespace
-
     from rich.console import Console
 
     from accelbench.report.table import train_table
+    from accelbench.store.record import Record
+
+    def train(**fields) -> Record:
+        return Record(kind="train", environment={}, **fields)
 
     base = {"seq_len": 32, "micro_batch": 2, "gas": 1, "dtype": "fp32", "recompute": "none"}
-    dense = SimpleNamespace(spec={**base, "sparsity": 0.0}, status="ok", reason="",
+    dense = train(spec={**base, "sparsity": 0.0}, status="ok", reason="",
                             metrics={"loss_first": 10.0, "loss_last": 5.0,
                                      "step_time_s_median": 1.0})
-    sparse = SimpleNamespace(spec={**base, "sparsity": 0.9}, status="ok", reason="",
+    sparse = train(spec={**base, "sparsity": 0.9}, status="ok", reason="",
                              metrics={"loss_first": 10.0, "loss_last": 5.5,
                                       "step_time_s_median": 0.5, "sparsity_measured": 0.9,
                                       "speedup_vs_dense": 2.0, "loss_last_vs_dense": 0.5,
@@ -297,6 +299,6 @@ def test_the_table_of_a_sparsity_sweep_shows_level_speedup_and_loss_against_dens
     assert "speedup vs dense" in text and "0.9 (0.900)" in text
     assert "2.00x" in text and "+0.500 (+10.0%)" in text
     plain = Console(width=300, record=True)
-    plain.print(train_table([SimpleNamespace(spec=base, status="ok", reason="",
+    plain.print(train_table([train(spec=base, status="ok", reason="",
                                              metrics=dense.metrics)]))
     assert "sparsity" not in plain.export_text()

@@ -59,10 +59,10 @@ def _to_float8(spec: TrainSpec, cell: TrainCell, layout: Layout, model: GPT,
     all_gather = layout.zero >= 2 and recipe == "tensorwise"
     done = convert_blocks(model, recipe, mode == "emulated", all_gather,
                           tokens_per_micro_batch=cell.micro_batch * cell.seq_len)
-    return {"fp8_mode": mode, "fp8_mode_reason": reason,
-            "fp8_linears_converted": done.converted, "fp8_linears_kept": done.kept,
-            "fp8_fsdp_float8_all_gather": done.fsdp_float8_all_gather,
-            "fp8_peak_flops_per_s_per_device": fp8_datasheet_peak(device)}
+    return dict(fp8_mode=mode, fp8_mode_reason=reason, fp8_linears_converted=done.converted,
+                fp8_linears_kept=done.kept,
+                fp8_fsdp_float8_all_gather=done.fsdp_float8_all_gather,
+                fp8_peak_flops_per_s_per_device=fp8_datasheet_peak(device))
 
 
 def needs_group(layout: Layout) -> bool:

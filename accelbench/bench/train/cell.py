@@ -83,7 +83,7 @@ def verifiable(first: Outcome, device: torch.device) -> bool:
     process over it is killed by the kernel, not told)."""
     if fit_basis(first.status, first.reason) != "estimated":
         return False
-    estimate = first.metrics.get("mem_estimate_bytes_per_rank") or 0.0
+    estimate = first.typed.mem_estimate_bytes_per_rank or 0.0
     return device.type != "cpu" or estimate < available_cpu_memory_bytes()
 
 
@@ -148,5 +148,6 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
                        reason=f"time budget ended after {steps} steps, none timed past the "
                               f"{spec.warmup_steps} warm-up steps")
     backend = dist.get_backend() if dist.is_initialized() else "none"
-    metrics = metrics_dict(cell_metrics(spec, cell, layout, counts, ranks, estimate, backend))
-    return Outcome(KIND, "ok", record_spec, metrics, raw, reason=peak_warning(metrics))
+    metrics = cell_metrics(spec, cell, layout, counts, ranks, estimate, backend)
+    return Outcome(KIND, "ok", record_spec, metrics_dict(metrics), raw,
+                   reason=peak_warning(metrics))

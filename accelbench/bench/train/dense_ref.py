@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from accelbench.bench.outcome import Outcome, Sink
 from accelbench.bench.train.cell import KIND
+from accelbench.config.schema import TrainMetrics
 
 
 def _key(spec: dict) -> str:
@@ -20,7 +21,7 @@ class DenseReference:
     """Remembers the sweep's ok dense cells and annotates the sparse ones that follow."""
 
     def __init__(self) -> None:
-        self.dense: dict[str, dict] = {}
+        self.dense: dict[str, TrainMetrics] = {}
 
     def annotate(self, outcome: Outcome) -> Outcome:
         """The outcome with speedup_vs_dense and the loss against dense filled where a dense
@@ -29,18 +30,18 @@ class DenseReference:
             return outcome
         key = _key(outcome.spec)
         if not outcome.spec["sparsity"]:
-            self.dense[key] = outcome.metrics
+            self.dense[key] = outcome.typed
             return outcome
         dense = self.dense.get(key)
         if dense is None:
             return outcome
-        m = outcome.metrics
-        loss, dense_loss = m.get("loss_last"), dense.get("loss_last")
-        extra = {"speedup_vs_dense": dense["step_time_s_median"] / m["step_time_s_median"]}
+        m = outcome.typed
+        loss, dense_loss = m.loss_last, dense.loss_last
+        extra = dict(speedup_vs_dense=dense.step_time_s_median / m.step_time_s_median)
         if loss is not None and dense_loss is not None:
-            extra["loss_last_vs_dense"] = loss - dense_loss
-            extra["loss_last_vs_dense_relative"] = (loss - dense_loss) / dense_loss
-        return replace(outcome, metrics={**m, **extra})
+            extra.update(loss_last_vs_dense=loss - dense_loss,
+                         loss_last_vs_dense_relative=(loss - dense_loss) / dense_loss)
+        return replace(outcome, metrics={**outcome.metrics, **extra})
 
     def sink(self, sink: Sink) -> Sink:
         """`sink` fed annotated outcomes."""

@@ -22,7 +22,7 @@ from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
 from accelbench.bench.dtypes import compute_dtype
 from accelbench.bench.peak import Peak
-from accelbench.bench.timing import summarize
+from accelbench.bench.timing import TimingStats, summarize
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
@@ -95,23 +95,24 @@ def _memory(ranks: list[RankResult]) -> dict:
     added = {r.rank: r.mem_peak_bytes - r.mem_base_bytes for r in ranks
              if r.mem_peak_bytes is not None and r.mem_base_bytes is not None}
     worst = max(added, key=added.__getitem__) if added else None
-    return {"mem_peak_bytes_per_rank": peaks, "mem_base_bytes_per_rank": bases,
-            "mem_added_bytes_per_rank_max": added.get(worst), "mem_added_max_rank": worst,
-            "mem_method": ranks[0].mem_method}
+    return dict(mem_peak_bytes_per_rank=peaks, mem_base_bytes_per_rank=bases,
+                mem_added_bytes_per_rank_max=added.get(worst), mem_added_max_rank=worst,
+                mem_method=ranks[0].mem_method)
 
 
-def _step_times(ranks: list[RankResult], warmup_steps: int) -> dict:
-    """Median and spread over the timed steps of the slowest rank (largest median)."""
+def _step_times(ranks: list[RankResult], warmup_steps: int) -> tuple[dict, TimingStats]:
+    """Median and spread over the timed steps of the slowest rank (largest median): the
+    record's fields, and the slowest rank's statistics they come from."""
     slowest = max(ranks, key=lambda r: r.step_time_s)
     stats = summarize(slowest.step_times_s[warmup_steps:])
     waits = slowest.data_wait_s[warmup_steps:]
-    return {"timed_steps": stats.count, "few_samples": stats.few_samples,
-            "step_time_s_median": stats.median_s, "step_time_s_min": stats.min_s,
-            "step_time_s_max": stats.max_s, "step_time_s_iqr": stats.iqr_s,
-            "step_time_s_median_per_rank": [r.step_time_s for r in ranks],
-            "step_time_slowest_rank": slowest.rank,
-            "data_wait_s_median": summarize(waits).median_s,
-            "data_wait_fraction": sum(waits) / sum(stats.times_s)}
+    return dict(timed_steps=stats.count, few_samples=stats.few_samples,
+                step_time_s_median=stats.median_s, step_time_s_min=stats.min_s,
+                step_time_s_max=stats.max_s, step_time_s_iqr=stats.iqr_s,
+                step_time_s_median_per_rank=[r.step_time_s for r in ranks],
+                step_time_slowest_rank=slowest.rank,
+                data_wait_s_median=summarize(waits).median_s,
+                data_wait_fraction=sum(waits) / sum(stats.times_s)), stats
 
 
 def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dict:
@@ -129,10 +130,10 @@ def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dic
     ideal = ideal_comm_bytes_per_step(cfg, layout, cell.seq_len, cell.micro_batch, cell.gas,
                                       compute_dtype(cell.dtype), grad_bytes, cell.recompute,
                                       GRAD_BYTES_PER_PARAM * experts / (layout.ep * layout.pp))
-    return {"comm_bytes_per_step_per_rank": sent, "comm_bytes_pp_rank": pp_rank,
-            "comm_bytes_per_step_ideal_per_rank": ideal,
-            "pipeline_bubble_fraction_theory": bubble_fraction_theory(layout.pp, cell.gas,
-                                                                      layout.vp)}
+    return dict(comm_bytes_per_step_per_rank=sent, comm_bytes_pp_rank=pp_rank,
+                comm_bytes_per_step_ideal_per_rank=ideal,
+                pipeline_bubble_fraction_theory=bubble_fraction_theory(layout.pp, cell.gas,
+                                                                          layout.vp))
 
 
 FP8_EMULATED_NOTE = ("emulated: no float8 unit ran the GEMMs, so no FP8 peak applies (a CPU "
@@ -145,25 +146,26 @@ def _fp8(counts: CellCounts, ranks: list[RankResult], t: float) -> dict:
     done = ranks[0].float8
     if not done:
         return {}
-    fp8_peak = done["fp8_peak_flops_per_s_per_device"]
-    if done["fp8_mode"] == "emulated":
+    fp8 = TrainMetrics(**done)  # the conversion's fields, under the record's names
+    fp8_peak = fp8.fp8_peak_flops_per_s_per_device
+    if fp8.fp8_mode == "emulated":
         used, note = None, FP8_EMULATED_NOTE
     elif fp8_peak is None:
         used, note = None, "the device table has no FP8 peak for this device"
     else:
         flops_per_device = counts.model_flops_per_step_global / counts.n_devices
         used, note = utilisation(flops_per_device, t, fp8_peak), None
-    return {**done, "fp8_peak_utilisation": used, "fp8_peak_note": note}
+    return dict(done, fp8_peak_utilisation=used, fp8_peak_note=note)
 
 
 def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellCounts,
                  ranks: list[RankResult], estimate_bytes: float, backend: str) -> TrainMetrics:
     """One record's metrics from every rank's results (one rank on one device)."""
-    times = _step_times(ranks, spec.warmup_steps)
-    t, n = times["step_time_s_median"], counts.n_devices
+    times, stats = _step_times(ranks, spec.warmup_steps)
+    t, n = stats.median_s, counts.n_devices
     flops_per_device = counts.model_flops_per_step_global / n
     hardware = counts.hardware_flops_per_step_global - _dropped_flops_per_step(
-        spec, cell, ranks, times["timed_steps"])
+        spec, cell, ranks, stats.count)
     hw_per_device = hardware / n
     peak = counts.peak
     return TrainMetrics(
@@ -185,7 +187,7 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         collective_time_s_per_rank=[r.collective_s for r in ranks],
         collective_time_source=ranks[0].collective_source,
         mem_estimate_bytes_per_rank=estimate_bytes,
-        **_energy(counts, ranks, times["timed_steps"]),
+        **_energy(counts, ranks, stats.count),
         **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps),
         **topology_fields(layout, ranks))
 
@@ -195,8 +197,8 @@ def topology_fields(layout: Layout, ranks: list[RankResult]) -> dict:
     if any(r.place is None for r in ranks):
         return {}
     topology = topology_of([r.place for r in ranks])
-    return {"n_nodes": topology.n_nodes, "ranks_per_node": topology.ranks_per_node(),
-            "collectives_cross_node": cross_node_dims(layout, topology)}
+    return dict(n_nodes=topology.n_nodes, ranks_per_node=topology.ranks_per_node(),
+                collectives_cross_node=cross_node_dims(layout, topology))
 
 
 def summed_expert_load(ranks: list[RankResult], key: str) -> list[list[int]]:
@@ -218,8 +220,8 @@ def _all_to_all(ranks: list[RankResult], warmup_steps: int) -> dict:
     times = [r.all_to_all_s for r in ranks]
     shares = [a / r.step_times_s[warmup_steps - 1] for a, r in zip(times, ranks, strict=True)
               if a is not None and 0 < warmup_steps <= len(r.step_times_s)]
-    return {"all_to_all_time_s_per_rank": times,
-            "all_to_all_fraction": max(shares) if shares else None}
+    return dict(all_to_all_time_s_per_rank=times,
+                all_to_all_fraction=max(shares) if shares else None)
 
 
 def _moe(ranks: list[RankResult], warmup_steps: int) -> dict:
@@ -230,10 +232,10 @@ def _moe(ranks: list[RankResult], warmup_steps: int) -> dict:
     routed, dropped = summed_expert_load(ranks, "routed"), summed_expert_load(ranks, "dropped")
     total = sum(map(sum, routed))
     imbalance = [max(layer) * len(layer) / sum(layer) for layer in routed if sum(layer)]
-    return {"moe_tokens_routed_per_expert": routed, "moe_tokens_dropped_per_expert": dropped,
-            "moe_drop_fraction": sum(map(sum, dropped)) / total if total else None,
-            "moe_load_imbalance": max(imbalance) if imbalance else None,
-            **_all_to_all(ranks, warmup_steps)}
+    return dict(moe_tokens_routed_per_expert=routed, moe_tokens_dropped_per_expert=dropped,
+                moe_drop_fraction=sum(map(sum, dropped)) / total if total else None,
+                moe_load_imbalance=max(imbalance) if imbalance else None,
+                **_all_to_all(ranks, warmup_steps))
 
 
 def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[RankResult],
@@ -272,8 +274,8 @@ def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[
         sparse_peak = counts.peak.sparse_flops_per_s
         utilised = utilisation(counts.hardware_flops_per_step_global / counts.n_devices, t,
                                sparse_peak)
-    return {"sparsity_measured": ranks[0].sparsity_measured, "sparse_kernel": kernel,
-            "sparse_kernel_reason": ranks[0].sparse_kernel_reason,
-            "executed_flops_per_step_global": executed,
-            "sparse_peak_flops_per_s_per_device": sparse_peak,
-            "sparse_peak_utilisation": utilised}
+    return dict(sparsity_measured=ranks[0].sparsity_measured, sparse_kernel=kernel,
+                sparse_kernel_reason=ranks[0].sparse_kernel_reason,
+                executed_flops_per_step_global=executed,
+                sparse_peak_flops_per_s_per_device=sparse_peak,
+                sparse_peak_utilisation=utilised)
