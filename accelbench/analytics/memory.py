@@ -184,6 +184,10 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
 # SGD: momentum) plus an fp32 master copy when the weights are narrower than fp32.
 OPTIMIZER_MOMENTS = {"adam": 2, "sgd": 1}
 WORKSPACE_BYTES = 1 * GB  # runtime context, GEMM workspaces, collective buffers: an assumption
+# A CPU process has no device context to pay for: what a CPU cell adds beyond the estimate is the
+# allocator's arenas and torch's temporaries, 0.02-0.11 GiB over the quick study's gpt2-tiny
+# cells on a 2-core VM (benchmarks/cpu_memory_estimate.py, docs/benchmarks.md).
+CPU_WORKSPACE_BYTES = 64 * 2**20
 USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
 
 
@@ -333,7 +337,8 @@ def ring_buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: s
 
 def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,
                  zero: int, recompute: str, fused_attention: bool = False,
-                 sp: bool = False, cp: int = 1) -> float:
+                 sp: bool = False, cp: int = 1,
+                 workspace_bytes: float = WORKSPACE_BYTES) -> float:
     """Workspace, ZeRO-3's gathered weights of two blocks (one prefetched), under full
     recompute the working set of the one block being recomputed (sp: sequence parallel), and
     context parallelism's K/V ring buffers."""
@@ -344,7 +349,7 @@ def buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, t
         rerun = activation_bytes_per_layer(cfg, seq_len, micro_batch, widths.activations, tp, sp,
                                            fused_attention=fused_attention, cp=cp)
     ring = ring_buffer_bytes(cfg, seq_len, micro_batch, dtype, tp, cp)
-    return WORKSPACE_BYTES + gathered + rerun + ring
+    return workspace_bytes + gathered + rerun + ring
 
 
 def stages_to_check(layout: Layout, n_layer: int) -> list[tuple[int, str, float]]:
@@ -374,7 +379,8 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
                       memory_bytes: float = float("inf"),
                       fused_attention: bool = False,
                       vocab_parallel: bool = True, sparsity: float = 0.0,
-                      kernels: Kernels = EAGER) -> MemoryBreakdown:
+                      kernels: Kernels = EAGER,
+                      workspace_bytes: float = WORKSPACE_BYTES) -> MemoryBreakdown:
     """Peak bytes per device for a layout: the worst of the first, the last and (uneven
     stages) the fullest middle pipeline stage.
 
@@ -387,7 +393,7 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
     Context parallelism splits every sequence over cp ranks and, as Megatron does, shards ZeRO
     state over dp x cp (both reduce the gradients). sparsity > 0 adds the masks of the stage
     with the most layers (sparsity_mask_bytes). `kernels`: what the framework's kernels save
-    (Kernels).
+    (Kernels). `workspace_bytes`: the fixed runtime share (CPU_WORKSPACE_BYTES for a CPU cell).
     """
     widths = training_widths(dtype)
     tp, pp, cp = layout.tp, layout.pp, layout.cp
@@ -407,7 +413,7 @@ def memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: i
             worst = (states.total + acts, states, acts)
     assert worst is not None
     buffers = buffer_bytes(cfg, seq_len, layout.mb, dtype, tp, layout.zero, layout.recompute,
-                           fused_attention, layout.sp, cp)
+                           fused_attention, layout.sp, cp, workspace_bytes)
     layers = max(held for _, _, held in stages_to_check(layout, cfg.n_layer))
     return MemoryBreakdown(states=worst[1], activations=worst[2], buffers=buffers,
                            usable_bytes=memory_bytes * USABLE_FRACTION,

@@ -18,17 +18,30 @@ def _kinds(machine: Machine) -> str:
 
 
 def _peaks(machine: Machine) -> str:
-    """Each precision's dense peak once, and where it came from."""
-    seen: dict[str, str] = {}
+    """Each precision's dense peak and where it came from; where the machine's cells were
+    divided by more than one (sweeps that each measured their own, before one peak a machine
+    was kept), every one of them and the warning that their MFUs do not compare."""
+    seen: dict[str, dict[float | None, str]] = {}
     for r in machine.records:
         m = r.typed if r.kind in METRICS_BY_KIND else None
         if not isinstance(m, PeakFields):  # a peak, profile, ... record: no cell's peak
             continue
-        precision = m.peak_precision
-        if precision and precision not in seen and m.peak_label:
-            seen[precision] = (f"{precision} {tflops(m.peak_flops_per_s_per_device)} "
-                               f"TFLOPS ({m.peak_label})")
-    return "; ".join(seen.values()) or "-"
+        if m.peak_precision and m.peak_label:
+            seen.setdefault(m.peak_precision, {}).setdefault(m.peak_flops_per_s_per_device,
+                                                             m.peak_label)
+    return "; ".join(_peak_text(precision, peaks) for precision, peaks in seen.items()) or "-"
+
+
+def _peak_text(precision: str, peaks: dict[float | None, str]) -> str:
+    """'fp32 0.098 TFLOPS (label)', or the several a precision's cells were divided by."""
+    if len(peaks) == 1:
+        (value, label), = peaks.items()
+        return f"{precision} {tflops(value)} TFLOPS ({label})"
+    values = sorted(v for v in peaks if v is not None)
+    spread = f"{tflops(values[0])}-{tflops(values[-1])}" if values else "-"
+    return (f"{precision}: {len(peaks)} different peaks, {spread} TFLOPS: MFUs of its sweeps "
+            "are divided by different figures and do not compare (a machine now keeps one "
+            "measured peak: docs/metrics.md)")
 
 
 def machines_section(machines: list[Machine], base: Machine) -> Section:

@@ -84,3 +84,18 @@ def test_remeasure_peak_measures_again(tmp_path, quick_peak):
     record_sweep(sweep, Recorder(ResultStore(tmp_path / "r.db"), recorder.environment), view,
                  "three", rerun=True, remeasure_peak=True)
     assert peak_count() == 2
+
+
+def test_the_report_names_one_peak_or_warns_of_several():
+    from accelbench.report.machines import Machine
+    from accelbench.report.overview import _peaks
+
+    def cell(flops, label):
+        metrics = {"peak_flops_per_s_per_device": flops, "peak_precision": "fp32",
+                   "peak_label": label}
+        return Record(kind="block", status="ok", spec={}, environment={}, metrics=metrics)
+
+    one = Machine(1, "A", "a", {}, (cell(1e11, "measured x"), cell(1e11, "measured x")), ())
+    assert _peaks(one) == "fp32 0.1 TFLOPS (measured x)"
+    two = Machine(1, "A", "a", {}, (cell(1e11, "measured x"), cell(4e11, "measured y")), ())
+    assert "2 different peaks" in _peaks(two) and "do not compare" in _peaks(two)

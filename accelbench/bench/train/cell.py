@@ -10,7 +10,11 @@ import torch
 import torch.distributed as dist
 
 from accelbench.analytics.flops import FORMULA
-from accelbench.analytics.memory import memory_per_device
+from accelbench.analytics.memory import (
+    CPU_WORKSPACE_BYTES,
+    WORKSPACE_BYTES,
+    memory_per_device,
+)
 from accelbench.bench.dtypes import compute_dtype, dtype_support, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.metrics import peak_warning
@@ -23,7 +27,7 @@ from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
 from accelbench.config.fit import fit_basis
 from accelbench.config.layout import Layout
 from accelbench.config.schema import TRAIN_SWEPT, TrainMetrics, metrics_dict
-from accelbench.hardware.detect import available_cpu_memory_bytes
+from accelbench.hardware.detect import available_cpu_memory_bytes, resolve_device
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.topology import rank_place
 
@@ -35,13 +39,17 @@ VERIFIED = "--verify-fit ran it"
 
 def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     """The planner's per-device memory estimate for this cell on this layout (the embedding,
-    head and logits whole on every tensor rank, as this runtime keeps them)."""
+    head and logits whole on every tensor rank, as this runtime keeps them; a CPU cell without
+    a device context's workspace: CPU_WORKSPACE_BYTES)."""
     per_cell = Layout(**{**layout.to_dict(), "mb": cell.micro_batch,
                          "recompute": cell.recompute})
+    on_cpu = resolve_device(spec.device).type == "cpu"  # selects; creates no device context
     # fp8: activations and the saved GEMM inputs stay bf16 (torchao keeps them for backward)
     return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas,
                              compute_dtype(cell.dtype),
-                             fused_attention=True, vocab_parallel=False).total
+                             fused_attention=True, vocab_parallel=False,
+                             workspace_bytes=CPU_WORKSPACE_BYTES if on_cpu
+                             else WORKSPACE_BYTES).total
 
 
 def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> dict:
