@@ -160,7 +160,7 @@ def test_the_built_in_quick_profile_plans_the_papers_experiments(tmp_path, monke
     seq = by_name["seqlen"].cells
     assert [c.label.split(" mb")[0] for c in seq] == [f"seq {n}" for n in (64, 128, 256, 512,
                                                                             1024)]
-    assert [c.verdict for c in seq] == ["fits"] * 3 + ["does not fit"] * 2  # under 2 GiB
+    assert [c.verdict for c in seq] == ["fits"] * 3 + ["does not fit"] * 2  # under 1 GiB
     assert [c.time_s for c in seq[3:]] == [0.0, 0.0]  # refused before they allocate
     assert [c.label.split(" fp32")[0] for c in by_name["gas"].cells] == [
         f"seq 128 mb 1 gas {g}" for g in (1, 2, 4, 8)]
