@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from accelbench.analytics.flops import FORMULA
 from accelbench.analytics.memory import memory_per_device
-from accelbench.bench.dtypes import compute_dtype, dtype_support, set_tf32
+from accelbench.bench.dtypes import dtype_support, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
@@ -40,7 +40,7 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
                          "recompute": cell.recompute})
     # fp8: activations and the saved GEMM inputs stay bf16 (torchao keeps them for backward)
     return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas,
-                             compute_dtype(cell.dtype),
+                             spec.precision(cell).compute,
                              fused_attention=True, vocab_parallel=False).total
 
 
@@ -57,7 +57,7 @@ def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> 
             **{name: getattr(cell, name) for name in TRAIN_SWEPT.values()},
             "device": device, "layout": layout.to_dict(), "world_size": layout.world_size,
             "token_unit": spec.token_unit, "flops_formula": FORMULA,
-            "fp8_recipe": spec.fp8_recipe if cell.dtype == "fp8" else None}
+            "fp8_recipe": spec.precision(cell).fp8_recipe}
 
 
 def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
@@ -125,7 +125,7 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
              peak: Peak, progress: StepProgress | None, record_spec: dict) -> Outcome | None:
     """Every rank's steps, gathered; rank 0's outcome."""
     set_tf32(device, spec.tf32)
-    counts = cell_counts(spec, cell, layout, peak)
+    counts = cell_counts(spec, cell, layout, peak, device.type)
     try:
         local = run_rank_steps(spec, cell, layout, device, counts, progress)
     except Diverged as err:
