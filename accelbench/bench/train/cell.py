@@ -125,7 +125,7 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
              peak: Peak, progress: StepProgress | None, record_spec: dict) -> Outcome | None:
     """Every rank's steps, gathered; rank 0's outcome."""
     set_tf32(device, spec.tf32)
-    counts = cell_counts(spec, cell, layout, peak, device.type)
+    counts = cell_counts(spec, cell, layout, peak)
     try:
         local = run_rank_steps(spec, cell, layout, device, counts, progress)
     except Diverged as err:

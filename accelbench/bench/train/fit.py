@@ -28,8 +28,7 @@ def _fits_by_trial(spec: TrainSpec, cell: TrainCell, device: torch.device) -> bo
     """Run two real steps at this size; False if the device runs out of memory."""
     trial = replace(spec, steps=2, warmup_steps=0, time_budget_s=None)
     trial_cell = replace(cell, gas=1)
-    counts = cell_counts(trial, trial_cell, ONE_DEVICE, Peak(None, cell.dtype, "none"),
-                         device.type)
+    counts = cell_counts(trial, trial_cell, ONE_DEVICE, Peak(None, cell.dtype, "none"))
     try:
         run_rank_steps(trial, trial_cell, ONE_DEVICE, device, counts, None)
         return True

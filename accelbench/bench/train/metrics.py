@@ -26,7 +26,6 @@ from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
-from accelbench.config.precision import Precision
 from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.parallel.collectives import (
     bubble_fraction_theory,
@@ -40,8 +39,7 @@ GRAD_BYTES_PER_PARAM = 4  # gradients stay fp32: autocast keeps fp32 master weig
 
 @dataclass(frozen=True)
 class CellCounts:
-    """What one optimizer step of a cell does in all, the peak one device is held to, and the
-    cell's precision (resolved once: its compute dtype sizes activations and messages)."""
+    """What one optimizer step of a cell does in all, and the peak one device is held to."""
 
     n_devices: int
     tokens_per_step_global: int
@@ -49,7 +47,6 @@ class CellCounts:
     model_flops_per_step_global: float
     hardware_flops_per_step_global: float
     peak: Peak
-    precision: Precision
 
 
 @dataclass(frozen=True)
@@ -69,16 +66,14 @@ class StepReport:
     mem_added_bytes: int | None  # rank 0's peak so far above the window's start
 
 
-def cell_counts(spec: TrainSpec, cell: TrainCell, layout: Layout, peak: Peak,
-                device_type: str | None = None) -> CellCounts:
+def cell_counts(spec: TrainSpec, cell: TrainCell, layout: Layout, peak: Peak) -> CellCounts:
     """Tokens, samples and FLOPs of one step over every data-parallel replica."""
     samples = cell.micro_batch * cell.gas * layout.dp
     tokens = samples * cell.seq_len
     model = model_flops_per_token(spec.model, cell.seq_len).total * tokens
     hardware = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute,
                                         early_stop=True) * tokens
-    return CellCounts(layout.world_size, tokens, samples, model, hardware, peak,
-                      spec.precision(cell, device_type))
+    return CellCounts(layout.world_size, tokens, samples, model, hardware, peak)
 
 
 def step_report(counts: CellCounts, step: int, steps: int, step_time_s: float, loss: float,
@@ -119,14 +114,14 @@ def _step_times(ranks: list[RankResult], warmup_steps: int) -> tuple[dict, Timin
                 data_wait_fraction=sum(waits) / sum(stats.times_s)), stats
 
 
-def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, compute: str,
-          backend: str) -> dict:
+def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dict:
     """Bytes per step: what this implementation sends (the busiest pipeline position's ranks;
     under ep its all-to-all rows are the uniform-routing expectation) and, for comparison,
     Megatron's ideal volume the planner assumes (under ep the routed experts, 1 / (ep x pp) of
-    them a rank, reduced over dp / ep)."""
+    them a rank, reduced over dp / ep); activations and messages in the compute dtype."""
+    compute = spec.precision(cell).compute  # fp8: bf16
     pp_rank, sent = busiest_rank_comm_bytes(spec.model, layout, cell.seq_len, cell.micro_batch,
-                                            cell.gas, compute,  # fp8: bf16
+                                            cell.gas, compute,
                                             cell.recompute, backend)
     cfg = spec.model
     experts = (moe_layer_count(cfg) * cfg.n_experts * expert_params(cfg)
@@ -175,7 +170,7 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
     peak = counts.peak
     return TrainMetrics(
         **times, **_memory(ranks), n_devices=n,
-        **_comm(spec, cell, layout, counts.precision.compute, backend),
+        **_comm(spec, cell, layout, backend),
         tokens_per_step_global=counts.tokens_per_step_global,
         samples_per_step_global=counts.samples_per_step_global,
         tokens_per_s_global=counts.tokens_per_step_global / t,
