@@ -21,13 +21,14 @@ from contextlib import nullcontext
 import torch
 from step_profile import profile_steps
 
-from accelbench.bench.dtypes import TORCH_DTYPES, compute_dtype
+from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.bench.timing import summarize, synchronize
 from accelbench.bench.train.batches import open_batches
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.steps import StepLog, run_step
 from accelbench.config.layout import Layout
+from accelbench.config.precision import resolve
 from accelbench.config.presets import resolve_model
 from accelbench.hardware.detect import device_name, resolve_device
 
@@ -64,8 +65,9 @@ def make_spec(args: argparse.Namespace, device: torch.device) -> TrainSpec:
 def bare_step(trainer, batches, dtype: str, device: torch.device,
               clip: float) -> Callable[[], None]:
     """The textbook loop over the runner's own model and optimizer."""
-    autocast = (lambda: torch.autocast(device.type, dtype=TORCH_DTYPES[compute_dtype(dtype)])
-                ) if dtype != "fp32" else nullcontext
+    compute = resolve(dtype).autocast
+    autocast = (lambda: torch.autocast(device.type, dtype=TORCH_DTYPES[compute])
+                ) if compute else nullcontext
     model, optimizer = trainer.module, trainer.optimizer
 
     def step() -> None:

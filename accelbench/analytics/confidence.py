@@ -9,7 +9,7 @@ headroom. Both are estimates about an estimate, and are labelled so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import class_of_key, device_class
@@ -29,6 +29,24 @@ PROFILE_CLASS = "measured profile"  # the conditions of compute timed by a machi
 
 
 @dataclass(frozen=True)
+class Ranges:
+    """[low, high] of a layout's tokens/s (global and per device), MFU, HFU, step seconds and,
+    given a token count, days to train (None without one)."""
+
+    tokens_per_s: list[float]
+    tokens_per_s_per_device: list[float]
+    mfu: list[float]
+    hfu: list[float]
+    step_s: list[float]
+    days: list[float] | None = None
+
+    def to_dict(self) -> dict[str, list[float]]:
+        """Plain dict for JSON, in field order (days only where a token count was given)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
 class Confidence:
     """A layout's interval (multipliers of its predicted throughput) and its flags."""
 
@@ -41,17 +59,15 @@ class Confidence:
         return not self.flags
 
     def ranges(self, result: PlanResult, n_devices: int, train_tokens: float | None = None
-               ) -> dict[str, list[float]]:
+               ) -> Ranges:
         """[low, high] of tokens/s (global and per device), MFU, HFU, step seconds and, given
         a token count, days to train."""
         step, iv = result.step, self.interval
-        out = {"tokens_per_s": list(iv.throughput(step.tokens_per_s)),
-               "tokens_per_s_per_device": list(iv.throughput(step.tokens_per_s / n_devices)),
-               "mfu": list(iv.throughput(step.mfu)), "hfu": list(iv.throughput(step.hfu)),
-               "step_s": list(iv.time(step.step_s))}
-        if train_tokens:
-            out["days"] = list(iv.time(step.days_for_tokens(train_tokens)))
-        return out
+        days = list(iv.time(step.days_for_tokens(train_tokens))) if train_tokens else None
+        return Ranges(list(iv.throughput(step.tokens_per_s)),
+                      list(iv.throughput(step.tokens_per_s / n_devices)),
+                      list(iv.throughput(step.mfu)), list(iv.throughput(step.hfu)),
+                      list(iv.time(step.step_s)), days)
 
     def to_dict(self, result: PlanResult, n_devices: int, train_tokens: float | None = None
                 ) -> dict[str, object]:
@@ -59,7 +75,7 @@ class Confidence:
         return {"interval": {**self.interval.to_dict(), "estimate": True,
                              "method": "empirical quantiles of leave-one-source-out "
                                        "log-residuals (docs/planner.md)",
-                             **self.ranges(result, n_devices, train_tokens)},
+                             **self.ranges(result, n_devices, train_tokens).to_dict()},
                 "flags": [f.to_dict() for f in self.flags],
                 "within_envelope": self.within_envelope}
 

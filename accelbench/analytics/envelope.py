@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from accelbench.analytics.intervals import precision_family
 from accelbench.config.errors import ConfigError, require_finite
+from accelbench.config.schema import TrainFigure
 from accelbench.config.vocab import GB
 
 HEADROOM = 0.9
@@ -114,7 +115,7 @@ class Envelope:
             return None
         where = (f"of comparable size ({1 / SIZE_BAND:g}-{SIZE_BAND:g}x the parameters)"
                  if near else "of any size")
-        return Flag("mfu", f"above every validated {device_class} run {where}: best "
+        return Flag(TrainFigure.MFU, f"above every validated {device_class} run {where}: best "
                            f"{best.mfu:.1%} ({best.label})", f"MFU {mfu:.1%}")
 
     def flags(self, device_class: str, dtype: str, n_params: float, n_devices: int,

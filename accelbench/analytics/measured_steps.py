@@ -14,21 +14,59 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
 from accelbench.analytics.intervals import Residual, conditions
 from accelbench.analytics.memory import Kernels
-from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout, layout_from_fields
+from accelbench.config.model import ModelConfig
+from accelbench.config.precision import resolve
 from accelbench.hardware.specs import DeviceSpec
 
 STEP_RUN_KEYS = ("kind", "model", "seq_len", "micro_batch", "dtype", "threads", "measured_s")
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """One measured cell of this machine (report/measured_steps.py reads them from a store): a
+    block's forward + backward or a training step, its shape, precision, devices, layout, the
+    torch threads a process had and the measured seconds of that unit."""
+
+    kind: str  # "block" or "train"
+    model: ModelConfig
+    seq_len: int
+    micro_batch: int
+    dtype: str
+    threads: int = 1
+    measured_s: float | None = None
+    gas: int = 1
+    n_devices: int = 1
+    layout: dict[str, Any] = field(default_factory=dict)
+    recompute: str = "none"
+    record_id: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        """A field by name: cli/plan.py still reads runs as mappings (run["threads"])."""
+        return getattr(self, key)
+
+
+def step_run_of(run: StepRun | Mapping[str, Any], required: tuple[str, ...] = ()) -> StepRun:
+    """A run as StepRun; a mapping (a hand-written run) gives its fields by name, `required`
+    among them (ConfigError otherwise), the others their defaults where left out or None."""
+    if isinstance(run, StepRun):
+        return run
+    missing = [k for k in required if k not in run]
+    if missing:
+        raise ConfigError("measured run", f"missing keys {missing}", ", ".join(required))
+    known = {f.name for f in fields(StepRun)}
+    return StepRun(**{k: v for k, v in run.items() if k in known and v is not None})
 # accelbench's own model: SDPA attention, no dropout, eager SwiGLU and loss
 ACCELBENCH_KERNELS = Kernels(dropout=False)
 # This machine's cells ran one torch thread per core (a launched rank: one thread, as many
@@ -95,70 +133,70 @@ def pick_profile(profiles: dict[int, MachineProfile], threads: int) -> MachinePr
     return profiles[threads]
 
 
-def _layout(run: dict[str, Any]) -> Layout:
+def _layout(run: StepRun) -> Layout:
     """The run's layout (fields it leaves out: the runtime's defaults) at its micro-batch."""
-    fields = {k: v for k, v in dict(run.get("layout") or {}).items()
+    fields = {k: v for k, v in dict(run.layout or {}).items()
               if k in Layout.__dataclass_fields__}
     tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
-    fields.setdefault("dp", max(1, int(run.get("n_devices", 1)) // (tp * pp)))
-    fields["mb"] = int(run["micro_batch"])
-    fields["recompute"] = run.get("recompute", "none")
+    fields.setdefault("dp", max(1, int(run.n_devices) // (tp * pp)))
+    fields["mb"] = int(run.micro_batch)
+    fields["recompute"] = run.recompute
     return layout_from_fields(fields)
 
 
-def predict_step_s(run: dict[str, Any], profile: MachineProfile) -> float:
+def predict_step_s(run: StepRun | Mapping[str, Any], profile: MachineProfile) -> float:
     """Predicted seconds of the run's measured unit: a block's forward + backward (one layer,
     its whole batch), or a training step on one node of n_devices ranks."""
-    cfg, dtype = run["model"], str(run["dtype"])
-    if run["kind"] == "block":  # never from block curves: they may be made of this very cell
+    run = step_run_of(run)
+    cfg, dtype = run.model, str(run.dtype)
+    if run.kind == "block":  # never from block curves: they may be made of this very cell
         cost = layer_cost(ProfileRates(without_blocks(profile), dtype), cfg,
-                          int(run["seq_len"]), int(run["micro_batch"]), 1, 1, False, dtype, True)
+                          int(run.seq_len), int(run.micro_batch), 1, 1, False, dtype, True)
         return cost.model
     layout = _layout(run)
     n = layout.world_size
     cluster = ClusterSpec(profile_device(profile), n, 1, 1.0, 0.0, 1.0, 0.0, profile=profile)
-    setup = TrainSetup(layout.dp * layout.mb * int(run.get("gas", 1)), int(run["seq_len"]),
+    setup = TrainSetup(layout.dp * layout.mb * int(run.gas), int(run.seq_len),
                        dtype, fused_attention=True, overlap=CPU_OVERLAP,
                        kernels=ACCELBENCH_KERNELS)
     return estimate_step(cfg, cluster, setup, layout).step_s
 
 
-def validate_measured_steps(runs: list[dict[str, Any]],
+def validate_measured_steps(runs: list[StepRun | Mapping[str, Any]],
                             profiles: dict[int, MachineProfile]) -> list[StepRow]:
     """Each measured cell's predicted against measured seconds, through the profile of the
-    thread count it ran with."""
+    thread count it ran with (a mapping must give STEP_RUN_KEYS)."""
     rows = []
-    for run in runs:
-        missing = [k for k in STEP_RUN_KEYS if k not in run]
-        if missing:
-            raise ConfigError("measured run", f"missing keys {missing}", ", ".join(STEP_RUN_KEYS))
-        profile = pick_profile(profiles, int(run["threads"]))
-        n = int(run.get("n_devices", 1))
+    for run in (step_run_of(r, STEP_RUN_KEYS) for r in runs):
+        profile = pick_profile(profiles, int(run.threads))
+        n = int(run.n_devices)
         if n > 1:
             profile = with_collectives(profile, list(profiles.values()))
-        kind = "block" if run["kind"] == "block" else ("multi-process" if n > 1 else "train")
-        name = (f"{run['model'].name} {kind} s={run['seq_len']} b={run['micro_batch']}"
+        kind = "block" if run.kind == "block" else ("multi-process" if n > 1 else "train")
+        name = (f"{run.model.name} {kind} s={run.seq_len} b={run.micro_batch}"
                 + (f" {_layout(run).label()}" if n > 1 else ""))
-        rows.append(StepRow(name, kind, float(run["measured_s"]), predict_step_s(run, profile),
-                            profile.source, run.get("record_id"), str(run["dtype"]), n))
+        rows.append(StepRow(name, kind, float(run.measured_s), predict_step_s(run, profile),
+                            profile.source, run.record_id, str(run.dtype), n))
     return rows
 
 
-def missing_precision(run: dict[str, Any], profiles: dict[int, MachineProfile]) -> str | None:
+def missing_precision(run: StepRun | Mapping[str, Any],
+                      profiles: dict[int, MachineProfile]) -> str | None:
     """Why a cell cannot be predicted through the profile of its thread count: the profile
     measured no GEMM curve of the cell's precision (`calibrate` measures fp32 and bf16 by
     default; the study also makes fp16 cells). These cells run on a device with no datasheet
     row (a CPU), so there is no datasheet model to fall back on and no peak is invented: the
     cell is left out with this reason. None when the profile has the curve (or is absent:
     pick_profile says so)."""
-    profile = profiles.get(int(run["threads"]))
-    dtype = str(run["dtype"])
-    peak = training_widths(dtype).peak if dtype in BYTES_PER_VALUE else dtype
+    run = step_run_of(run)
+    profile = profiles.get(int(run.threads))
+    dtype = str(run.dtype)
+    peak = resolve(dtype).peak  # an fp8 cell's GEMM curve is its bf16 one
     if profile is None or peak in profile.peaks_flops_per_s:
         return None
     measured = ", ".join(sorted(profile.peaks_flops_per_s)) or "none"
-    return (f"record {run.get('record_id')}: a {dtype} {run['kind']} cell, and the "
-            f"{run['threads']}-thread profile has no {peak} GEMM curve (it measured {measured}); "
+    return (f"record {run.record_id}: a {dtype} {run.kind} cell, and the "
+            f"{run.threads}-thread profile has no {peak} GEMM curve (it measured {measured}); "
             f"{profile.device_type or 'this device'} has no datasheet row to fall back on, so "
             f"the cell is not predicted (accelbench calibrate --dtype {peak} measures one)")
 

@@ -18,6 +18,7 @@ from accelbench.analytics.moe_cost import (
 )
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
+from accelbench.config.fit import FITS
 from accelbench.config.layout import Layout, rank_layer_counts
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
@@ -322,7 +323,7 @@ class MemoryBreakdown:
                 "optimizer_bytes": self.states.optimizer, "activations_bytes": self.activations,
                 "buffers_bytes": self.buffers, "masks_bytes": self.masks,
                 "total_bytes": self.total,
-                "usable_bytes": self.usable_bytes, "fits": self.fits}
+                "usable_bytes": self.usable_bytes, FITS: self.fits}
 
 
 def ring_buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,

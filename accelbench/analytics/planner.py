@@ -18,6 +18,7 @@ from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.memory import MemoryBreakdown, memory_per_device
 from accelbench.analytics.steptime import StepBreakdown, TrainSetup, estimate_step
 from accelbench.config.errors import ConfigError
+from accelbench.config.fit import FITS
 from accelbench.config.layout import (
     ARITHMETIC,
     RUNTIME,
@@ -61,7 +62,7 @@ class PlanResult:
         step_key = "step" if self.memory.fits else "step_if_it_fitted"
         note = f"{NOT_BUILT}: {self.runtime_note}" if self.runtime_note else ""
         return {"layout": self.layout.label(full=True), **self.layout.to_dict(),
-                "status": self.status, "fits": self.memory.fits,
+                "status": self.status, FITS: self.memory.fits,
                 "built_by_runtime": self.built_by_runtime, "runtime_note": note,
                 "memory": self.memory.to_dict(), step_key: self.step.to_dict(),
                 "limiter": self.limiter}

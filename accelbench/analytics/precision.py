@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from accelbench.config.precision import resolve
+
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 # Fraction of the dense FP8 peak that FP8 GEMMs of a transformer block reach, including their
@@ -59,10 +61,10 @@ class TrainingWidths:
 
 @cache
 def training_widths(precision: str) -> TrainingWidths:
-    """The widths and peaks of training in `precision` (fp32, tf32, fp16, bf16 or fp8)."""
-    if precision == "fp8":
-        return TrainingWidths("fp8", 2, 2, 4, 1, 2, 2, "fp8", "bf16")
-    width = BYTES_PER_VALUE[precision]
+    """The widths and peaks of training in `precision` (fp32, tf32, fp16, bf16 or fp8): the
+    peak columns and the compute width as config.precision resolves them."""
+    resolved = resolve(precision)
+    width = BYTES_PER_VALUE[resolved.compute]  # fp8: bf16 weights, activations and messages
     master = 4 if width < 4 else 0
-    return TrainingWidths(precision, width, width, master, 0, width, width, precision,
-                          precision)
+    return TrainingWidths(precision, width, width, master, 1 if resolved.fp8 else 0, width,
+                          width, resolved.gemm_peak, resolved.peak)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from accelbench.analytics.cluster import make_cluster
@@ -46,6 +46,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout, layout_from_fields, parse_layout_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
+from accelbench.config.schema import TrainFigure
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
@@ -53,8 +54,38 @@ __all__ = ["NOT_MODELLED", "PUBLISHED_RUNS", "SHAPES", "PublishedRun", "Unmodell
 
 # --- Validation: predictions against the published runs and against measured runs ---
 
-MEASURED_RUN_KEYS = ("model", "seq_len", "micro_batch", "gas", "dtype", "device_key",
-                     "n_devices", "layout", "mfu")
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """A measured training run the planner is validated on: its model (a name, or the
+    ModelConfig a record carries: the exact shape), batch, precision, device row, devices,
+    layout (a --layout string, a record's dict, or None: pure data parallel) and its MFU."""
+
+    model: str | ModelConfig
+    seq_len: int
+    micro_batch: int
+    gas: int
+    dtype: str
+    device_key: str
+    n_devices: int
+    layout: str | dict | None
+    mfu: float
+    record_id: int | None = None
+
+
+MEASURED_RUN_KEYS = tuple(f.name for f in fields(MeasuredRun) if f.default is MISSING)
+
+
+def measured_run_of(run: MeasuredRun | Mapping[str, Any]) -> MeasuredRun:
+    """A run as MeasuredRun; a plain mapping (a hand-written run) must give MEASURED_RUN_KEYS."""
+    if isinstance(run, MeasuredRun):
+        return run
+    missing = [k for k in MEASURED_RUN_KEYS if k not in run]
+    if missing:
+        raise ConfigError("measured run", f"missing keys {missing}", ", ".join(MEASURED_RUN_KEYS))
+    known = {f.name for f in fields(MeasuredRun)}
+    return MeasuredRun(**{k: v for k, v in run.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -72,7 +103,7 @@ class ValidationRow:
     oracle_tag: str
     setup_tag: str
     source: str = ""
-    oracle_kind: str = "mfu"
+    oracle_kind: str = TrainFigure.MFU
     oracle_value: float = 0.0
     fused_attention: bool = True
     run_id: str = ""
@@ -142,47 +173,43 @@ def resolve_shape(name: str) -> ModelConfig:
         raise
 
 
-def _measured_layout(run: dict[str, Any]) -> Layout:
+def _measured_layout(run: MeasuredRun) -> Layout:
     """A measured run's layout: a --layout string, a dict (a record's), or None (pure data
     parallel); fields left out take the runtime's defaults (sp off), as the run did."""
-    given = run.get("layout") or {}
+    given = run.layout or {}
     fields = parse_layout_fields(given) if isinstance(given, str) else dict(given)
     tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
-    fields.setdefault("dp", max(1, int(run["n_devices"]) // (tp * pp)))
-    fields["mb"] = int(run["micro_batch"])
+    fields.setdefault("dp", max(1, int(run.n_devices) // (tp * pp)))
+    fields["mb"] = int(run.micro_batch)
     return layout_from_fields({k: v for k, v in fields.items()
                                if k in Layout.__dataclass_fields__})
 
 
-def validate_measured_runs(runs: list[dict[str, Any]],
+def validate_measured_runs(runs: list[MeasuredRun | Mapping[str, Any]],
                            efficiency: float | None = None) -> list[ValidationRow]:
-    """Measured runs (dicts with MEASURED_RUN_KEYS; "model" a name or a ModelConfig) against
-    the planner's prediction.
+    """Measured runs (MeasuredRun, or mappings with MEASURED_RUN_KEYS) against the planner's
+    prediction.
 
     One node is assumed when n_devices fits the device's default node size; accelbench's model
     runs SDPA, so attention is fused.
     """
     rows = []
-    for run in runs:
-        missing = [k for k in MEASURED_RUN_KEYS if k not in run]
-        if missing:
-            raise ConfigError("measured run", f"missing keys {missing}", ", ".join(
-                MEASURED_RUN_KEYS))
-        model = run["model"]  # a name, or the ModelConfig a record carries (exact shape)
+    for run in map(measured_run_of, runs):
+        model = run.model  # a name, or the ModelConfig a record carries (exact shape)
         cfg = model if isinstance(model, ModelConfig) else resolve_shape(str(model))
         layout = _measured_layout(run)
-        device = get_spec(str(run["device_key"]))
-        n = int(run["n_devices"])
+        device = get_spec(str(run.device_key))
+        n = int(run.n_devices)
         gpn = min(n, make_cluster(device, 1).devices_per_node)
-        setup = TrainSetup(layout.dp * layout.mb * int(run["gas"]), int(run["seq_len"]),
-                           str(run["dtype"]), fused_attention=True)
+        setup = TrainSetup(layout.dp * layout.mb * int(run.gas), int(run.seq_len),
+                           str(run.dtype), fused_attention=True)
         result = _predict(cfg, device, n, gpn, setup, layout, efficiency)
         rows.append(ValidationRow(
             f"{getattr(model, 'name', model)} {n}x{device.key} {layout.label()}", device.key,
-            float(run["mfu"]),
+            float(run.mfu),
             result.step.mfu, result.step.tokens_per_s / n, result.memory.total / GB,
             result.memory.fits, result.limiter, "measured", "V", "accelbench results store",
-            "mfu", float(run["mfu"]), True, source_key="measured", dtype=str(run["dtype"]),
+            TrainFigure.MFU, float(run.mfu), True, source_key="measured", dtype=str(run.dtype),
             n_devices=n))
     return rows
 
@@ -272,14 +299,14 @@ def _leave_out(runs: tuple[PublishedRun, ...], key: Callable[[PublishedRun], str
     return [rows[i] for i in range(len(runs))]
 
 
-def calibrate_efficiency(runs: list[dict[str, Any]]) -> dict[str, float]:
+def calibrate_efficiency(runs: list[MeasuredRun | Mapping[str, Any]]) -> dict[str, float]:
     """One compute efficiency per device key from measured runs: the median over its runs of
     the efficiency that makes the prediction match."""
     needed: dict[str, list[float]] = {}
-    for run in runs:
-        device = get_spec(str(run["device_key"]))
+    for run in map(measured_run_of, runs):
+        device = get_spec(str(run.device_key))
         eff = _solve_efficiency(lambda e, r=run: validate_measured_runs([r], e)[0].predicted_mfu,
-                                float(run["mfu"]), compute_efficiency(device))
+                                float(run.mfu), compute_efficiency(device))
         needed.setdefault(device.key, []).append(eff)
     return {key: statistics.median(values) for key, values in needed.items()}
 
@@ -341,11 +368,11 @@ class Validation:
                 "by_source_left_out": self.by_source_left_out()}
 
 
-def validate_all(measured_runs: list[dict[str, Any]],
+def validate_all(measured_runs: list[MeasuredRun | Mapping[str, Any]],
                  efficiency: float | None = None) -> Validation:
     """Published runs, leave-one-source-out (with the built-in curves), the measured
-    runs given (dicts with MEASURED_RUN_KEYS), the published mixture-of-experts runs (checked
-    only) and every run not modelled with its reason."""
+    runs given (MeasuredRun, or mappings with MEASURED_RUN_KEYS), the published
+    mixture-of-experts runs (checked only) and every run not modelled with its reason."""
     return Validation(validate_published(efficiency),
                       validate_leave_one_source_out() if efficiency is None else [],
                       validate_measured_runs(measured_runs, efficiency),

@@ -26,6 +26,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.layout import ARITHMETIC, Layout, Target, default_schedule, first_broken
 from accelbench.config.model import ModelConfig, validate_model
 from accelbench.config.presets import get_preset
+from accelbench.config.schema import ORACLE_KINDS, TrainFigure
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
 MEGATRON_VOCAB = 51200  # GPT-2 BPE padded to a multiple of 8 x 128 (Megatron-LM)
@@ -83,11 +84,12 @@ H100_96GB_500W = device_variant("h100-sxm:memory_gb=96,bw_gb_s=2400")
 class PublishedRun:
     """One published training run: set-up, the oracle figure and where each comes from.
 
-    oracle_kind: "mfu" (fraction), "tokens_per_s_per_device", or "tflops_per_device" (hardware
-    FLOP/s counting recompute, as Megatron-LM reports). fused_attention: the run used
-    flash-style attention (scores never stored); runs before FlashAttention (2022) and PaLM's
-    XLA attention stored them. source_key groups runs for the per-source errors (the csv's
-    section, S1...S14, or the source's name); run_id is the csv id.
+    oracle_kind: one of config.schema.ORACLE_KINDS: MFU (a fraction), tokens/s per device, or
+    TFLOP/s per device (hardware FLOP/s counting recompute, as Megatron-LM reports).
+    fused_attention: the run used flash-style attention (scores never stored); runs before
+    FlashAttention (2022) and PaLM's XLA attention stored them. source_key groups runs for
+    the per-source errors (the csv's section, S1...S14, or the source's name); run_id is the
+    csv id.
     """
 
     name: str
@@ -126,7 +128,7 @@ class PublishedRun:
 
     def published_mfu(self) -> float:
         """The oracle as MFU (against the dense BF16/FP16 peak)."""
-        if self.oracle_kind == "mfu":
+        if self.oracle_kind == TrainFigure.MFU:
             return self.oracle_value
         tokens = self.published_tokens_per_s_per_device()
         peak = self.device.peak_flops_per_s("bf16") or 0.0
@@ -134,9 +136,9 @@ class PublishedRun:
 
     def published_tokens_per_s_per_device(self) -> float:
         """Tokens/s per device implied by the oracle."""
-        if self.oracle_kind == "tokens_per_s_per_device":
+        if self.oracle_kind == TrainFigure.TOKENS_PER_S_PER_DEVICE:
             return self.oracle_value
-        if self.oracle_kind == "tflops_per_device":
+        if self.oracle_kind == TrainFigure.TFLOPS_PER_DEVICE:
             hw = hardware_flops_per_token(self.model, self.seq_len, self.layout.recompute,
                                           selective=self.kernels.selective)
             return self.oracle_value * 1e12 / hw
@@ -165,45 +167,49 @@ _TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1)"
 OTHER_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("Megatron-LM GPT-3 175B, 1024 A100", SHAPES["gpt3-175b"], _A100, 1024, 8, 1536,
                  2048, Layout(dp=16, tp=8, pp=8, mb=1, recompute="full", sp=False),
-                 "tflops_per_device", 140, "V*",
+                 TrainFigure.TFLOPS_PER_DEVICE, 140, "V*",
                  "Narayanan et al. SC21 (arXiv 2104.04473) sec. 5.1, via a secondary note",
                  setup_tag="U", source_key="SC21 sec. 5.1",
                  notes="t=8, p=8 assumed as in Table 1; before sequence parallelism and flash "
                        "attention"),
     PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
-                 Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True), "mfu",
-                 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract", setup_tag="U",
+                 Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True),
+                 TrainFigure.MFU, 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract",
+                 setup_tag="U",
                  fused_attention=True, source_key="MegaScale", framework="MegaScale",
                  notes="MegaScale overlaps TP/PP/DP traffic (overlap megascale)"),
     PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
                  8, 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="selective"),
-                 "tokens_per_s_per_device", 2973, "V",
+                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 2973, "V",
                  "pytorch/torchtitan docs/performance.md (64 A100 version)",
                  mfu_as_published=0.582, fused_attention=True, source_key="torchtitan",
                  framework="torchtitan",
                  notes="torchtitan then counted the input embedding in N (58.2%)"),
     PublishedRun("torchtitan Llama 3 70B, 64 A100, full AC", SHAPES["llama3-70b"], _A100, 64, 8,
                  64, 8192, Layout(dp=64, mb=1, zero=3, recompute="full"),
-                 "tokens_per_s_per_device", 331, "V",
+                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 331, "V",
                  "pytorch/torchtitan docs/performance.md (64 A100 version)",
                  mfu_as_published=0.517, fused_attention=True, source_key="torchtitan",
                  framework="torchtitan"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W, 8,
                  8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
-                 "tokens_per_s_per_device", 5762, "V", _TITAN_NEW, fused_attention=True,
+                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 5762, "V", _TITAN_NEW,
+                 fused_attention=True,
                  source_key="torchtitan", framework="torchtitan",
                  published_memory_gib=82.4,
                  notes="500 W power cap: below the SXM peak of MFU"),
     PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP + Float8", SHAPES["llama3-8b"],
                  H100_96GB_500W, 8, 8, 16, 8192, Layout(dp=8, mb=2, zero=3,
                                                          recompute="selective"),
-                 "tokens_per_s_per_device", 8532, "V", _TITAN_NEW, fused_attention=True,
+                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 8532, "V", _TITAN_NEW,
+                 fused_attention=True,
                  source_key="torchtitan", framework="torchtitan",
                  published_memory_gib=76.8, dtype="fp8",
                  notes="Float8 linear layers with torch.compile; MFU against the BF16 peak"),
     PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
                  128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
-                 "tokens_per_s_per_device", 5605, "V", _TITAN_NEW, setup_tag="U",
+                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 5605, "V", _TITAN_NEW,
+                 setup_tag="U",
                  fused_attention=True, source_key="torchtitan", framework="torchtitan",
                  published_memory_gib=67.0,
                  notes="local batch 2 and selective AC assumed as in Table 1"),
@@ -233,6 +239,18 @@ _LAYOUT_U = r"U:[^;]*\b(TP|VP|mbs|GBS|recompute|sharding|architecture)"
 
 class _NotModelled(Exception):
     """A csv row the planner cannot describe; the message is the reason."""
+
+
+N_DEVICES_COLUMN = TrainFigure.N_DEVICES  # the csvs' device count, named as the record's
+
+
+def _oracle_kind(row: dict[str, str]) -> TrainFigure:
+    """A moe_runs.csv row's oracle kind, one of ORACLE_KINDS."""
+    kind = row["oracle_kind"].strip()
+    if kind not in ORACLE_KINDS:
+        raise ConfigError("oracle_kind", f"{kind!r} in moe_runs.csv row {row['id']}",
+                          ", ".join(ORACLE_KINDS))
+    return TrainFigure(kind)
 
 
 def _int(row: dict[str, str], key: str, default: int | None = None) -> int:
@@ -324,9 +342,9 @@ def _oracle(row: dict[str, str]) -> tuple[str, float, str]:
     tags = row["tags"]
     if row["mfu_pct"].strip():
         read = re.search(r"(V\*?):[^;]*MFU", tags)
-        return "mfu", float(row["mfu_pct"]) / 100, read.group(1) if read else "D"
+        return TrainFigure.MFU, float(row["mfu_pct"]) / 100, read.group(1) if read else "D"
     if row["tokens_per_s_per_gpu"].strip():
-        return "tokens_per_s_per_device", float(row["tokens_per_s_per_gpu"]), "D"
+        return TrainFigure.TOKENS_PER_S_PER_DEVICE, float(row["tokens_per_s_per_gpu"]), "D"
     raise _NotModelled("no MFU or tokens/s published")
 
 
@@ -343,7 +361,8 @@ def run_from_row(row: dict[str, str], assumed: list[str] | None = None) -> Publi
     kind, value, tag = _oracle(row)
     device = _device(row)
     batch, seq = _int(row, "global_batch_seqs"), _int(row, "seq_len")
-    target, m = Target(cfg, _int(row, "n_devices"), seq, batch), batch // (layout.dp * layout.mb)
+    n = _int(row, N_DEVICES_COLUMN)
+    target, m = Target(cfg, n, seq, batch), batch // (layout.dp * layout.mb)
     broken = first_broken(layout, target, m, (ARITHMETIC,))
     if broken is not None:
         raise _NotModelled(f"the layout does not divide: {broken.reason(layout, target, m)}")
@@ -351,7 +370,7 @@ def run_from_row(row: dict[str, str], assumed: list[str] | None = None) -> Publi
     dtype = "fp16" if row["precision"].startswith("fp16") else "bf16"
     # a TPU "node" is its ICI domain (the pod), not the 4 chips of a host
     per_node = 3072 if device.kind == "tpu" else _int(row, "devices_per_node", 8)
-    return PublishedRun(row["model"], cfg, device, _int(row, "n_devices"),
+    return PublishedRun(row["model"], cfg, device, _int(row, N_DEVICES_COLUMN),
                         per_node, _int(row, "global_batch_seqs"),
                         _int(row, "seq_len"), layout, kind, value, tag,
                         CSV_SOURCES.get(row["source"], row["source"]),
@@ -382,7 +401,7 @@ def csv_assumptions(row: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     if "pod-level DP" in row["sharding"]:
         pods = 2
         return ({**row, "DP": str(_int(row, "DP") // pods),
-                 "n_devices": str(_int(row, "n_devices") // pods),
+                 N_DEVICES_COLUMN: str(_int(row, N_DEVICES_COLUMN) // pods),
                  "global_batch_seqs": str(_int(row, "global_batch_seqs") // pods)},
                 ["one of the 2 pods modelled with half the batch: hybrid sharding's cross-pod "
                  "data parallelism is not modelled"])
@@ -421,7 +440,7 @@ def moe_run_from_row(row: dict[str, str]) -> PublishedRun:
         raise _NotModelled(f"device {row['hardware']!r} is not in the device table")
     cfg = get_preset(row["model"])
     tp, pp, vp, ep, cp = (_int(row, k, 1) for k in ("TP", "PP", "VP", "EP", "CP"))
-    n, batch = _int(row, "n_devices"), _int(row, "global_batch_seqs")
+    n, batch = _int(row, N_DEVICES_COLUMN), _int(row, "global_batch_seqs")
     layout = Layout(dp=n // (tp * pp * cp), tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
                     zero=_int(row, "zero", 0), sp=tp > 1, pp_schedule=default_schedule(vp),
                     mb=_int(row, "micro_batch"), recompute=row["recompute"])
@@ -432,7 +451,7 @@ def moe_run_from_row(row: dict[str, str]) -> PublishedRun:
     return PublishedRun(f"{row['model']} {n}x{row['hardware']}", cfg,
                         get_spec(_MOE_DEVICES[row["hardware"]]), n,
                         _int(row, "devices_per_node"), batch, _int(row, "seq_len"), layout,
-                        row["oracle_kind"], float(row["oracle_value"]), row["oracle_tag"],
+                        _oracle_kind(row), float(row["oracle_value"]), row["oracle_tag"],
                         row["source"], setup_tag=row["setup_tag"], notes=row["notes"],
                         fused_attention=True, run_id=row["id"], source_key=row["id"][:2],
                         dtype=row["precision"], framework="Megatron-LM")

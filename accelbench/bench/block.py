@@ -163,7 +163,8 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
         tokens = batch * spec.seq_len
         memory = one_rank_memory(estimate, peak_mem.peak_bytes, peak_mem.base_bytes,
                                  peak_mem.method)
-        cell = BlockMetrics(**metrics_dict(memory), **cell_energy([energy], tokens * spec.repeats),
+        cell = BlockMetrics(**metrics_dict(memory),
+                            **metrics_dict(cell_energy([energy], tokens * spec.repeats)),
                             tokens_per_step_global=tokens,
                             peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
                             peak_precision=peak.precision)

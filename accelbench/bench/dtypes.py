@@ -8,7 +8,8 @@ import inspect
 import torch
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.vocab import DTYPES, FP8_COMPUTE_DTYPE
+from accelbench.config.precision import resolve
+from accelbench.config.vocab import DTYPES
 
 _TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # keyed by config.vocab.DTYPES, in its order; a name added there without a dtype here fails now
@@ -23,15 +24,9 @@ def parse_dtype(name: str) -> torch.dtype:
         raise ConfigError("dtype", f"unknown dtype {name!r}", ", ".join(DTYPES)) from None
 
 
-def compute_dtype(name: str) -> str:
-    """The precision of a training cell's autocast, activations and MFU peak: an fp8 cell runs
-    bf16 but for the float8 GEMMs of its converted linear layers."""
-    return FP8_COMPUTE_DTYPE if name == "fp8" else name
-
-
 def dtype_support(device: torch.device, name: str) -> str | None:
     """None if the device runs `name`, else the reason it cannot (recorded as 'unsupported')."""
-    name = compute_dtype(name)  # fp8 without float8 units is emulated (fp8_mode), not refused
+    name = resolve(name).compute  # fp8 without float8 units is emulated (fp8_mode), not refused
     if device.type == "cuda" and name == "bf16" and not cuda_bf16_native(device):
         capability = torch.cuda.get_device_capability(device)
         return f"bf16 needs compute capability 8.0+, this GPU has {capability}"

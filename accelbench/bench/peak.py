@@ -17,12 +17,13 @@ from functools import cache
 
 import torch
 
-from accelbench.bench.dtypes import compute_dtype, parse_dtype, set_tf32
+from accelbench.bench.dtypes import parse_dtype, set_tf32
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.timing import PhaseTimer, run_timed
+from accelbench.config.precision import resolve
 from accelbench.config.schema import PeakFields, PeakMetrics, TrainMetrics, metrics_dict
 from accelbench.hardware.detect import detect_spec
-from accelbench.hardware.specs import DeviceSpec, peak_precision
+from accelbench.hardware.specs import DeviceSpec
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def resolve_peak(spec: DeviceSpec | None, device: torch.device, dtype: str, tf32
                  measure: bool = True) -> Peak:
     """Datasheet dense peak for the precision that ran; else a measured GEMM peak, labelled
     (measure_peak's best repetition), or none when measure is False."""
-    precision = peak_precision(dtype, tf32 and device.type == "cuda")
+    precision = resolve(dtype, tf32, device.type).gemm_peak  # "fp8": the FP8 column
     if spec is not None:
         flops = spec.peak_flops_per_s(precision)
         if flops:
@@ -217,6 +218,11 @@ def _stored(spec: dict) -> SweepPeak | None:
     return _lookups[-1](spec) if _lookups else None
 
 
+def _key(dtype: str) -> str:
+    """The precision a cell of `dtype` is held to a peak in: its compute dtype (fp8: bf16)."""
+    return resolve(dtype).compute
+
+
 class SweepPeaks:
     """Each precision's peak for one sweep, decided at its first use; a measured one is sent
     to `sink` as a 'peak' outcome (the record id, when the sink returns a record, is named in
@@ -225,11 +231,11 @@ class SweepPeaks:
     def __init__(self, device: torch.device, tf32: bool, sink: Callable[[Outcome], object],
                  threads: int | None = None, known: tuple[SweepPeak, ...] = ()) -> None:
         self.device, self.tf32, self.sink, self.threads = device, tf32, sink, threads
-        self._peaks = {compute_dtype(p.dtype): p for p in known}  # fp8 cells: the bf16 peak
+        self._peaks = {_key(p.dtype): p for p in known}  # fp8 cells: the bf16 peak
 
     def get(self, dtype: str) -> SweepPeak:
         """The sweep's peak for this precision (an fp8 cell's MFU is over the BF16 peak)."""
-        dtype = compute_dtype(dtype)
+        dtype = _key(dtype)
         if dtype not in self._peaks:
             self._peaks[dtype] = self._decide(dtype)
         return self._peaks[dtype]
@@ -238,8 +244,8 @@ class SweepPeaks:
         """Take the peak of a cell the sweep skipped (finished before) for its precision, if
         none is decided yet: one peak per precision across a resumed sweep, not measured twice."""
         peak = peak_of(finished)
-        if peak is not None:  # an fp8 cell's is its bf16 peak (compute_dtype)
-            self._peaks.setdefault(compute_dtype(peak.dtype), peak)
+        if peak is not None:  # an fp8 cell's is its bf16 peak (its compute dtype)
+            self._peaks.setdefault(_key(peak.dtype), peak)
 
     def all(self) -> tuple[SweepPeak, ...]:
         """Every peak decided so far (to hand to launched ranks)."""

@@ -27,7 +27,7 @@ from accelbench.analytics.flops import block_flops, hardware_flops_per_token
 from accelbench.analytics.memory import block_train_bytes
 from accelbench.bench.block import build_block_spec, run_block_sweep
 from accelbench.bench.block_options import BlockOptions
-from accelbench.bench.dtypes import compute_dtype, dtype_support, parse_dtype
+from accelbench.bench.dtypes import dtype_support, parse_dtype
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak, fastest_layout, gemm_flops_per_s, resolve_peak
@@ -46,6 +46,8 @@ from accelbench.bench.train.search import find_longest_seq, run_longest_seq_swee
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
 from accelbench.bench.train.sweep import local_cells, run_train_sweep, world_size
 from accelbench.config.errors import ConfigError
+from accelbench.config.fit import DOES_NOT_FIT, FITS
+from accelbench.config.precision import resolve as resolve_precision
 from accelbench.config.study import Experiment, Scalar, Study, key_path, pick_profile
 from accelbench.config.units import parse_int_list
 from accelbench.config.vocab import GIB
@@ -203,7 +205,7 @@ class Planner:
         unsupported = dtype_support(self.device, dtype)
         if unsupported:
             return f"unsupported: {unsupported}"
-        return "does not fit" if budget is not None and need > budget else "fits"
+        return DOES_NOT_FIT if budget is not None and need > budget else FITS
 
     def peak(self, dtype: str, tf32: bool) -> float | None:
         """The datasheet's dense peak, else a quick GEMM probe (labelled per dtype)."""
@@ -231,7 +233,7 @@ class Planner:
     def time_s(self, flops: float, dtype: str, tf32: bool, steps: int,
                local: bool = True) -> float:
         """A cell's rough time (ROUGH_TIME); the first cell of a precision pays its peak."""
-        peak = self.peak(compute_dtype(dtype), tf32)  # fp8: the bf16 peak, as its MFU
+        peak = self.peak(resolve_precision(dtype).compute, tf32)  # fp8: the bf16 peak, as its MFU
         if peak and not local and self.device.type == "cpu":
             peak /= torch.get_num_threads()  # a launched CPU rank runs one thread
         seconds = CELL_OVERHEAD_S + steps * STEP_OVERHEAD_S
@@ -251,7 +253,7 @@ class Planner:
         budget, enforced = self.budget(mem_limit_bytes)
         shared = ranks_on_host if self.device.type == "cpu" else 1
         verdict = self.verdict(dtype, need * shared, budget)
-        refused = verdict.startswith("unsupported") or (verdict != "fits" and enforced)
+        refused = verdict.startswith("unsupported") or (verdict != FITS and enforced)
         time = 0.0 if refused else self.time_s(flops, dtype, tf32, steps, local)
         return PlannedCell(label, need, budget, verdict, time)
 

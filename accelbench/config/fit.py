@@ -4,10 +4,14 @@ the user's --mem-limit. The refusal's words are written and read here only."""
 
 from __future__ import annotations
 
+from accelbench.config.schema import FITS
 from accelbench.config.vocab import GIB
 
+__all__ = ["DOES_NOT_FIT", "FITS", "FIT_BASES", "fit_basis", "fit_text", "refusal_reason"]
+
+DOES_NOT_FIT = "does not fit"  # and FITS: the two verdicts
 FIT_BASES = ("measured", "estimated", "budget")
-_BY_USER, _ESTIMATED = "does not fit (user budget)", "does not fit (estimated)"
+_BY_USER, _ESTIMATED = f"{DOES_NOT_FIT} (user budget)", f"{DOES_NOT_FIT} (estimated)"
 _BEFORE = "decided before allocating"
 
 
@@ -38,4 +42,4 @@ def fit_text(status: str, reason: str) -> str:
     basis = fit_basis(status, reason)
     if status != "oom":
         return status
-    return f"does not fit ({'user budget' if basis == 'budget' else basis})"
+    return f"{DOES_NOT_FIT} ({'user budget' if basis == 'budget' else basis})"

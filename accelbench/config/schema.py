@@ -13,6 +13,7 @@ Version 2 renamed the version-1 keys (results.migrate upgrades version-1 records
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 SCHEMA_VERSION = 2
@@ -267,6 +268,29 @@ class SeqSearchMetrics:
     fits: bool | None = None
     mem_estimate_bytes_per_rank: float | None = None
     mem_budget_bytes_per_rank: float | None = None
+
+
+# The verdict word of a cell or layout that fits, as seq-search's metric is named: the study's
+# plan, the plan's JSON and the search's reasons say it (config/fit.py has the other words).
+FITS = "fits"
+
+
+class TrainFigure(StrEnum):
+    """A train metric named where no record is: what a published run reports (its oracle
+    kind; the published runs' csv names its devices column after n_devices), and the
+    envelope's flags. Each is a TrainMetrics field."""
+
+    N_DEVICES = "n_devices"
+    MFU = "mfu"
+    HFU = "hfu"
+    TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"
+    TFLOPS_PER_DEVICE = "tflops_per_device"
+
+
+# What a published run may state (analytics/published_runs.py): MFU (a fraction), tokens/s
+# per device, or hardware TFLOP/s per device counting recompute (as Megatron-LM reports)
+ORACLE_KINDS = (TrainFigure.MFU, TrainFigure.TOKENS_PER_S_PER_DEVICE,
+                TrainFigure.TFLOPS_PER_DEVICE)
 
 
 # Every record kind and the metrics class its records are written from: a kind not here

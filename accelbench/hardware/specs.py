@@ -133,8 +133,3 @@ def get_spec(key: str) -> DeviceSpec:
         if key == spec.key or key in spec.aliases:
             return spec
     raise ConfigError("device", f"unknown device {key!r}", ", ".join(SPECS))
-
-
-def peak_precision(dtype: str, tf32: bool) -> str:
-    """The peak column that applies: fp32 matmuls run as tf32 when TF32 is allowed."""
-    return "tf32" if dtype == "fp32" and tf32 else dtype

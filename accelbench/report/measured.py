@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from accelbench.analytics.published import MeasuredRun
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 
 
-def measured_run(record: Record) -> dict[str, Any] | None:
+def measured_run(record: Record) -> MeasuredRun | None:
     """One successful training record on a device with a spec row, as the planner's
     validation takes it (model by name); None for any other record (a CPU run: the planner
     has no CPU model to predict it with), and not a sparse cell (the validation predicts dense
@@ -18,14 +17,15 @@ def measured_run(record: Record) -> dict[str, Any] | None:
             or record.typed.mfu is None or float(record.spec.get("sparsity") or 0)):
         return None
     s = record.spec
-    return {"model": s["model_name"], "seq_len": s["seq_len"], "micro_batch": s["micro_batch"],
-            "gas": s["gas"], "dtype": s["dtype"], "device_key": key,
-            "n_devices": record.typed.n_devices or 1,
-            "layout": {**(s.get("layout") or {}), "recompute": s.get("recompute", "none")},
-            "mfu": record.typed.mfu, "record_id": record.id}
+    return MeasuredRun(model=s["model_name"], seq_len=s["seq_len"],
+                       micro_batch=s["micro_batch"], gas=s["gas"], dtype=s["dtype"],
+                       device_key=key, n_devices=record.typed.n_devices or 1,
+                       layout={**(s.get("layout") or {}),
+                               "recompute": s.get("recompute", "none")},
+                       mfu=record.typed.mfu, record_id=record.id)
 
 
-def measured_training_runs(store: ResultStore) -> list[dict[str, Any]]:
+def measured_training_runs(store: ResultStore) -> list[MeasuredRun]:
     """Successful training records on devices with a spec row (the planner needs their peaks)."""
     runs = (measured_run(r) for r in store.query(kind="train", status="ok"))
     return [run for run in runs if run is not None]

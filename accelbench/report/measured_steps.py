@@ -4,8 +4,7 @@ datasheet row (a CPU), each with its measured seconds, and the profiles by threa
 
 from __future__ import annotations
 
-from typing import Any
-
+from accelbench.analytics.measured_steps import StepRun
 from accelbench.analytics.profile import MachineProfile
 from accelbench.config.model import ModelConfig
 from accelbench.report.profile import PROFILE_KIND, load_profile
@@ -21,9 +20,9 @@ def _threads(record: Record, n_devices: int) -> int:
     return int(record.environment.get("torch_threads") or 1)
 
 
-def step_run(record: Record) -> dict[str, Any] | None:
-    """A successful block or training record without a datasheet row, as a plain dict; None
-    for any other record."""
+def step_run(record: Record) -> StepRun | None:
+    """A successful block or training record without a datasheet row, as a StepRun; None for
+    any other record."""
     if record.status != "ok" or record.kind not in ("block", "train") or \
             record.environment.get("device_spec_key") or "model" not in record.spec:
         return None
@@ -37,17 +36,16 @@ def step_run(record: Record) -> dict[str, Any] | None:
         gas, layout = s.get("gas", 1), dict(s.get("layout") or {})
     if not measured or not mb:
         return None
-    return {"kind": record.kind, "model": ModelConfig(**s["model"]), "seq_len": s["seq_len"],
-            "micro_batch": mb, "gas": gas, "dtype": s["dtype"], "n_devices": n,
-            "layout": layout, "recompute": s.get("recompute", "none"),
-            "threads": _threads(record, n), "measured_s": float(measured),
-            "record_id": record.id}
+    return StepRun(kind=record.kind, model=ModelConfig(**s["model"]), seq_len=s["seq_len"],
+                   micro_batch=mb, gas=gas, dtype=s["dtype"], n_devices=n, layout=layout,
+                   recompute=s.get("recompute", "none"), threads=_threads(record, n),
+                   measured_s=float(measured), record_id=record.id)
 
 
-def measured_step_runs(store: ResultStore) -> list[dict[str, Any]]:
+def measured_step_runs(store: ResultStore) -> list[StepRun]:
     """Every measured cell of this kind in the store, oldest first."""
     runs = (step_run(r) for kind in ("block", "train") for r in store.query(kind=kind))
-    return sorted((r for r in runs if r is not None), key=lambda r: r["record_id"])
+    return sorted((r for r in runs if r is not None), key=lambda r: r.record_id)
 
 
 def profiles_by_threads(store: ResultStore) -> dict[int, MachineProfile]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbench.config.precision import resolve
 from accelbench.config.schema import TrainMetrics
 
 FP8_CAPTION = ("fp8 cells: MFU over the dense BF16 peak, as FP8 results are published; in "
@@ -17,7 +18,7 @@ def precision_text(spec: dict[str, Any], metrics: TrainMetrics) -> str:
     dtype = str(spec.get("dtype", ""))
     if dtype != "fp8":
         return dtype
-    text = f"fp8 {spec.get('fp8_recipe') or 'tensorwise'}"
+    text = f"fp8 {resolve(dtype, fp8_recipe=spec.get('fp8_recipe')).fp8_scaling}"
     mode, used = metrics.fp8_mode, metrics.fp8_peak_utilisation
     if mode == "native" and used is not None:
         return f"{text} ({used:.1%} of FP8 peak)"

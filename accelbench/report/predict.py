@@ -5,7 +5,7 @@ with the 80% interval `plan` gives the same prediction (analytics.confidence), a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelbench.analytics.confidence import prediction_interval
 from accelbench.analytics.intervals import Interval
@@ -71,8 +71,8 @@ def train_prediction(record: Record) -> Prediction | str:
     if run is None or not measured:
         return "-"
     try:
-        run["model"] = ModelConfig(**record.spec["model"])
-        row = validate_measured_runs([run])[0]
+        exact = replace(run, model=ModelConfig(**record.spec["model"]))  # the record's shape
+        row = validate_measured_runs([exact])[0]
     except (ConfigError, KeyError, TypeError, ValueError, ZeroDivisionError) as err:
         return f"no prediction: {err}"
     interval = prediction_interval(row.device, row.dtype, row.limiter, row.n_devices)

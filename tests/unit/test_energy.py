@@ -33,8 +33,8 @@ def test_this_machine_has_no_counter_and_says_why_without_an_estimate():
         result = meter.result()
     assert result == {"unavailable": source.reason}
     fields = cell_energy([result], tokens=1000)
-    assert fields["energy_note"] == f"unavailable: {source.reason}"
-    assert all(fields.get(name) is None for name in NUMBERS)
+    assert fields.energy_note == f"unavailable: {source.reason}"
+    assert all(getattr(fields, name) is None for name in NUMBERS)
 
 
 def test_joules_watts_and_per_token_from_recorded_readings():
@@ -49,10 +49,10 @@ def test_joules_watts_and_per_token_from_recorded_readings():
     assert window.peak_power_w_per_device == (262.5,)  # two samples: the one rate
     assert window.too_short is False  # 2 s is 20 updates of a 0.1 s counter
     fields = cell_energy([window.to_dict()], tokens=2100)
-    assert fields["energy_j"] == 525.0 and fields["energy_j_per_rank"] == [525.0]
-    assert fields["energy_per_token_j"] == pytest.approx(0.25)
-    assert fields["tokens_per_j"] == pytest.approx(4.0)
-    assert fields["energy_source"] == "replay" and fields["energy_note"] is None
+    assert fields.energy_j == 525.0 and fields.energy_j_per_rank == [525.0]
+    assert fields.energy_per_token_j == pytest.approx(0.25)
+    assert fields.tokens_per_j == pytest.approx(4.0)
+    assert fields.energy_source == "replay" and fields.energy_note is None
     meter.close()
     assert source.closed
 
@@ -64,8 +64,8 @@ def test_a_window_under_ten_counter_updates_is_flagged():
     meter.start()
     clock.now = 0.5
     fields = cell_energy([meter.stop().to_dict()], tokens=10)
-    assert fields["energy_window_too_short"] is True
-    assert "window too short" in fields["energy_note"] and fields["energy_j"] == 50.0
+    assert fields.energy_window_too_short is True
+    assert "window too short" in fields.energy_note and fields.energy_j == 50.0
 
 
 def test_peak_watts_are_the_highest_rate_between_samples_or_the_reported_power():
@@ -130,12 +130,12 @@ def _window(rank_j: float, host: str, source: str = "nvml", host_wide: bool = Fa
 
 def test_ranks_sum_and_keep_their_own_figures():
     fields = cell_energy([_window(300.0, "a"), _window(500.0, "a")], tokens=1000)
-    assert fields["energy_j"] == 800.0 and fields["energy_j_per_rank"] == [300.0, 500.0]
-    assert fields["energy_devices"] == ["rank0 GPU-0", "rank1 GPU-0"]
-    assert fields["avg_power_w_per_device"] == [30.0, 50.0]
-    assert fields["peak_power_w_per_device"] == [60.0, 100.0]
-    assert fields["energy_per_token_j"] == pytest.approx(0.8)
-    assert fields["tokens_per_j"] == pytest.approx(1.25)
+    assert fields.energy_j == 800.0 and fields.energy_j_per_rank == [300.0, 500.0]
+    assert fields.energy_devices == ["rank0 GPU-0", "rank1 GPU-0"]
+    assert fields.avg_power_w_per_device == [30.0, 50.0]
+    assert fields.peak_power_w_per_device == [60.0, 100.0]
+    assert fields.energy_per_token_j == pytest.approx(0.8)
+    assert fields.tokens_per_j == pytest.approx(1.25)
 
 
 def test_a_host_wide_counter_counts_once_per_host():
@@ -143,19 +143,19 @@ def test_a_host_wide_counter_counts_once_per_host():
     ranks = [_window(100.0, "a", **rapl), _window(100.0, "a", **rapl),
              _window(120.0, "b", **rapl)]
     fields = cell_energy(ranks, tokens=440)
-    assert fields["energy_j"] == 220.0  # host a's counter once, host b's once
-    assert fields["energy_j_per_rank"] == [100.0, 100.0, 120.0]
-    assert fields["energy_devices"] == ["rank0 package-0", "rank0 dram-0", "rank2 package-0",
+    assert fields.energy_j == 220.0  # host a's counter once, host b's once
+    assert fields.energy_j_per_rank == [100.0, 100.0, 120.0]
+    assert fields.energy_devices == ["rank0 package-0", "rank0 dram-0", "rank2 package-0",
                                         "rank2 dram-0"]
-    assert "counted once per host (2)" in fields["energy_note"]
-    assert fields["energy_per_token_j"] == pytest.approx(0.5)
+    assert "counted once per host (2)" in fields.energy_note
+    assert fields.energy_per_token_j == pytest.approx(0.5)
 
 
 def test_one_rank_without_a_reading_leaves_the_cell_without_a_total():
     fields = cell_energy([_window(300.0, "a"), {"unavailable": "nvidia-ml-py is not "
                                                                "installed"}], tokens=1000)
-    assert fields["energy_note"] == "unavailable: rank 1: nvidia-ml-py is not installed"
-    assert all(fields.get(name) is None for name in NUMBERS)
+    assert fields.energy_note == "unavailable: rank 1: nvidia-ml-py is not installed"
+    assert all(getattr(fields, name) is None for name in NUMBERS)
 
 
 def _zone(root: Path, name: str, label: str, uj: int, range_uj: int = 1_000_000) -> Path:

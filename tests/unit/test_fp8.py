@@ -12,13 +12,14 @@ import pytest
 import torch
 from torch import nn
 
-from accelbench.bench.dtypes import compute_dtype, fp8_mode
+from accelbench.bench.dtypes import fp8_mode
 from accelbench.bench.peak import SweepPeak, SweepPeaks, resolve_peak
 from accelbench.bench.train.metrics import FP8_EMULATED_NOTE, cell_counts, cell_metrics
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.layout import Layout
+from accelbench.config.precision import resolve
 from accelbench.config.presets import get_preset
 from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.hardware.specs import get_spec
@@ -103,9 +104,10 @@ def test_an_fp8_cell_divides_mfu_by_the_bf16_peak():
     """The sweep hands an fp8 cell the bf16 peak (decided once, shared with bf16 cells)."""
     known = (SweepPeak("bf16", 2e11, "bf16", "test bf16 peak"),)
     peaks = SweepPeaks(torch.device("cpu"), False, sink=lambda o: None, known=known)
-    assert peaks.get("fp8") == known[0] and compute_dtype("fp8") == "bf16"
+    assert peaks.get("fp8") == known[0] and resolve("fp8").compute == "bf16"
     h100 = get_spec("h100-sxm")
-    sheet = resolve_peak(h100, torch.device("cpu"), compute_dtype("fp8"), False, measure=False)
+    sheet = resolve_peak(h100, torch.device("cpu"), resolve("fp8").compute, False,
+                         measure=False)
     assert (sheet.flops_per_s, sheet.precision) == (989.4e12, "bf16")
 
 

@@ -22,7 +22,7 @@ def test_only_ok_runs_on_known_devices_are_used(tmp_path):
     store.add(_train_record(None))          # a CPU run: no spec row
     store.add(_train_record("h100-sxm", status="oom"))
     runs = measured_training_runs(store)
-    assert len(runs) == 1 and runs[0]["device_key"] == "h100-sxm" and runs[0]["mfu"] == 0.45
+    assert len(runs) == 1 and runs[0].device_key == "h100-sxm" and runs[0].mfu == 0.45
     rows = validate_measured_runs(runs)
     assert rows[0].observed_mfu == 0.45 and 0 < rows[0].predicted_mfu < 1
 
@@ -35,4 +35,4 @@ def test_a_sparse_cell_is_not_a_dense_run_to_validate(tmp_path):
     dense.spec["sparsity"], sparse.spec["sparsity"] = 0.0, 0.5
     store.add(dense)
     store.add(sparse)
-    assert [run["mfu"] for run in measured_training_runs(store)] == [0.35]
+    assert [run.mfu for run in measured_training_runs(store)] == [0.35]

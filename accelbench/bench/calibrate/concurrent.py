@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -25,6 +26,16 @@ from accelbench.parallel.procs import watch_parent
 
 RESULT_FILE = "compute.json"
 Peaks = dict[str, tuple[float | None, str]]
+
+
+@dataclass(frozen=True)
+class RankZeroResult:
+    """What rank 0 writes to RESULT_FILE (as JSON) for the launcher: its points (point_dict),
+    peaks by dtype and notes."""
+
+    points: list[dict]
+    peaks: dict[str, list]
+    notes: list[str]
 
 
 def _together(step):
@@ -53,8 +64,8 @@ def worker_main(folder: str) -> None:
         dist.barrier()
         peaks = dtype_peaks(points, device)
         if info.rank == 0:
-            (work / RESULT_FILE).write_text(json.dumps(
-                {"points": [point_dict(p) for p in points], "peaks": peaks, "notes": notes}))
+            result = RankZeroResult([point_dict(p) for p in points], peaks, notes)
+            (work / RESULT_FILE).write_text(json.dumps(asdict(result)))
         teardown(together=True)
     except BaseException as err:
         write_rank_error(work, rank, err)
@@ -69,9 +80,10 @@ def measure_concurrent(spec: CalibrateSpec, device_type: str
     data, why = launch_job(__name__, spec.nproc, job, device_type, spec.timeout_s, RESULT_FILE)
     if data is None:
         return [], {}, [f"compute on {spec.nproc} processes failed: {why}"[:2000]]
-    peaks = {d: (v, label) for d, (v, label) in data["peaks"].items()}
-    notes = [f"compute on {spec.nproc} ranks at once (rank 0's times)", *data["notes"]]
-    return [point_from_dict(d) for d in data["points"]], peaks, notes
+    result = RankZeroResult(**data)
+    peaks = {d: (v, label) for d, (v, label) in result.peaks.items()}
+    notes = [f"compute on {spec.nproc} ranks at once (rank 0's times)", *result.notes]
+    return [point_from_dict(d) for d in result.points], peaks, notes
 
 
 if __name__ == "__main__":

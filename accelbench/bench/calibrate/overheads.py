@@ -88,8 +88,8 @@ def measure_embedding(spec: CalibrateSpec, device: torch.device) -> list[Point]:
             "embedding", curve_key("embedding", "fp32"),
             f"embedding {tokens} of {cfg.vocab_size}x{cfg.d_model}"
             + (" tied" if cfg.tie_embeddings else ""), "fp32", moved, moved, stats,
-            {"tokens": tokens, "rows": cfg.vocab_size, "width": cfg.d_model,
-             "tied": cfg.tie_embeddings}))
+            dict(tokens=tokens, rows=cfg.vocab_size, width=cfg.d_model,
+                 tied=cfg.tie_embeddings)))  # the shape: rows are vocabulary entries
     return points
 
 

@@ -17,7 +17,7 @@ from accelbench.bench.dtypes import fp8_mode
 from accelbench.bench.peak import fp8_datasheet_peak
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
-from accelbench.config.vocab import FP8_RECIPES
+from accelbench.config.precision import Precision
 from accelbench.models.convert_hf import load_pretrained_weights
 from accelbench.models.float8 import convert_blocks
 from accelbench.models.gpt import GPT
@@ -45,16 +45,17 @@ class Trainer:
     sparse_kernel_reason: str | None = None  # why a sparse cell runs masked dense
     float8: dict | None = None  # an fp8 cell's float8 conversion, as the record's fp8 fields
     placed: Layout | None = None  # the layout the weights are placed by (cp folded into dp)
+    precision: Precision | None = None  # the cell's, resolved once (spec.precision)
 
 
-def _to_float8(spec: TrainSpec, cell: TrainCell, layout: Layout, model: GPT,
+def _to_float8(precision: Precision, cell: TrainCell, layout: Layout, model: GPT,
                device: torch.device) -> dict | None:
     """An fp8 cell's blocks converted to float8 training (emulated where the device has no
     float8 units), and what was done, under the record's fp8 field names; None otherwise."""
-    if cell.dtype != "fp8":
+    recipe = precision.fp8_scaling
+    if recipe is None:
         return None
     mode, reason = fp8_mode(device)
-    recipe = spec.fp8_recipe or FP8_RECIPES[0]
     # ZeRO-2/3 are FSDP2, whose float8 all-gather torchao offers for tensorwise scaling only
     all_gather = layout.zero >= 2 and recipe == "tensorwise"
     done = convert_blocks(model, recipe, mode == "emulated", all_gather,
@@ -75,13 +76,14 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     """The model, loaded from the initial checkpoint on every rank before it is split, placed on
     the layout; its optimizer and loss scaler."""
     torch.manual_seed(spec.seed)
+    precision = spec.precision(cell, device.type)
     model = GPT(spec.model)
     if spec.init_checkpoint:
         load_pretrained_weights(model, spec.init_checkpoint)
     # masked before placement, so TP/FSDP/pipeline shard the masked weights
     masks = sparsify(model, cell.sparsity, spec.sparsity_pattern, spec.sparsity_mask, spec.seed)
     model = model.to(device)
-    float8 = _to_float8(spec, cell, layout, model, device)  # before compile and FSDP2 wrap it
+    float8 = _to_float8(precision, cell, layout, model, device)  # before compile and FSDP2 wrap it
     if layout.cp > 1:
         set_context(model, context_shard(layout))
     cp, layout = layout.cp, placement(layout)  # cp ranks hold the weights as dp ranks do
@@ -94,14 +96,14 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     optimizer, label = make_optimizer(module, layout, spec.lr, spec.weight_decay)
     # fp16 runs only on data-parallel layouts (spec.cell_layout refuses it), where every gradient
     # is whole or an FSDP shard, so found-inf agrees on all ranks.
-    scaler = torch.amp.GradScaler(device.type, enabled=cell.dtype == "fp16")
+    scaler = torch.amp.GradScaler(device.type, enabled=precision.loss_scaling)
     coords = mesh_coords(mesh) if mesh is not None else {"pp": 0, "dp": 0, "tp": 0}
     if cp > 1:  # the cp ranks of a replica read the same batches (its dp index)
         coords = {**coords, "dp": coords["dp"] // cp, "cp": coords["dp"] % cp}
     sparse = SparseState.from_placed(module) if masks else None
     kernel, reason = _sparse_kernel(spec, cell, layout, module, device) if masks else (None, None)
     return Trainer(module, optimizer, scaler, label, coords, sparse, kernel, reason, float8,
-                   layout)
+                   layout, precision)
 
 
 def _sparse_kernel(spec: TrainSpec, cell: TrainCell, layout: Layout, module: object,

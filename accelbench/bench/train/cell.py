@@ -15,7 +15,7 @@ from accelbench.analytics.memory import (
     WORKSPACE_BYTES,
     memory_per_device,
 )
-from accelbench.bench.dtypes import compute_dtype, dtype_support, set_tf32
+from accelbench.bench.dtypes import dtype_support, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
@@ -46,7 +46,7 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     on_cpu = resolve_device(spec.device).type == "cpu"  # selects; creates no device context
     # fp8: activations and the saved GEMM inputs stay bf16 (torchao keeps them for backward)
     return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas,
-                             compute_dtype(cell.dtype),
+                             spec.precision(cell).compute,
                              fused_attention=True, vocab_parallel=False,
                              workspace_bytes=CPU_WORKSPACE_BYTES if on_cpu
                              else WORKSPACE_BYTES).total
@@ -65,7 +65,7 @@ def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> 
             **{name: getattr(cell, name) for name in TRAIN_SWEPT.values()},
             "device": device, "layout": layout.to_dict(), "world_size": layout.world_size,
             "token_unit": spec.token_unit, "flops_formula": FORMULA,
-            "fp8_recipe": spec.fp8_recipe if cell.dtype == "fp8" else None}
+            "fp8_recipe": spec.precision(cell).fp8_recipe}
 
 
 def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,

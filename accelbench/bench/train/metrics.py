@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.analytics.energy import cell_energy
+from accelbench.analytics.energy import UNAVAILABLE, cell_energy
 from accelbench.analytics.flops import (
     dropped_flops,
     hardware_flops_per_token,
@@ -20,14 +20,13 @@ from accelbench.analytics.flops import (
 from accelbench.analytics.metrics import tflops, utilisation
 from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
-from accelbench.bench.dtypes import compute_dtype
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import TimingStats, summarize
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
-from accelbench.config.schema import TrainMetrics
+from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.parallel.collectives import (
     bubble_fraction_theory,
     busiest_rank_comm_bytes,
@@ -119,16 +118,17 @@ def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dic
     """Bytes per step: what this implementation sends (the busiest pipeline position's ranks;
     under ep its all-to-all rows are the uniform-routing expectation) and, for comparison,
     Megatron's ideal volume the planner assumes (under ep the routed experts, 1 / (ep x pp) of
-    them a rank, reduced over dp / ep)."""
+    them a rank, reduced over dp / ep); activations and messages in the compute dtype."""
+    compute = spec.precision(cell).compute  # fp8: bf16
     pp_rank, sent = busiest_rank_comm_bytes(spec.model, layout, cell.seq_len, cell.micro_batch,
-                                            cell.gas, compute_dtype(cell.dtype),  # fp8: bf16
+                                            cell.gas, compute,
                                             cell.recompute, backend)
     cfg = spec.model
     experts = (moe_layer_count(cfg) * cfg.n_experts * expert_params(cfg)
                if cfg.n_experts and layout.ep > 1 else 0)
     grad_bytes = GRAD_BYTES_PER_PARAM * (total_params(cfg) - experts) / (layout.tp * layout.pp)
     ideal = ideal_comm_bytes_per_step(cfg, layout, cell.seq_len, cell.micro_batch, cell.gas,
-                                      compute_dtype(cell.dtype), grad_bytes, cell.recompute,
+                                      compute, grad_bytes, cell.recompute,
                                       GRAD_BYTES_PER_PARAM * experts / (layout.ep * layout.pp))
     return dict(comm_bytes_per_step_per_rank=sent, comm_bytes_pp_rank=pp_rank,
                 comm_bytes_per_step_ideal_per_rank=ideal,
@@ -169,7 +169,8 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
     hw_per_device = hardware / n
     peak = counts.peak
     return TrainMetrics(
-        **times, **_memory(ranks), **_comm(spec, cell, layout, backend), n_devices=n,
+        **times, **_memory(ranks), n_devices=n,
+        **_comm(spec, cell, layout, backend),
         tokens_per_step_global=counts.tokens_per_step_global,
         samples_per_step_global=counts.samples_per_step_global,
         tokens_per_s_global=counts.tokens_per_step_global / t,
@@ -251,8 +252,8 @@ def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[RankRe
 
 def _energy(counts: CellCounts, ranks: list[RankResult], timed_steps: int) -> dict:
     """Energy over the timed steps of every rank, per token of those steps (all replicas)."""
-    results = [r.energy or {"unavailable": "not metered"} for r in ranks]
-    return cell_energy(results, counts.tokens_per_step_global * timed_steps)
+    results = [r.energy or {UNAVAILABLE: "not metered"} for r in ranks]
+    return metrics_dict(cell_energy(results, counts.tokens_per_step_global * timed_steps))
 
 
 def _sparsity(spec: TrainSpec, cell: TrainCell, counts: CellCounts, ranks: list[RankResult],

@@ -26,6 +26,7 @@ from accelbench.bench.train.fit import ONE_DEVICE, fit_check
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.bench.train.steps import StepProgress
 from accelbench.config.errors import ConfigError
+from accelbench.config.fit import DOES_NOT_FIT, FITS
 from accelbench.config.schema import SeqSearchMetrics, TrainMetrics, metrics_dict
 from accelbench.config.vocab import GIB
 from accelbench.data.defaults import ensure_default_shards
@@ -76,7 +77,7 @@ def _probe_outcome(spec: TrainSpec, cell: TrainCell, device: torch.device, fits:
                                             mem_budget_bytes_per_rank=budget))
     how = ("two real training steps" if method == "trial"
            else f"estimate {estimate / GIB:.2f} GiB vs budget {(budget or 0) / GIB:.2f} GiB")
-    reason = f"seq {cell.seq_len} {'fits' if fits else 'does not fit'} ({how})"
+    reason = f"seq {cell.seq_len} {FITS if fits else DOES_NOT_FIT} ({how})"
     return Outcome(SEARCH_KIND, "ok" if fits else "oom", record_spec, metrics, reason=reason)
 
 

@@ -21,6 +21,7 @@ from accelbench.config.errors import (
 from accelbench.config.genslm import model_from_neox_config
 from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
 from accelbench.config.model import ModelConfig
+from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity
@@ -104,6 +105,11 @@ class TrainSpec:
         names = list(TRAIN_SWEPT)
         return [TrainCell(**{TRAIN_SWEPT[n]: v for n, v in zip(names, values, strict=True)})
                 for values in itertools.product(*(getattr(self, n) for n in names))]
+
+    def precision(self, cell: TrainCell, device_type: str | None = None) -> Precision:
+        """A cell's precision (compute dtype, peak column, fp8 recipe), resolved in one place
+        from its dtype and the sweep's tf32 and fp8 recipe; `device_type` decides TF32."""
+        return resolve(cell.dtype, self.tf32, device_type, self.fp8_recipe)
 
     def layout_for(self, world_size: int) -> Layout:
         """The --layout (runtime keys only), or data parallel over every process."""

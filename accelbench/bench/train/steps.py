@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.distributed as dist
 
-from accelbench.bench.dtypes import TORCH_DTYPES, compute_dtype
+from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.optim import lr_at
 from accelbench.bench.timing import PhaseTimer, summarize, synchronize
@@ -79,8 +79,9 @@ def _forward_backward(trainer: Trainer, cell: TrainCell, layout: Layout, x: torc
     """Forward and backward of one optimizer step's batch on this rank; its loss or None
     (a pipeline rank that holds no loss)."""
     # fp8: bf16 autocast; the converted layers' GEMMs run in float8 inside (models/float8.py)
-    autocast = (torch.autocast(device.type, dtype=TORCH_DTYPES[compute_dtype(cell.dtype)])
-                if cell.dtype != "fp32" else nullcontext())
+    compute = trainer.precision.autocast
+    autocast = (torch.autocast(device.type, dtype=TORCH_DTYPES[compute])
+                if compute else nullcontext())
     module = trainer.module
     if layout.pp > 1:
         with autocast:

@@ -14,34 +14,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 from accelbench.hardware.energy.source import EnergySource, Unavailable
+from accelbench.hardware.energy_window import EnergyWindow
 
 SHORT_WINDOW_INTERVALS = 10
 SAMPLE_S = 0.1  # the sampler's period (at least the counter's own interval)
 Sample = tuple[float, tuple[float, ...], tuple[float, ...] | None]  # (s, joules, watts)
-
-
-@dataclass(frozen=True)
-class EnergyWindow:
-    """What one rank's source measured over one timed window."""
-
-    source: str
-    interval_s: float
-    host: str
-    host_wide: bool
-    devices: tuple[str, ...]
-    duration_s: float
-    energy_j_per_device: tuple[float, ...]
-    avg_power_w_per_device: tuple[float, ...]
-    peak_power_w_per_device: tuple[float, ...]
-    samples: int
-    too_short: bool
-
-    def to_dict(self) -> dict:
-        """Plain data, as a rank hands it to rank 0."""
-        return asdict(self)
 
 
 def _peaks(samples: list[Sample], n: int) -> tuple[float, ...]:
