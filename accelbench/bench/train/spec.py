@@ -24,6 +24,7 @@ from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity
+from accelbench.config.trials import require_trials
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
@@ -92,6 +93,9 @@ class TrainSpec:
     # timeout naming the stopped rank; also the process group's collective timeout
     hang_timeout_s: float = 300.0
     peaks: tuple[SweepPeak, ...] = ()  # decided once per sweep, handed to launched ranks
+    # independent trials of every cell, interleaved (bench/trials.py); None: auto, decided
+    # per device when the sweep runs (a launched cell, scale and --longest-seq run one)
+    trials: int | None = None
 
     @property
     def token_unit(self) -> str:
@@ -226,6 +230,8 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     require_positive("cell-timeout", spec.cell_timeout_s)
     require_positive("hang-timeout", spec.hang_timeout_s)
     require_positive("nproc", spec.nproc)
+    if spec.trials is not None:
+        require_trials(spec.trials)
     _check_ranks(spec, resolve_device(spec.device))  # before a results file is made
     return spec
 
