@@ -12,6 +12,7 @@ from rich.text import Text
 from accelbench.config.vocab import GIB
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
+from accelbench.report.trials import status_text, trials_caption, with_interval
 from accelbench.store.record import Record
 
 
@@ -77,7 +78,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
                         **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
         m = r.metrics
-        status = "does not fit" if r.status == "oom" else r.status
+        status = status_text("does not fit" if r.status == "oom" else r.status, m)
         fwd, bwd = m.get("forward_time_s_median"), m.get("backward_time_s_median")
         add_plain_row(
             table,
@@ -85,7 +86,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
             _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
             _num(m.get("forward_tflops_per_device"), ".2f"),
             _num(m.get("backward_tflops_per_device"), ".2f"),
-            _num(m.get("forward_backward_tokens_per_s_per_device"), ",.0f"),
+            with_interval(m, "forward_backward_tokens_per_s_per_device", ",.0f"),
             _pct(m.get("forward_backward_mfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
             _gib(m.get("mem_estimate_bytes_per_rank")), *_energy_cells(records, m), r.reason,
         )
@@ -93,8 +94,16 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
     if peaks:
         table.caption = Text(f"MFU against: {peaks}; mem = measured peak above the cell's start, "
                          "est. = analytics estimate")
-    table.caption = with_energy(table.caption, records)
+    table.caption = with_trials(with_energy(table.caption, records), records)
     return table
+
+
+def with_trials(caption: Text | None, records: list[Record]) -> Text | None:
+    """The caption, with what the rows' trials, intervals and disturbance marks mean."""
+    line = trials_caption(records)
+    if not line:
+        return caption
+    return Text(f"{caption.plain}; {line}") if caption is not None else Text(line)
 
 
 def peak_captions(records: list[Record]) -> str:
@@ -185,8 +194,10 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             table,
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
             precision_text(s, m), s.get("recompute", ""), *level,
-            "does not fit" if r.status == "oom" else r.status, _num(t and t * 1e3, ".1f"),
-            _num(m.get("tokens_per_s_global"), ",.0f"), _num(m.get("tflops_per_device"), ".2f"),
+            status_text("does not fit" if r.status == "oom" else r.status, m),
+            _num(t and t * 1e3, ".1f"),
+            with_interval(m, "tokens_per_s_global", ",.0f"),
+            _num(m.get("tflops_per_device"), ".2f"),
             _pct(m.get("mfu")), _pct(m.get("hfu")), _gib(m.get("mem_added_bytes_per_rank_max")),
             _gib(m.get("mem_estimate_bytes_per_rank")), loss, *vs_dense,
             _pct(m.get("data_wait_fraction")), *_energy_cells(records, m), r.reason)
@@ -196,7 +207,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
                          "mem = measured peak above the cell's start (the rank that added the "
                          "most), est. = analytics estimate of one rank"
                          + (f"; {FP8_CAPTION}" if has_fp8(records) else ""))
-    table.caption = with_energy(table.caption, records)
+    table.caption = with_trials(with_energy(table.caption, records), records)
     return table
 
 
