@@ -220,7 +220,7 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
     cells = [(batch, dtype) for dtype in spec.dtypes for batch in spec.batches]
     outcomes: list[Outcome | None] = []
     to_run = []
-    for index, (batch, dtype) in enumerate(cells):
+    for batch, dtype in cells:
         outcome = finished(skip, KIND, cell_spec(spec, batch, dtype, device))
         if outcome is not None:
             peaks.adopt(outcome)
@@ -228,12 +228,14 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
             to_run.append(CellTrials(
                 f"batch {batch} {dtype}",
                 functools.partial(_trial, spec, batch, dtype, device, peaks),
-                combine_block_trials, index))
+                combine_block_trials))
         outcomes.append(outcome)
-    measured = iter(interleave(to_run, spec.trials, ORDER_SEED, sink, progress, len(cells)))
+    skipped = len(cells) - len(to_run)
+    measured = iter(interleave(to_run, spec.trials, ORDER_SEED, sink, progress, skipped))
     done = [o if o is not None else next(measured) for o in outcomes]
     if progress:
-        progress(len(cells), len(cells), "done")
+        total = skipped + spec.trials * len(to_run)
+        progress(total, total, "done")
     return done
 
 

@@ -87,20 +87,20 @@ class CellTrials:
     label: str
     run: Callable[[int], Outcome]
     finish: Callable[[list[Outcome]], Outcome]
-    index: int = 0  # its place in the sweep's cells (what a progress callback is told)
 
 
 def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
-               progress: Progress | None = None, total: int | None = None) -> list[Outcome]:
+               progress: Progress | None = None, done_before: int = 0) -> list[Outcome]:
     """Run `trials` rounds, each cell's trial r in round r, in a random order per round
     (random.Random(seed)); a cell's record is sunk at the end of the round of its last trial
     (its last, or the one that failed), in the cells' order. Returns the records in that order.
-    `progress` is told each trial as (the cell's index, `total` cells, label with the trial)."""
+    `progress` is told each trial as it starts: (trials started before it, `done` + trials x
+    cells in all, the cell's label and trial), `done` counting cells finished before (skipped)."""
     rng = random.Random(seed)
     done: dict[int, Outcome] = {}
     kept: dict[int, list[Outcome]] = {i: [] for i in range(len(cells))}
     rounds: list[list[int]] = []
-    total = len(cells) if total is None else total
+    total, started = done_before + trials * len(cells), done_before
     for r in range(trials):
         order = [i for i in range(len(cells)) if i not in done]
         if not order:
@@ -110,7 +110,8 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
         ended = []
         for i in order:
             if progress:
-                progress(cells[i].index, total, f"{cells[i].label}, trial {r + 1}/{trials}")
+                progress(started, total, _trial_label(cells[i].label, r, trials))
+            started += 1
             outcome = cells[i].run(r)
             if outcome.status == "ok":
                 kept[i].append(outcome)
@@ -124,6 +125,11 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
         for i in sorted(ended):
             sink(done[i])
     return [done[i] for i in range(len(cells))]
+
+
+def _trial_label(label: str, trial: int, trials: int) -> str:
+    """A cell's progress label, with the trial when there are several."""
+    return label if trials == 1 else f"{label}, trial {trial + 1}/{trials}"
 
 
 def _failed_in(outcome: Outcome, trial: int) -> Outcome:

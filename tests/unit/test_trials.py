@@ -40,12 +40,15 @@ def _fake_cells(n: int, log: list, fail: dict[int, int] | None = None) -> list[C
                                    {"forward_time_s_median": ("forward_mfu",)})
         return Outcome("block", "ok", trials[0].spec, {**trials[0].metrics, **metrics})
 
-    return [CellTrials(f"cell {i}", lambda r, i=i: run(i, r), finish, i) for i in range(n)]
+    return [CellTrials(f"cell {i}", lambda r, i=i: run(i, r), finish) for i in range(n)]
 
 
 def test_cells_are_interleaved_round_by_round_in_the_recorded_seeded_order():
-    log, sunk = [], []
-    outcomes = interleave(_fake_cells(4, log), 6, seed=7, sink=sunk.append)
+    log, sunk, shown = [], [], []
+    outcomes = interleave(_fake_cells(4, log), 6, seed=7, sink=sunk.append,
+                          progress=lambda *a: shown.append(a), done_before=1)
+    assert [a[:2] for a in shown] == [(k, 25) for k in range(1, 25)]  # started, of all
+    assert shown[0][2].endswith("trial 1/6") and shown[-1][2].endswith("trial 6/6")
     rounds = [log[4 * r:4 * r + 4] for r in range(6)]
     for r, rd in enumerate(rounds):  # round r runs trial r of every cell, nothing else
         assert sorted(rd) == [(i, r) for i in range(4)]

@@ -108,14 +108,15 @@ def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     cells = local_cells(spec)
     outcomes: list[Outcome | None] = []
     to_run = []
-    for i, cell in enumerate(cells):
+    for cell in cells:
         asked = cell_spec(spec, cell, cell_layout(spec, 1, cell.gas), str(device))
         outcome = finished(skip, KIND, asked)
         if outcome is not None:
             peaks.adopt(outcome)
         else:
             run = LocalCell(spec, cell, device, peaks, progress, asked)
-            to_run.append(CellTrials(cell.label, run.trial, combine_train_trials, i))
+            to_run.append(CellTrials(cell.label, run.trial, combine_train_trials))
         outcomes.append(outcome)
-    measured = iter(interleave(to_run, spec.trials, spec.seed, sink, on_cell, len(cells)))
+    skipped = len(cells) - len(to_run)
+    measured = iter(interleave(to_run, spec.trials, spec.seed, sink, on_cell, skipped))
     return [o if o is not None else next(measured) for o in outcomes]
