@@ -213,3 +213,25 @@ def test_tables_show_the_interval_the_mark_and_old_records_plainly(monkeypatch):
         assert ("1,000 ±3.0%" in text) or ("1,000 [500-2,000]" in text), text
         assert "ok!" in text and " 900 " in text
         assert "median of 6 trial(s)" in text and "! disturbed" in text
+
+
+def test_a_study_cell_spans_its_share_of_a_sweeps_trials():
+    from accelbench.bench.recording.study import _Cells
+
+    class View:
+        def __init__(self) -> None:
+            self.calls: list = []
+
+        def cell(self, index: int, label: str) -> None:
+            self.calls.append(("cell", index))
+
+        def done(self, index: int, skipped: bool) -> None:
+            self.calls.append(("done", index, skipped))
+
+    view = View()
+    cells = _Cells(view, offset=10, count=2, prefix="x: ")
+    for started in range(6):  # 2 cells x 3 trials
+        cells.start(started, 6, f"trial {started}")
+    cells.end()
+    assert [c for c in view.calls if c[0] == "done"] == [("done", 10, False), ("done", 11, False)]
+    assert [c[1] for c in view.calls if c[0] == "cell"] == [10, 10, 10, 11, 11, 11]
