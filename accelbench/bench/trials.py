@@ -93,7 +93,9 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
                progress: Progress | None = None, done_before: int = 0) -> list[Outcome]:
     """Run `trials` rounds, each cell's trial r in round r, in a random order per round
     (random.Random(seed)); a cell's record is sunk at the end of the round of its last trial
-    (its last, or the one that failed), in the cells' order. Returns the records in that order.
+    (its last, or the one that failed), in the cells' order, so a sparse cell's record follows
+    its dense one's. One trial is one round in the cells' order, each record sunk as it is
+    made (as before trials). Returns the records in the cells' order.
     `progress` is told each trial as it starts: (trials started before it, `done` + trials x
     cells in all, the cell's label and trial), `done` counting cells finished before (skipped)."""
     rng = random.Random(seed)
@@ -105,7 +107,8 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
         order = [i for i in range(len(cells)) if i not in done]
         if not order:
             break
-        rng.shuffle(order)
+        if trials > 1:
+            rng.shuffle(order)
         rounds.append(order)
         ended = []
         for i in order:
@@ -121,7 +124,10 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
             else:
                 outcome = _failed_in(outcome, r)
             done[i] = _with_order(outcome, i, rounds, cells, seed)
-            ended.append(i)
+            if trials == 1:
+                sink(done[i])
+            else:
+                ended.append(i)
         for i in sorted(ended):
             sink(done[i])
     return [done[i] for i in range(len(cells))]

@@ -103,7 +103,11 @@ def test_bad_trials_are_refused_naming_trials(text):
 
 
 def test_auto_and_whole_numbers_are_trials():
+    from accelbench.bench.trials import resolve_trials
+
     assert parse_trials("auto") is None and parse_trials("6") == 6 and parse_trials(3) == 3
+    assert resolve_trials(None, torch.device("meta")) == 6  # an accelerator: an interval
+    assert resolve_trials(4, torch.device("cpu")) == 4
 
 
 def _block(trials: int, batches=(1, 2)) -> list[Outcome]:
@@ -235,3 +239,11 @@ def test_a_study_cell_spans_its_share_of_a_sweeps_trials():
     cells.end()
     assert [c for c in view.calls if c[0] == "done"] == [("done", 10, False), ("done", 11, False)]
     assert [c[1] for c in view.calls if c[0] == "cell"] == [10, 10, 10, 11, 11, 11]
+
+
+def test_one_trial_runs_in_the_sweeps_order_and_sinks_each_cell_at_once():
+    log: list = []
+    seen: list = []
+    interleave(_fake_cells(3, log), 1, seed=5, sink=lambda o: seen.append((o.spec["cell"],
+                                                                           len(log))))
+    assert log == [(0, 0), (1, 0), (2, 0)] and seen == [(0, 1), (1, 2), (2, 3)]
