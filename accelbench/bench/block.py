@@ -49,6 +49,7 @@ from accelbench.config.trials import AUTO, parse_trials, require_trials
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, check_threshold
 from accelbench.hardware.energy import open_meter
 from accelbench.models.gpt import Block, fresh_compile_cache
 
@@ -67,6 +68,7 @@ class BlockSpec:
     repeats: int = 10  # timed repetitions of one trial
     warmup: int = 3  # untimed repetitions before them, every trial
     trials: int = 1  # independent trials, interleaved across the sweep's cells (bench/trials.py)
+    disturbance_threshold: float = OTHER_CPU_THRESHOLD  # others' CPU share that flags a window
     compile: bool = False
     tf32: bool = False
     mem_limit_bytes: int | None = None
@@ -81,6 +83,7 @@ class BlockSpec:
                               f"{cfg.n_positions} positions", f"<= {cfg.n_positions}")
         require_positive("repeats", self.repeats)
         require_trials(self.trials)
+        check_threshold("disturbance-threshold", self.disturbance_threshold)
         if self.warmup < 0:
             raise ConfigError("warmup", f"must be 0 or more, got {self.warmup}", ">= 0")
         if self.compile and self.warmup < 1:  # else compilation lands in the first timed window
@@ -105,7 +108,7 @@ def cell_spec(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> 
     return {"workload": KIND, "model": spec.model.to_dict(), "model_name": spec.model.name,
             "seq_len": spec.seq_len, "batch": batch, "dtype": dtype, "device": str(device),
             "repeats": spec.repeats, "warmup": spec.warmup, "trials": spec.trials,
-            "compile": spec.compile,
+            "disturbance_threshold": spec.disturbance_threshold, "compile": spec.compile,
             "tf32": spec.tf32, "mem_limit_bytes": spec.mem_limit_bytes,
             "flops_formula": FORMULA}
 
@@ -115,7 +118,7 @@ def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: t
     """One trial: forward and backward times of a block built anew, the peak memory of the
     run, the energy of its timed repetitions (the meter's result) and what else used the
     machine while they ran (the disturbance probe's dict)."""
-    probe = WindowProbe(device)
+    probe = WindowProbe(device, spec.disturbance_threshold)
     torch_dtype = TORCH_DTYPES[dtype]
     with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         block = Block(cfg).to(device=device, dtype=torch_dtype)
@@ -258,6 +261,7 @@ class BlockOptions:
     repeats: int = 10
     warmup: int = 3
     trials: str = AUTO
+    disturbance_threshold: float = OTHER_CPU_THRESHOLD
     compile: bool = False
     tf32: bool = False
     mem_limit: str = ""
@@ -270,7 +274,8 @@ def build_block_spec(options: BlockOptions) -> BlockSpec:
         batches=parse_int_list("batch", options.batch),
         dtypes=parse_choice_list("dtype", options.dtype, tuple(TORCH_DTYPES)),
         device=options.device, repeats=options.repeats, warmup=options.warmup,
-        trials=_trials(options), compile=options.compile, tf32=options.tf32,
+        trials=_trials(options), disturbance_threshold=options.disturbance_threshold,
+        compile=options.compile, tf32=options.tf32,
         mem_limit_bytes=parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
         else None)
     return spec.validate()

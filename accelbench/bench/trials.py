@@ -25,7 +25,7 @@ import torch
 from accelbench.analytics.stats import CONFIDENCE, median_interval
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.config.trials import auto_trials
-from accelbench.hardware.disturbance import DisturbanceProbe
+from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, DisturbanceProbe
 
 ORDER_SEED = 0  # the block sweep's order seed (a training sweep uses its --seed)
 
@@ -37,13 +37,15 @@ def resolve_trials(trials: int | None, device: torch.device) -> int:
 
 class WindowProbe:
     """A DisturbanceProbe that never fails a measurement: start() and stop() go around a timed
-    window (after its last synchronise), `result` is the window's dict (or why none)."""
+    window (after its last synchronise), `result` is the window's dict (or why none); `threshold`
+    is the share of the CPU capacity other processes may use before the window is disturbed
+    (--disturbance-threshold)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, threshold: float = OTHER_CPU_THRESHOLD) -> None:
         self.result: dict[str, Any] | None = None
         self._started = False
         try:
-            self._probe = DisturbanceProbe(gpu_uuid=_nvidia_uuid(device))
+            self._probe = DisturbanceProbe(threshold, gpu_uuid=_nvidia_uuid(device))
         except Exception as err:  # noqa: BLE001 - a probe must never end a cell
             self._probe, self.result = None, {"unavailable": f"probe not made: {err}"}
 

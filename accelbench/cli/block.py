@@ -72,6 +72,9 @@ def block(
                                "and timed repetitions), interleaved across the cells: the "
                                "figure is their median, with a 95% interval from 6 trials; "
                                "auto: 6 on an accelerator, 3 on a CPU."),
+    disturbance_threshold: float = typer.Option(0.10, help="Share of the CPU capacity other "
+                                                "processes may use in a timed window before "
+                                                "the cell is flagged disturbed, in (0, 1]."),
     compile: bool = typer.Option(False, "--compile/--no-compile", help="torch.compile the block."),
     tf32: bool = typer.Option(False, "--tf32/--no-tf32", help="Allow TF32 for fp32 matmuls."),
     mem_limit: str = typer.Option("", help="Refuse cells estimated above this, e.g. 8GiB."),
@@ -88,7 +91,8 @@ def block(
 
     spec = build_block_spec(BlockOptions(
         model=model, seq=seq, batch=batch, dtype=dtype, device=device, repeats=repeats,
-        warmup=warmup, trials=trials, compile=compile, tf32=tf32, mem_limit=mem_limit))
+        warmup=warmup, trials=trials, disturbance_threshold=disturbance_threshold,
+        compile=compile, tf32=tf32, mem_limit=mem_limit))
     _run(spec, db, json_out, csv_out, output, rerun, wide)
 
 

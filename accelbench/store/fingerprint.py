@@ -34,6 +34,8 @@ IGNORED_SPEC_FIELDS: dict[str, str] = {
               "change the measurement",
     "peaks": "peaks handed to launched ranks (a scaling summary's base spec) are measured "
              "numbers, not choices",
+    "disturbance_threshold": "where a window counts as disturbed: a judgement of the "
+                             "measurement, recorded with it, not a change to it",
     FINGERPRINT_KEY: "the fingerprint itself",
 }
 

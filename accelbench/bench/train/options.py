@@ -68,6 +68,9 @@ class TrainOptions:
                        "the cells: the figure is their median, with a 95% interval from 6 "
                        "trials; auto: 6 on an accelerator, 3 on a CPU. One process only: "
                        "launched cells run one.")
+    disturbance_threshold: float = _opt(0.10, "Share of the CPU capacity other processes may "
+                                        "use in a timed window before the cell is flagged "
+                                        "disturbed, in (0, 1].")
     mem_limit: str = _opt("", "Refuse cells estimated above this, e.g. 8GiB.")
     nproc: int = _opt(1, "Processes to start with torchrun (gloo on CPU, NCCL on GPUs); under "
                       "torchrun or srun the launcher's processes are used.")
@@ -147,5 +150,6 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
                          else None),
         max_micro_batch=options.max_micro_batch, nproc=options.nproc, layout=options.layout,
         cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
-        hang_timeout_s=options.hang_timeout, trials=parse_trials(options.trials))
+        hang_timeout_s=options.hang_timeout, trials=parse_trials(options.trials),
+        disturbance_threshold=options.disturbance_threshold)
     return check_sweep(spec)

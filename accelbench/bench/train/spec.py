@@ -28,6 +28,7 @@ from accelbench.config.trials import require_trials
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
+from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, check_threshold
 from accelbench.models.convert_hf import model_config_from_hf
 from accelbench.models.float8 import torchao_float8
 
@@ -96,6 +97,7 @@ class TrainSpec:
     # independent trials of every cell, interleaved (bench/trials.py); None: auto, decided
     # per device when the sweep runs (a launched cell, scale and --longest-seq run one)
     trials: int | None = None
+    disturbance_threshold: float = OTHER_CPU_THRESHOLD  # others' CPU share that flags a window
 
     @property
     def token_unit(self) -> str:
@@ -232,6 +234,7 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     require_positive("nproc", spec.nproc)
     if spec.trials is not None:
         require_trials(spec.trials)
+    check_threshold("disturbance-threshold", spec.disturbance_threshold)
     _check_ranks(spec, resolve_device(spec.device))  # before a results file is made
     return spec
 

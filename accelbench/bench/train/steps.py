@@ -182,7 +182,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
     """Build, then run this rank's steps; returns what rank 0 combines (times, losses,
     memory). Raises Diverged when the global loss is not finite (every rank at the same step)."""
     log, collectives = StepLog(), {"time_s": None, "source": "not profiled"}
-    probe = WindowProbe(device)  # what else used the machine: outside the energy window
+    probe = WindowProbe(device, spec.disturbance_threshold)  # outside the energy window
     with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         _beat(0, "building the model")
         trainer = build_trainer(spec, cell, layout, device)
