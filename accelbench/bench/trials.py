@@ -123,9 +123,9 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
                 if r < trials - 1:
                     continue
                 outcome = cells[i].finish(kept[i])
-            else:
+            elif trials > 1:
                 outcome = _failed_in(outcome, r)
-            done[i] = _with_order(outcome, i, rounds, cells, seed)
+            done[i] = _with_order(outcome, i, rounds, cells, seed, trials > 1)
             if trials == 1:
                 sink(done[i])
             else:
@@ -146,11 +146,15 @@ def _failed_in(outcome: Outcome, trial: int) -> Outcome:
 
 
 def _with_order(outcome: Outcome, index: int, rounds: list[list[int]],
-                cells: Sequence[CellTrials], seed: int) -> Outcome:
-    """The order every round ran in (raw: cell labels), the seed and this cell's position in
-    each round (metrics, for an ok record; raw for a failure, whose metrics stay as today)."""
+                cells: Sequence[CellTrials], seed: int, several: bool) -> Outcome:
+    """The order every round ran in (raw: cell labels; not for one trial, whose raw data stays
+    as before trials), the seed and this cell's position in each round (metrics, for an ok
+    record; raw for a failure of several trials, whose metrics stay as today)."""
     positions = [rd.index(index) for rd in rounds if index in rd]
-    raw = {**outcome.raw, "trial_order": [[cells[i].label for i in rd] for rd in rounds]}
+    if not several and outcome.status != "ok":
+        return outcome
+    order = [[cells[i].label for i in rd] for rd in rounds]
+    raw = {**outcome.raw, "trial_order": order} if several else outcome.raw
     if outcome.status != "ok":
         return replace(outcome, raw={**raw, "trial_seed": seed, "trial_positions": positions})
     metrics = {**outcome.metrics, "trial_seed": seed, "trial_positions": positions,
@@ -234,6 +238,9 @@ def disturbance_summary(windows: Sequence[Mapping[str, Any] | None]) -> dict[str
 
 def combined_raw(trials: Sequence[Outcome], values: Mapping[str, list]) -> dict[str, Any]:
     """The first trial's raw data at the top (as a one-trial record holds it), every trial's
-    under raw['trials']['trial<k>'], and each timed figure's per-trial values."""
+    under raw['trials']['trial<k>'], and each timed figure's per-trial values (one trial: its
+    raw data alone, as before trials)."""
+    if len(trials) == 1:
+        return dict(trials[0].raw)
     return {**trials[0].raw, "trials": {f"trial{k}": o.raw for k, o in enumerate(trials)},
             "trial_values": dict(values)}
