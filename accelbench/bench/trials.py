@@ -98,8 +98,9 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
     (its last, or the one that failed), in the cells' order, so a sparse cell's record follows
     its dense one's. One trial is one round in the cells' order, each record sunk as it is
     made (as before trials). Returns the records in the cells' order.
-    `progress` is told each trial as it starts: (trials started before it, `done` + trials x
-    cells in all, the cell's label and trial), `done` counting cells finished before (skipped)."""
+    `progress` is told each trial as it starts: (trials started before it, `done_before` +
+    trials x cells in all, the cell's label and trial), `done_before` counting the sweep's cells
+    finished before (skipped by resume)."""
     rng = random.Random(seed)
     done: dict[int, Outcome] = {}
     kept: dict[int, list[Outcome]] = {i: [] for i in range(len(cells))}
