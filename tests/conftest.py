@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from accelbench.config.trials import AUTO_TRIALS
+
 # Two threads on 2 cores; one a process when pytest-xdist runs two test processes at once
 # (scripts/test -n 2), so that they do not oversubscribe the cores: the test process, and every
 # process a test starts (a CLI, a study; launched ranks run one thread each anyway).
@@ -30,6 +32,14 @@ except ImportError:
 for _size in ("COLUMNS", "LINES"):
     os.environ.pop(_size, None)
     os.unsetenv(_size)
+
+
+@pytest.fixture(autouse=True)
+def _one_trial_when_auto(monkeypatch):
+    """`--trials auto` gives a cell 3 trials on a CPU (config/trials.py): in this process the
+    tests' sweeps run one unless they ask for more, so the suite's time does not triple
+    (tests/unit/test_trials.py runs trials; a CLI a test starts as a process keeps auto's 3)."""
+    monkeypatch.setitem(AUTO_TRIALS, "cpu", 1)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -7,8 +7,9 @@ per-precision layer measurements do.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -23,6 +24,18 @@ from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metric
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
+from accelbench.bench.trials import (
+    ORDER_SEED,
+    CellTrials,
+    WindowProbe,
+    combine_timed,
+    combined_raw,
+    disturbance_summary,
+    interleave,
+    interval_fields,
+    resolve_trials,
+    spread,
+)
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
@@ -34,9 +47,11 @@ from accelbench.config.schema import (
     phase_dict,
     read_metrics,
 )
+from accelbench.config.trials import parse_trials, require_trials
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import resolve_device
+from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, check_threshold
 from accelbench.hardware.energy import open_meter
 from accelbench.models.gpt import Block, fresh_compile_cache
 
@@ -52,8 +67,10 @@ class BlockSpec:
     batches: tuple[int, ...] = (8, 16, 32, 64)
     dtypes: tuple[str, ...] = DTYPES
     device: str = "auto"
-    repeats: int = 10
-    warmup: int = 3
+    repeats: int = 10  # timed repetitions of one trial
+    warmup: int = 3  # untimed repetitions before them, every trial
+    trials: int = 1  # independent trials, interleaved across the sweep's cells (bench/trials.py)
+    disturbance_threshold: float = OTHER_CPU_THRESHOLD  # others' CPU share that flags a window
     compile: bool = False
     tf32: bool = False
     mem_limit_bytes: int | None = None
@@ -72,6 +89,8 @@ class BlockSpec:
             raise ConfigError("seq", f"{self.seq_len} is longer than the model's "
                               f"{cfg.n_positions} positions", f"<= {cfg.n_positions}")
         require_positive("repeats", self.repeats)
+        require_trials(self.trials)
+        check_threshold("disturbance-threshold", self.disturbance_threshold)
         if self.warmup < 0:
             raise ConfigError("warmup", f"must be 0 or more, got {self.warmup}", ">= 0")
         if self.compile and self.warmup < 1:  # else compilation lands in the first timed window
@@ -95,15 +114,18 @@ def cell_spec(spec: BlockSpec, batch: int, dtype: str, device: torch.device) -> 
     """The full spec of one cell, as recorded."""
     return {"workload": KIND, "model": spec.model.to_dict(), "model_name": spec.model.name,
             "seq_len": spec.seq_len, "batch": batch, "dtype": dtype, "device": str(device),
-            "repeats": spec.repeats, "warmup": spec.warmup, "compile": spec.compile,
+            "repeats": spec.repeats, "warmup": spec.warmup, "trials": spec.trials,
+            "disturbance_threshold": spec.disturbance_threshold, "compile": spec.compile,
             "tf32": spec.tf32, "mem_limit_bytes": spec.mem_limit_bytes,
             "flops_formula": FORMULA}
 
 
 def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: torch.device,
-               spec: BlockSpec) -> tuple[dict[str, TimingStats], PeakMemory, dict]:
-    """Forward and backward times of one block, the peak memory of the timed run, and the
-    energy of its timed repetitions (the meter's result)."""
+               spec: BlockSpec) -> tuple[dict[str, TimingStats], PeakMemory, dict, dict | None]:
+    """One trial: forward and backward times of a block built anew, the peak memory of the
+    run, the energy of its timed repetitions (the meter's result) and what else used the
+    machine while they ran (the disturbance probe's dict)."""
+    probe = WindowProbe(device, spec.disturbance_threshold)
     torch_dtype = TORCH_DTYPES[dtype]
     with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         block = Block(cfg).to(device=device, dtype=torch_dtype)
@@ -124,10 +146,10 @@ def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: t
             with timer.phase("backward"):
                 y.backward(grad_out)
 
-        stats = run_timed(step, device, spec.warmup, spec.repeats, meter)
+        stats = run_timed(step, device, spec.warmup, spec.repeats, meter, probe)
     fwd, bwd = stats["forward"].times_s, stats["backward"].times_s
     stats["forward_backward"] = summarize([f + b for f, b in zip(fwd, bwd, strict=True)])
-    return stats, peak_mem, meter.result()
+    return stats, peak_mem, meter.result(), probe.result
 
 
 def block_metrics(cell: BlockMetrics, phases: dict[str, PhaseFields] | None = None) -> dict:
@@ -158,7 +180,8 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
     def body() -> Outcome:
         set_tf32(device, spec.tf32)
         peak = peak_for(dtype)  # before the timed window: its GEMMs are not the cell's memory
-        stats, peak_mem, energy = time_block(cfg, spec.seq_len, batch, dtype, device, spec)
+        stats, peak_mem, energy, window = time_block(cfg, spec.seq_len, batch, dtype, device,
+                                                     spec)
         flops = block_flops(cfg, spec.seq_len, batch)
         tokens = batch * spec.seq_len
         memory = one_rank_memory(estimate, peak_mem.peak_bytes, peak_mem.base_bytes,
@@ -173,35 +196,65 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
         phases = {phase: phase_metrics(stats[phase], phase_flops[phase], tokens, peak)
                   for phase in BLOCK_PHASES}
         metrics = block_metrics(cell, phases)
-        raw = {phase: list(s.times_s) for phase, s in stats.items()}
+        raw = {**{phase: list(s.times_s) for phase, s in stats.items()}, "disturbance": window}
         return Outcome(KIND, "ok", record_spec, metrics, raw,
                        reason=peak_warning(read_metrics(KIND, metrics)))
 
     return guarded(KIND, record_spec, device, body)
 
 
+# each phase's median time and the rates computed from it: the figures with an interval
+TIMED = {f"{phase}_time_s_median": tuple(f"{phase}_{rate}" for rate in (
+    "tflops_per_device", "tokens_per_s_per_device", "mfu")) for phase in BLOCK_PHASES}
+
+
+def combine_block_trials(trials: list[Outcome]) -> Outcome:
+    """A cell's record from its ok trials: the median of the trials' medians per phase, with
+    intervals, the spread over every repetition, disturbance, the first trial's memory and
+    energy (docs/metrics.md, "Trials")."""
+    timed, values = combine_timed([o.metrics for o in trials], TIMED)
+    metrics = {**trials[0].metrics, **timed, **interval_fields(len(trials)),
+               **disturbance_summary([o.raw.get("disturbance") for o in trials])}
+    for phase in BLOCK_PHASES:
+        metrics.update(spread([o.metrics for o in trials], f"{phase}_time_s"))
+    return replace(trials[0], metrics=metrics, raw=combined_raw(trials, values),
+                   reason=peak_warning(read_metrics(KIND, metrics)))
+
+
 def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = None,
                     skip: Skip | None = None) -> list[Outcome]:
-    """Every batch x dtype cell in turn; each outcome goes to `sink` as soon as it exists (a
-    cell `skip` reports finished is returned, not run nor sunk)."""
+    """Every batch x dtype cell, spec.trials trials each, interleaved (bench/trials.py); each
+    record goes to `sink` once its cell's last trial has run (a cell `skip` reports finished is
+    returned, not run nor sunk)."""
     spec.validate()
     device = resolve_device(spec.device)
     peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)  # measured: own records
     cells = [(batch, dtype) for dtype in spec.dtypes for batch in spec.batches]
-    outcomes = []
-    for done, (batch, dtype) in enumerate(cells):
-        if progress:
-            progress(done, len(cells), f"batch {batch} {dtype}")
+    outcomes: list[Outcome | None] = []
+    to_run = []
+    for batch, dtype in cells:
         outcome = finished(skip, KIND, cell_spec(spec, batch, dtype, device))
         if outcome is not None:
             peaks.adopt(outcome)
         else:
-            outcome = run_block_cell(spec, batch, dtype, device, lambda d: peaks.get(d).peak())
-            sink(outcome)
+            to_run.append(CellTrials(
+                f"batch {batch} {dtype}",
+                functools.partial(_trial, spec, batch, dtype, device, peaks),
+                combine_block_trials))
         outcomes.append(outcome)
+    skipped = len(cells) - len(to_run)
+    measured = iter(interleave(to_run, spec.trials, ORDER_SEED, sink, progress, skipped))
+    done = [o if o is not None else next(measured) for o in outcomes]
     if progress:
-        progress(len(cells), len(cells), "done")
-    return outcomes
+        total = skipped + spec.trials * len(to_run)
+        progress(total, total, "done")
+    return done
+
+
+def _trial(spec: BlockSpec, batch: int, dtype: str, device: torch.device, peaks: SweepPeaks,
+           trial: int) -> Outcome:
+    """One trial of a cell (every trial measures the same way: `trial` only orders them)."""
+    return run_block_cell(spec, batch, dtype, device, lambda d: peaks.get(d).peak())
 
 
 def run_block(spec: BlockSpec, sink: Sink, step: object, cell: Progress | None = None,
@@ -217,7 +270,15 @@ def build_block_spec(options: BlockOptions) -> BlockSpec:
         batches=parse_int_list("batch", options.batch),
         dtypes=parse_choice_list("dtype", options.dtype, tuple(TORCH_DTYPES)),
         device=options.device, repeats=options.repeats, warmup=options.warmup,
+        trials=_trials(options), disturbance_threshold=options.disturbance_threshold,
         compile=options.compile, tf32=options.tf32,
         mem_limit_bytes=parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
         else None)
     return spec.validate()
+
+
+def _trials(options: BlockOptions) -> int:
+    """--trials as a number: as given, or auto's for the device (the device is resolved only
+    for auto, after the value itself is checked)."""
+    trials = parse_trials(options.trials)
+    return trials if trials is not None else resolve_trials(None, resolve_device(options.device))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelbench.config.options import option
+from accelbench.config.trials import AUTO
+from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -17,8 +19,15 @@ class BlockOptions:
     batch: str = option("8,16,32,64", "Comma-separated batch sizes.")
     dtype: str = option("fp32,fp16,bf16", "Comma-separated: fp32, fp16, bf16.")
     device: str = option("auto", "auto, cpu, cuda, cuda:N, xpu, mps.")
-    repeats: int = option(10, "Timed repetitions per cell.")
-    warmup: int = option(3, "Untimed warm-up repetitions per cell.")
+    repeats: int = option(10, "Timed repetitions per trial.")
+    warmup: int = option(3, "Untimed warm-up repetitions per trial.")
+    trials: str = option(AUTO, "Independent trials per cell (each its own warm-up and timed "
+                         "repetitions), interleaved across the cells: the figure is their "
+                         "median, with a 95% interval from 6 trials; auto: 6 on an "
+                         "accelerator, 3 on a CPU.")
+    disturbance_threshold: float = option(
+        OTHER_CPU_THRESHOLD, "Share of the CPU capacity other processes may use in a timed "
+        "window before the cell is flagged disturbed, in (0, 1].")
     compile: bool = option(False, "torch.compile the block.", "--compile/--no-compile")
     tf32: bool = option(False, "Allow TF32 for fp32 matmuls.", "--tf32/--no-tf32")
     mem_limit: str = option("", "Refuse cells estimated above this, e.g. 8GiB.")

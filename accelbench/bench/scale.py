@@ -50,7 +50,7 @@ def spec_at(scale: ScaleSpec, n: int) -> TrainSpec:
                               f"device counts that divide {micro_batch}")
         micro_batch //= n
     layout = f"dp={n},zero={scale.zero}"
-    return replace(scale.base, micro_batches=(micro_batch,), nproc=n, layout=layout)
+    return replace(scale.base, micro_batches=(micro_batch,), nproc=n, layout=layout, trials=1)
 
 
 def validate_scale(scale: ScaleSpec) -> ScaleSpec:

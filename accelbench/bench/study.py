@@ -45,6 +45,7 @@ from accelbench.bench.train.options import (
 from accelbench.bench.train.search import find_longest_seq, run_longest_seq_sweep, search_cells
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
 from accelbench.bench.train.sweep import local_cells, run_train_sweep, world_size
+from accelbench.bench.trials import resolve_trials
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import DOES_NOT_FIT, FITS
 from accelbench.config.precision import resolve as resolve_precision
@@ -268,10 +269,10 @@ def plan_block(values: dict[str, Any], planner: Planner) -> SweepPlan:
     for dtype in spec.dtypes:  # run_block_sweep's order
         for batch in spec.batches:
             need = block_train_bytes(cfg, spec.seq_len, batch, dtype, fused_attention=True)
-            flops = block_flops(cfg, spec.seq_len, batch).total * (spec.warmup + spec.repeats)
+            calls = (spec.warmup + spec.repeats) * spec.trials  # every trial warms up anew
+            flops = block_flops(cfg, spec.seq_len, batch).total * calls
             cells.append(planner.cell(f"batch {batch} {dtype}", dtype, need,
-                                      spec.mem_limit_bytes, flops, spec.tf32,
-                                      spec.warmup + spec.repeats))
+                                      spec.mem_limit_bytes, flops, spec.tf32, calls))
 
     def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
             peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
@@ -302,7 +303,9 @@ def _plan_training(spec: TrainSpec, planner: Planner, longest: bool) -> SweepPla
     local = spec.nproc == 1 and not needs_group(spec.layout_for(1)) and not in_process_group()
     world = world_size(spec)
     cells = local_cells(spec) if local else spec.cells()
+    trials = resolve_trials(spec.trials, planner.device) if local else 1  # a launched cell: 1
     planned = [_train_cell(planner, spec, c, world, local=local) for c in cells]
+    planned = [replace(p, time_s=p.time_s * trials) for p in planned]
     if spec.max_micro_batch:
         planned = [replace(p, verdict=f"{p.verdict} at mb 1; the largest that fits is "
                            "searched") for p in planned]

@@ -21,6 +21,7 @@ import torch
 from accelbench.hardware.device import has_timing_events, synchronize, timing_event
 
 if TYPE_CHECKING:
+    from accelbench.bench.trials import WindowProbe
     from accelbench.hardware.energy import EnergyMeter
 
 FEW_SAMPLES = 5
@@ -106,9 +107,11 @@ class PhaseTimer:
 
 
 def run_timed(step: Callable[[PhaseTimer], None], device: torch.device, warmup: int,
-              repeats: int, meter: EnergyMeter | None = None) -> dict[str, TimingStats]:
+              repeats: int, meter: EnergyMeter | None = None,
+              probe: WindowProbe | None = None) -> dict[str, TimingStats]:
     """Call `step` warmup times untimed, then `repeats` times timed; stats per phase. A
-    meter, when given, brackets the timed repetitions only."""
+    meter, when given, brackets the timed repetitions only; a disturbance probe brackets them
+    from outside the meter (its snapshots are neither timed nor metered)."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
     idle = PhaseTimer(device, enabled=False)
@@ -116,13 +119,18 @@ def run_timed(step: Callable[[PhaseTimer], None], device: torch.device, warmup: 
         step(idle)
     synchronize(device)
     timer = PhaseTimer(device)
+    if probe is not None:
+        probe.start()
     if meter is not None:
         meter.start()
     for _ in range(repeats):
         step(timer)
-    if meter is not None:
+    if meter is not None or probe is not None:
         synchronize(device)
+    if meter is not None:
         meter.stop()
+    if probe is not None:
+        probe.stop()
     return {name: summarize(times) for name, times in timer.times_s().items()}
 
 

@@ -79,7 +79,34 @@ class TopologyFields:
 
 
 @dataclass(frozen=True)
-class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields):
+class TrialFields:
+    """A cell measured as independent trials (bench/trials.py, docs/metrics.md "Trials"): each
+    timed figure is the median over trials of each trial's median, `intervals` holds its 95%
+    interval by metric name ([low, high], None where too few trials), and each trial's timed
+    window was watched for other work (hardware/disturbance.py). Records written before trials
+    existed have all of these None: one trial, no interval, not judged."""
+
+    trials: int | None = None  # trials measured (the median over them is the figure)
+    interval_confidence: float | None = None  # 0.95
+    interval_method: str | None = None  # how the intervals were made, or why there are none
+    interval_coverage: float | None = None  # the exact coverage achieved (None without one)
+    intervals: dict[str, list[float] | None] | None = None  # metric name -> [low, high]
+    trial_seed: int | None = None  # seed of the random order within each round
+    trial_positions: list[int] | None = None  # this cell's 0-based place in each round
+    trial_cells: int | None = None  # cells interleaved with it (the first round's)
+    disturbed: bool | None = None  # some trial's window was disturbed; None: not judged
+    disturbed_trials: list[int] | None = None  # 0-based trials flagged
+    disturbance_reasons: list[str] | None = None  # 'trial 2: other processes used 35% ...'
+    other_cpu_fraction_max: float | None = None  # the largest share others took, any trial
+
+    def interval(self, name: str) -> list[float | None] | None:
+        """The 95% interval [low, high] of the figure `name`, or None (too few trials, or a
+        record from before trials)."""
+        return (self.intervals or {}).get(name)
+
+
+@dataclass(frozen=True)
+class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, TrialFields):
     """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
 
     n_devices: int | None = None
@@ -164,7 +191,7 @@ class PhaseFields:
 
 
 @dataclass(frozen=True)
-class BlockMetrics(EnergyFields, MemoryFields, PeakFields):
+class BlockMetrics(EnergyFields, MemoryFields, PeakFields, TrialFields):
     """A block micro-benchmark cell (one device); its phases are added by `phase_dict`."""
 
     tokens_per_step_global: int | None = None
@@ -285,6 +312,13 @@ class TrainFigure(StrEnum):
     HFU = "hfu"
     TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"
     TFLOPS_PER_DEVICE = "tflops_per_device"
+
+
+class ShownFigure(StrEnum):
+    """A figure the terminal tables show with its interval (TrialFields.interval's names)."""
+
+    TOKENS_PER_S_GLOBAL = "tokens_per_s_global"
+    BLOCK_TOKENS_PER_S = "forward_backward_tokens_per_s_per_device"
 
 
 # What a published run may state (analytics/published_runs.py): MFU (a fraction), tokens/s

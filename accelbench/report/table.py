@@ -15,11 +15,13 @@ from accelbench.config.schema import (
     EnergyFields,
     ProfileMetrics,
     ScaleRow,
+    ShownFigure,
     TrainMetrics,
 )
 from accelbench.config.vocab import GIB
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
+from accelbench.report.trials import status_text, trials_caption, with_interval
 from accelbench.store.record import Record
 
 
@@ -85,7 +87,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
                         **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
         m = r.typed
-        status = fit_text(r.status, r.reason)
+        status = status_text(fit_text(r.status, r.reason), m.disturbed)
         fwd, bwd = m.forward.time_s_median, m.backward.time_s_median
         add_plain_row(
             table,
@@ -93,7 +95,8 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
             _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
             _num(m.forward.tflops_per_device, ".2f"),
             _num(m.backward.tflops_per_device, ".2f"),
-            _num(m.forward_backward.tokens_per_s_per_device, ",.0f"),
+            with_interval(m.forward_backward.tokens_per_s_per_device,
+                          m.interval(ShownFigure.BLOCK_TOKENS_PER_S), ",.0f"),
             _pct(m.forward_backward.mfu), _gib(m.mem_added_bytes_per_rank_max),
             _gib(m.mem_estimate_bytes_per_rank), *_energy_cells(records, m), r.reason,
         )
@@ -101,8 +104,16 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
     if peaks:
         table.caption = Text(f"MFU against: {peaks}; mem = measured peak above the cell's start, "
                          "est. = analytics estimate")
-    table.caption = with_energy(table.caption, records)
+    table.caption = with_trials(with_energy(table.caption, records), records)
     return table
+
+
+def with_trials(caption: Text | None, records: list[Record]) -> Text | None:
+    """The caption, with what the rows' trials, intervals and disturbance marks mean."""
+    line = trials_caption(records)
+    if not line:
+        return caption
+    return Text(f"{caption.plain}; {line}") if caption is not None else Text(line)
 
 
 def peak_captions(records: list[Record]) -> str:
@@ -195,8 +206,11 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             table,
             str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
             precision_text(s, m), s.get("recompute", ""), *level,
-            fit_text(r.status, r.reason), _num(t and t * 1e3, ".1f"),
-            _num(m.tokens_per_s_global, ",.0f"), _num(m.tflops_per_device, ".2f"),
+            status_text(fit_text(r.status, r.reason), m.disturbed),
+            _num(t and t * 1e3, ".1f"),
+            with_interval(m.tokens_per_s_global, m.interval(ShownFigure.TOKENS_PER_S_GLOBAL),
+                          ",.0f"),
+            _num(m.tflops_per_device, ".2f"),
             _pct(m.mfu), _pct(m.hfu), _gib(m.mem_added_bytes_per_rank_max),
             _gib(m.mem_estimate_bytes_per_rank), loss, *vs_dense,
             _pct(m.data_wait_fraction), *_energy_cells(records, m), r.reason)
@@ -206,7 +220,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
                          "mem = measured peak above the cell's start (the rank that added the "
                          "most), est. = analytics estimate of one rank"
                          + (f"; {FP8_CAPTION}" if has_fp8(records) else ""))
-    table.caption = with_energy(table.caption, records)
+    table.caption = with_trials(with_energy(table.caption, records), records)
     return table
 
 

@@ -35,6 +35,8 @@ IGNORED_SPEC_FIELDS: dict[str, str] = {
               "change the measurement",
     "peaks": "peaks handed to launched ranks (a scaling summary's base spec) are measured "
              "numbers, not choices",
+    "disturbance_threshold": "where a window counts as disturbed: a judgement of the "
+                             "measurement, recorded with it, not a change to it",
     FINGERPRINT_KEY: "the fingerprint itself",
     WORKLOAD_KEY: "derived from the spec (workload_identity): it adds nothing to it",
 }
@@ -44,7 +46,7 @@ IGNORED_SPEC_FIELDS: dict[str, str] = {
 # left out of the hash, so a cell recorded by an older accelbench keeps its fingerprint and a
 # resumed sweep skips it; at any other value they are hashed (they change the measurement).
 ADDED_AT_DEFAULT: dict[str, dict[str, Any]] = {
-    "": {"fp8_recipe": None},
+    "": {"fp8_recipe": None, "trials": 1},  # trials: a record before them measured one
     "layout": {"cp": 1, "ep": 1, "pp_first": 0, "pp_last": 0},
     "model": {"norm": "layernorm", "bias": True, "qkv_bias": False, "n_kv_head": 0,
               "rotary_base": 10000.0, "rope_scaling": "none", "rope_factor": 8.0,

@@ -70,6 +70,13 @@ CASES = [
     case("train --cell-timeout 0", "error: cell-timeout: must be a positive number, got 0.0"),
     case("train --cell-timeout -5", "error: cell-timeout: must be a positive number, got -5.0"),
     case("train --steps 0", "error: steps: must be a positive number, got 0"),
+    case("train --trials 0", "error: trials: must be a whole number >= 1 or auto, got '0'"),
+    case("train --trials nan", "error: trials: must be a whole number >= 1 or auto, got 'nan'"),
+    case("train --nproc 2 --trials 3 --device cpu", "error: trials: 3 trials of launched cells"),
+    case("train --disturbance-threshold 0", "error: disturbance-threshold: must be a fraction "
+         "in (0, 1], got 0.0"),
+    case("train --disturbance-threshold nan", "error: disturbance-threshold: must be a fraction "
+         "in (0, 1], got nan"),
     case("train --warmup-steps 20", "error: warmup-steps: must be in [0, steps), got 20"),
     case("train --seq 2048", "error: seq: 2048 is longer than the model's 1024 positions"),
     case("train --micro-batch 2,,4", "error: micro-batch: empty item in '2,,4'"),
@@ -171,6 +178,10 @@ CASES = [
     case("block --dtype BF16", "error: dtype: unknown value 'BF16' (allowed: fp32, fp16, "
          "bf16)"),
     case("block --repeats 0", "error: repeats: must be a positive number, got 0"),
+    case("block --trials 0", "error: trials: must be a whole number >= 1 or auto, got '0'"),
+    case("block --trials nan", "error: trials: must be a whole number >= 1 or auto, got 'nan'"),
+    case("block --disturbance-threshold 1.5", "error: disturbance-threshold: must be a fraction "
+         "in (0, 1], got 1.5"),
     case("block --warmup -1", "error: warmup: must be 0 or more, got -1"),
     case("block --csv --output {dir}", "error: output: '{dir}' is a directory"),
     # calibrate

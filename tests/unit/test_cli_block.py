@@ -107,7 +107,8 @@ def test_sigkill_midway_keeps_every_measured_cell(tmp_path):
     db = tmp_path / "killed.db"
     cmd = [sys.executable, "-m", "accelbench.cli.main", "block", "--model", "gpt2-tiny",
            "--seq", "32", "--batch", ",".join(str(b) for b in range(1, 41)), "--dtype", "fp32",
-           "--repeats", "20", "--warmup", "1", "--device", "cpu", "--db", str(db)]
+           "--repeats", "20", "--warmup", "1", "--trials", "1", "--device", "cpu",
+           "--db", str(db)]  # one trial: a cell is stored as it is measured, not all at the end
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 90
@@ -134,7 +135,8 @@ def test_sigint_midway_says_what_was_kept_as_train_does(tmp_path):
     db = tmp_path / "interrupted.db"
     cmd = [sys.executable, "-m", "accelbench.cli.main", "block", "--model", "gpt2-tiny",
            "--seq", "32", "--batch", ",".join(str(b) for b in range(1, 41)), "--dtype", "fp32",
-           "--repeats", "20", "--warmup", "1", "--device", "cpu", "--db", str(db)]
+           "--repeats", "20", "--warmup", "1", "--trials", "1", "--device", "cpu",
+           "--db", str(db)]  # one trial: a cell is stored as it is measured, not all at the end
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 90

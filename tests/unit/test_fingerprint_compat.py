@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from accelbench.config.layout import Layout
@@ -59,9 +60,11 @@ def test_the_spec_written_today_for_the_same_cell_has_the_old_fingerprint():
     from accelbench.bench.train.spec import TrainCell
 
     spec = build_spec(TrainOptions(model="gpt2-tiny", seq="32", micro_batch="2", steps=3,
-                                   warmup_steps=1, device="cpu"))
+                                   warmup_steps=1, device="cpu", trials="1"))  # v1: one trial
     old = OLD["spec"]
     cell = TrainCell(old["seq_len"], old["micro_batch"], old["gas"], old["dtype"],
                      old["recompute"])
     today = cell_spec(spec, cell, Layout(), old["device"])
     assert cell_fingerprint(OLD["kind"], today, OLD["environment"]) == old[FINGERPRINT_KEY]
+    three = cell_spec(replace(spec, trials=3), cell, Layout(), old["device"])
+    assert cell_fingerprint(OLD["kind"], three, OLD["environment"]) != old[FINGERPRINT_KEY]

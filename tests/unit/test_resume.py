@@ -146,7 +146,8 @@ def _emitted(out, kind):
 def test_a_killed_train_sweep_resumes_with_one_finished_record_per_cell(tmp_path, monkeypatch,
                                                                          capsys, quick_peak):
     db = tmp_path / "r.db"
-    args = ["train", *TINY, "--micro-batch", "1,2,4", "--steps", "3", "--db", str(db)]
+    args = ["train", *TINY, "--micro-batch", "1,2,4", "--steps", "3", "--db", str(db),
+            "--trials", "1"]  # one trial: each cell is stored as it is measured
     threads = str(torch.get_num_threads())  # as the rerun below: a cell's fingerprint has them
     proc = subprocess.Popen([sys.executable, "-m", "accelbench.cli.main", *args], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -300,7 +301,7 @@ def test_searches_are_skipped_whole_and_found_again_by_the_cell_asked(tmp_path, 
     assert measured[1].spec["micro_batch"] > 1 and "micro_batch_search" in measured[1].spec
 
     monkeypatch.setattr(search_mod, "find_longest_seq", _fail)
-    monkeypatch.setattr("accelbench.bench.train.sweep.find_max_micro_batch", _fail)
+    monkeypatch.setattr("accelbench.bench.train.trials.find_max_micro_batch", _fail)
     again = Resume(Recorder(ResultStore(db), env))
     before = _rows(db)
     run_longest_seq_sweep(longest, again.sink, skip=again.skip)

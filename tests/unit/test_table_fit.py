@@ -131,7 +131,7 @@ def test_the_block_command_at_80_columns(monkeypatch, capsys, tmp_path, quick_pe
     under the test) has a line per finished cell."""
     monkeypatch.setenv("COLUMNS", "80")
     args = ("block", "--model", "gpt2-tiny", "--seq", "16", "--batch", "1,2", "--dtype", "fp32",
-            "--repeats", "2", "--warmup", "0", "--device", "cpu", "--db",
+            "--repeats", "2", "--warmup", "0", "--trials", "2", "--device", "cpu", "--db",
             str(tmp_path / "b.db"))
     code, out, err = _run_main(monkeypatch, capsys, *args)
     assert code == 0, err
@@ -139,8 +139,10 @@ def test_the_block_command_at_80_columns(monkeypatch, capsys, tmp_path, quick_pe
     rows = [r for r in _rows(out) if r[0] in ("1", "2")]
     assert len(rows) == 2 and all(re.fullmatch(r"[\d,]+", r[-2] or r[-3]) for r in rows)
     assert "left out to fit 80 columns" in " ".join(out.split())
-    assert re.search(r"^\[1/2\] block batch 1 fp32 \.\.\. [\d.]+ s$", err, re.M)
-    assert re.search(r"^\[2/2\] block batch 2 fp32 \.\.\. [\d.]+ s$", err, re.M)
+    lines = re.findall(r"^\[(\d)/4\] block batch [12] fp32, trial ([12])/2 \.\.\. [\d.]+ s$",
+                       err, re.M)  # a line per trial, the cells interleaved
+    assert [n for n, _ in lines] == ["1", "2", "3", "4"]
+    assert sorted(t for _, t in lines) == ["1", "1", "2", "2"]
     code, wide, _ = _run_main(monkeypatch, capsys, *args, "--wide")  # shown from the store
     assert code == 0 and "left out" not in wide and "est. GiB" in wide
 
@@ -170,7 +172,7 @@ description = "seconds"
 [experiments.blk]
 workload = "block"
 source = "figures 3-4"
-options = { model = "gpt2-tiny", seq = 16, repeats = 2, warmup = 0 }
+options = { model = "gpt2-tiny", seq = 16, repeats = 2, warmup = 0, trials = 1 }
 sweep = { batch = [1, 2], dtype = ["fp32"] }
 """
 

@@ -71,7 +71,9 @@ class _Cells:
 
     def start(self, i: int, total: int, label: str) -> None:
         self.finish()
-        self.current, self.was_skipped = min(i, self.count - 1), False
+        # a sweep of trials reports trials x cells starts: each study cell spans its share
+        cell = i * self.count // total if total > self.count else i
+        self.current, self.was_skipped = min(cell, self.count - 1), False
         self.view.cell(self.offset + self.current, f"{self.prefix}{label}")
 
     def finish(self) -> None:

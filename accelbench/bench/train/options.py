@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.config.errors import ConfigError
 from accelbench.config.options import option as _opt
 from accelbench.config.sparsity import parse_sparsity_list
+from accelbench.config.trials import parse_trials
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 
@@ -61,7 +62,16 @@ class TrainOptions:
     compile: bool = _opt(False, "torch.compile the model's blocks.", "--compile/--no-compile")
     tf32: bool = _opt(False, "Allow TF32 for fp32 matmuls.", "--tf32/--no-tf32")
     device: str = _opt("auto", "auto, cpu, cuda, cuda:N, xpu, mps.")
-    seed: int = _opt(0, "Seed for weights and data order.")
+    seed: int = _opt(0, "Seed for weights and data order (and for the order of the cells "
+                     "within each round of trials).")
+    trials: str = _opt("auto", "Independent trials per cell (each builds the model anew from "
+                       "--seed and runs its own warm-up and timed steps), interleaved across "
+                       "the cells: the figure is their median, with a 95% interval from 6 "
+                       "trials; auto: 6 on an accelerator, 3 on a CPU. One process only: "
+                       "launched cells run one.")
+    disturbance_threshold: float = _opt(0.10, "Share of the CPU capacity other processes may "
+                                        "use in a timed window before the cell is flagged "
+                                        "disturbed, in (0, 1].")
     mem_limit: str = _opt("", "Refuse cells estimated above this, e.g. 8GiB.")
     nproc: int = _opt(1, "Processes to start with torchrun (gloo on CPU, NCCL on GPUs); under "
                       "torchrun or srun the launcher's processes are used.")
@@ -96,8 +106,9 @@ class ScaleOptions(TrainOptions):
 # Each command's own defaults over TrainOptions' (also those of a study's experiments).
 GENSLM_DEFAULTS = {"model": "genslm-25m", "data": "default", "seq": "2048"}
 SCALE_DEFAULTS = {"model": "gpt2"}
-# scale lays out each count itself, in launched processes
-SCALE_SKIPS = ("nproc", "layout", "max_micro_batch", "verify_fit")
+# scale lays out each count itself, in launched processes, and launches it once (trials of
+# launched cells: not built)
+SCALE_SKIPS = ("nproc", "layout", "max_micro_batch", "verify_fit", "trials")
 
 
 def with_defaults(**defaults: Any) -> TrainOptions:
@@ -157,7 +168,8 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         max_micro_batch=options.max_micro_batch, verify_fit=options.verify_fit,
         nproc=options.nproc, layout=options.layout,
         cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
-        hang_timeout_s=options.hang_timeout)
+        hang_timeout_s=options.hang_timeout, trials=parse_trials(options.trials),
+        disturbance_threshold=options.disturbance_threshold)
     return check_sweep(spec)
 
 

@@ -37,10 +37,12 @@ class RankResult:
     sparse_kernel: str | None = None
     sparse_kernel_reason: str | None = None
     float8: dict[str, Any] | None = None  # an fp8 cell's conversion
+    disturbance: dict[str, Any] | None = None  # what else used the machine in the timed steps
     diverged_step: int | None = None  # the 1-based step whose loss was not finite
     reason: str = ""
 
     def raw(self) -> dict[str, Any]:
         """The per-step lists the record keeps raw, one entry a rank."""
         return {"step_times_s": self.step_times_s, "loss": self.loss, "lr": self.lr,
-                "data_wait_s": self.data_wait_s, "collective_s": self.collective_s}
+                "data_wait_s": self.data_wait_s, "collective_s": self.collective_s,
+                "disturbance": self.disturbance}

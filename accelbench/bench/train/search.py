@@ -127,6 +127,7 @@ def run_longest_seq_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | 
     """For each cell: search the longest sequence (probes recorded), then measure it. `skip`
     is asked about the cell as given (its starting --seq), so a finished one is not searched."""
     validate_train_spec(spec)
+    spec = replace(spec, trials=1)  # the length found is measured once (no trials yet)
     cells = search_cells(spec)
     check_data(spec)
     device = resolve_device(spec.device)

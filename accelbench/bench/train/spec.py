@@ -25,9 +25,11 @@ from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity
+from accelbench.config.trials import require_trials
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
+from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, check_threshold
 from accelbench.models.convert_hf import model_config_from_hf
 from accelbench.models.float8 import torchao_float8
 
@@ -94,6 +96,10 @@ class TrainSpec:
     # timeout naming the stopped rank; also the process group's collective timeout
     hang_timeout_s: float = 300.0
     peaks: tuple[SweepPeak, ...] = ()  # decided once per sweep, handed to launched ranks
+    # independent trials of every cell, interleaved (bench/trials.py); None: auto, decided
+    # per device when the sweep runs (a launched cell, scale and --longest-seq run one)
+    trials: int | None = None
+    disturbance_threshold: float = OTHER_CPU_THRESHOLD  # others' CPU share that flags a window
 
     @property
     def token_unit(self) -> str:
@@ -233,6 +239,9 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     require_positive("cell-timeout", spec.cell_timeout_s)
     require_positive("hang-timeout", spec.hang_timeout_s)
     require_positive("nproc", spec.nproc)
+    if spec.trials is not None:
+        require_trials(spec.trials)
+    check_threshold("disturbance-threshold", spec.disturbance_threshold)
     _check_ranks(spec, resolve_device(spec.device))  # before a results file is made
     return spec
 

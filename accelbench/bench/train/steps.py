@@ -28,6 +28,7 @@ from accelbench.bench.train.build import Trainer, build_trainer
 from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
+from accelbench.bench.trials import WindowProbe
 from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
 from accelbench.models.sparsity import keep_sparse, measured_sparsity
@@ -182,6 +183,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
     """Build, then run this rank's steps; returns what rank 0 combines (times, losses,
     memory). Raises Diverged when the global loss is not finite (every rank at the same step)."""
     log, collectives = StepLog(), {"time_s": None, "source": "not profiled"}
+    probe = WindowProbe(device, spec.disturbance_threshold)  # outside the energy window
     with PeakMemory(device) as peak_mem, open_meter(device) as meter:
         _beat(0, "building the model")
         trainer = build_trainer(spec, cell, layout, device)
@@ -189,8 +191,9 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         started = time.perf_counter()
         for step in range(spec.steps):
             _beat(step + 1, "data")
-            if step == spec.warmup_steps:  # energy and expert load: the timed steps only
-                _edge(meter.start, device)
+            if step == spec.warmup_steps:  # energy, load, disturbance: the timed steps only
+                _edge(probe.start, device)
+                meter.start()
                 reset_expert_load(trainer.module)
             run_step(spec, cell, layout, device, trainer, batches, step, log, collectives)
             if progress and _rank() == 0:
@@ -202,6 +205,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
             if stop_together(spec.time_budget_s, started, device):
                 break
         _edge(meter.stop, device)
+        probe.stop()
         _beat(len(log.step_time_s), "steps done")
         batches.close()
         coords, optimizer_label = trainer.coords, trainer.optimizer_label
@@ -220,4 +224,4 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         mem_peak_bytes=peak_mem.peak_bytes, mem_base_bytes=peak_mem.base_bytes,
         mem_method=peak_mem.method, energy=meter.result(), sparsity_measured=sparsity,
         device_type=device.type, sparse_kernel=trainer_kernel[0],
-        sparse_kernel_reason=trainer_kernel[1], float8=float8)
+        sparse_kernel_reason=trainer_kernel[1], float8=float8, disturbance=probe.result)

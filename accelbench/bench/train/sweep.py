@@ -13,16 +13,8 @@ from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.build import needs_group
-from accelbench.bench.train.cell import (
-    KIND,
-    VERIFIED,
-    cell_spec,
-    refusal,
-    run_cell,
-    verifiable,
-)
+from accelbench.bench.train.cell import KIND, cell_spec, refusal, verifiable
 from accelbench.bench.train.dense_ref import DenseReference
-from accelbench.bench.train.fit import find_max_micro_batch
 from accelbench.bench.train.launch import (
     in_process_group,
     join_user_launch,
@@ -37,6 +29,8 @@ from accelbench.bench.train.spec import (
     validate_train_spec,
 )
 from accelbench.bench.train.steps import StepProgress
+from accelbench.bench.train.trials import LocalCell, combine_train_trials
+from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.errors import ConfigError
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import read_env
@@ -55,6 +49,11 @@ def check_sweep(spec: TrainSpec) -> TrainSpec:
                           f"{world_size(spec)}", f"{world_size(spec)}, or leave it out under "
                           "torchrun or srun")
     check_data(spec)
+    if launched(spec) and spec.trials not in (None, 1):
+        raise ConfigError("trials", f"{spec.trials} trials of launched cells (--nproc, a layout "
+                          "that needs a process group, or under torchrun/srun): not built yet, "
+                          "a launched cell runs once", "1 or auto with several processes; "
+                          "trials on one process")
     for gas in spec.gas:
         cell_layout(spec, world_size(spec), gas)
     if spec.tokens is not None:
@@ -76,12 +75,18 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     ref = DenseReference()  # sparse cells against the sweep's dense cell (speedup, loss)
     if in_process_group():
         join_user_launch()
-        outcomes = run_group_sweep(spec, ref.sink(sink), progress, on_cell, skip)
-    elif spec.nproc > 1 or needs_group(spec.layout_for(1)):
-        outcomes = run_launched_sweep(spec, ref.sink(sink), on_cell, skip)
+        outcomes = run_group_sweep(replace(spec, trials=1), ref.sink(sink), progress, on_cell,
+                                   skip)
+    elif launched(spec):
+        outcomes = run_launched_sweep(replace(spec, trials=1), ref.sink(sink), on_cell, skip)
     else:
         outcomes = run_local_sweep(spec, ref.sink(sink), progress, on_cell, skip)
     return [ref.annotate(o) for o in outcomes]
+
+
+def launched(spec: TrainSpec) -> bool:
+    """Whether the sweep's cells run on several processes (a group, or a launch per cell)."""
+    return in_process_group() or spec.nproc > 1 or needs_group(spec.layout_for(1))
 
 
 def local_cells(spec: TrainSpec) -> list[TrainCell]:
@@ -106,16 +111,18 @@ def _to_verify(spec: TrainSpec, cell: TrainCell, device: torch.device) -> bool:
 
 def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None = None,
                     on_cell: Progress | None = None, skip: Skip | None = None) -> list[Outcome]:
-    """The cells on this process's device (the layout of one device); `skip` is asked before
-    the micro-batch search and the peak, so a finished cell costs neither. With --verify-fit
-    the first cell of each series the estimate refuses is run (also one refused before)."""
+    """The cells on this process's device (the layout of one device), spec.trials trials each
+    (auto: per device), interleaved round by round in an order seeded by --seed
+    (bench/trials.py); `skip` is asked before the micro-batch search and the peak, so a
+    finished cell costs neither. With --verify-fit the first cell of each series the estimate
+    refuses is run (also one refused before)."""
     device = resolve_device(spec.device)
+    spec = replace(spec, trials=resolve_trials(spec.trials, device))
     peaks = SweepPeaks(device, spec.tf32, sink, known=spec.peaks)
     cells = local_cells(spec)
-    outcomes, verified = [], set()
-    for i, cell in enumerate(cells):
-        if on_cell:
-            on_cell(i, len(cells), cell.label)
+    outcomes: list[Outcome | None] = []
+    to_run, verified = [], set()
+    for cell in cells:
         asked = cell_spec(spec, cell, cell_layout(spec, 1, cell.gas), str(device))
         verify = spec.verify_fit and _series(cell) not in verified and \
             _to_verify(spec, cell, device)
@@ -123,27 +130,11 @@ def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
         if outcome is not None:
             peaks.adopt(outcome)
         else:
-            outcome = _run_local_cell(spec, cell, device, peaks, progress, asked, verify)
-            sink(outcome)
-        if VERIFIED in outcome.reason:  # the series' first refusal is checked: that is all
+            run = LocalCell(spec, cell, device, peaks, progress, asked, verify)
+            to_run.append(CellTrials(cell.label, run.trial, combine_train_trials))
+        if verify:  # the series' first refusal is checked: that is all
             verified.add(_series(cell))
         outcomes.append(outcome)
-    return outcomes
-
-
-def _run_local_cell(spec: TrainSpec, cell: TrainCell, device: torch.device, peaks: SweepPeaks,
-                    progress: StepProgress | None, asked: dict,
-                    verify_fit: bool = False) -> Outcome:
-    """One cell at its given micro-batch, or at the largest that fits (the search recorded,
-    and the record keyed by the cell as `asked`, before the search)."""
-    search = None
-    if spec.max_micro_batch:
-        mb, search = find_max_micro_batch(spec, cell, device)
-        cell = replace(cell, micro_batch=max(mb, 1))
-    peak = peaks.get(cell.dtype).peak()
-    outcome = run_cell(spec, cell, cell_layout(spec, 1, cell.gas), device, peak, progress,
-                       verify_fit=verify_fit)
-    if search is not None:
-        outcome = replace(outcome, spec={**outcome.spec, "micro_batch_search": search},
-                          asked_spec=asked)
-    return outcome
+    skipped = len(cells) - len(to_run)
+    measured = iter(interleave(to_run, spec.trials, spec.seed, sink, on_cell, skipped))
+    return [o if o is not None else next(measured) for o in outcomes]

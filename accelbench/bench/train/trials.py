@@ -1,0 +1,76 @@
+"""A one-process training cell measured as independent trials (bench/trials.py): each trial
+builds the model anew from the sweep's seed and runs the cell's warm-up and timed steps; the
+record is made from all of them once the last has run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from accelbench.bench.metrics import peak_warning
+from accelbench.bench.outcome import Outcome
+from accelbench.bench.peak import SweepPeaks
+from accelbench.bench.train.cell import KIND, VERIFIED, run_cell
+from accelbench.bench.train.fit import find_max_micro_batch
+from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
+from accelbench.bench.train.steps import StepProgress
+from accelbench.bench.trials import (
+    combine_timed,
+    combined_raw,
+    disturbance_summary,
+    interval_fields,
+    spread,
+)
+from accelbench.config.schema import read_metrics
+
+# the median step time and every rate computed from it: the figures with an interval
+TIMED = {"step_time_s_median": (
+    "tokens_per_s_global", "tokens_per_s_per_device", "samples_per_s_global",
+    "samples_per_s_per_device", "tflops_per_device", "mfu", "hfu", "fp8_peak_utilisation",
+    "sparse_peak_utilisation")}
+
+
+class LocalCell:
+    """One cell on this process's device, a trial at a time; a --max-micro-batch search runs
+    once, before its first trial, and every trial measures the micro-batch it found."""
+
+    def __init__(self, spec: TrainSpec, cell: TrainCell, device: torch.device,
+                 peaks: SweepPeaks, progress: StepProgress | None, asked: dict,
+                 verify_fit: bool = False) -> None:
+        self.spec, self.cell, self.device, self.peaks = spec, cell, device, peaks
+        self.progress, self.asked, self.verify_fit = progress, asked, verify_fit
+        self.search: dict | None = None
+        self.searched = False
+
+    def trial(self, trial: int) -> Outcome:
+        """Measure one trial (the record keyed by the cell as asked, before the search)."""
+        spec = self.spec
+        if spec.max_micro_batch and not self.searched:
+            mb, self.search = find_max_micro_batch(spec, self.cell, self.device)
+            self.cell, self.searched = replace(self.cell, micro_batch=max(mb, 1)), True
+        peak = self.peaks.get(self.cell.dtype).peak()
+        outcome = run_cell(spec, self.cell, cell_layout(spec, 1, self.cell.gas), self.device,
+                           peak, self.progress, verify_fit=self.verify_fit)
+        if self.search is not None:
+            outcome = replace(outcome, spec={**outcome.spec, "micro_batch_search": self.search},
+                              asked_spec=self.asked)
+        return outcome
+
+
+def combine_train_trials(trials: list[Outcome]) -> Outcome:
+    """A cell's record from its ok trials: the median of the trials' median step times and the
+    rates from it, with intervals; the step-time spread over every trial; disturbance; the
+    first trial's losses, memory, energy and the rest (same seed: same model and data)."""
+    metrics = [o.metrics for o in trials]
+    timed, values = combine_timed(metrics, TIMED)
+    combined = {**metrics[0], **timed, **spread(metrics, "step_time_s"),
+                **interval_fields(len(trials)),
+                **disturbance_summary([o.raw.get("rank0", {}).get("disturbance")
+                                       for o in trials])}
+    if "step_time_s_median" in timed:
+        combined["step_time_s_median_per_rank"] = [timed["step_time_s_median"]]
+    first = trials[0].reason
+    verified = first[first.index(VERIFIED):] if VERIFIED in first else ""  # --verify-fit's note
+    reason = "; ".join(r for r in (peak_warning(read_metrics(KIND, combined)), verified) if r)
+    return replace(trials[0], metrics=combined, raw=combined_raw(trials, values), reason=reason)

@@ -1,0 +1,44 @@
+"""How many independent trials a cell gets (`--trials`, a study's `trials` key): checked here,
+before anything runs, without torch; bench/trials.py runs them (docs/metrics.md, "Trials")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.config.errors import ConfigError
+
+AUTO = "auto"
+MIN_INTERVAL_TRIALS = 6  # the fewest whose median has a 95% interval (analytics/stats.py)
+# Trials a cell gets when --trials is auto: on an accelerator MIN_INTERVAL_TRIALS; on a CPU
+# fewer, so that the built-in quick study stays within about ten minutes on a loaded 2-core
+# machine (docs/metrics.md, "Trials", has the timings behind the choice).
+AUTO_TRIALS = {"cpu": 3, "accelerator": MIN_INTERVAL_TRIALS}
+
+
+def parse_trials(value: object) -> int | None:
+    """A --trials value: 'auto' (None: chosen per device when the sweep runs) or a whole number
+    >= 1; anything else (0, -1, nan, 2.5, text) is a ConfigError naming `trials`."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == AUTO):
+        return None
+    number: Any = value
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        number = int(value.strip())
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise ConfigError("trials", f"must be a whole number >= 1 or {AUTO}, got {value!r}",
+                          f"1, 2, ... ({MIN_INTERVAL_TRIALS} or more for a 95% interval), or "
+                          f"{AUTO}")
+    return number
+
+
+def require_trials(trials: object) -> int:
+    """A spec's trials: a whole number >= 1 (auto is resolved before a sweep's cells run)."""
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise ConfigError("trials", f"must be a whole number >= 1, got {trials!r}", "1, 2, ...")
+    return trials
+
+
+def auto_trials(device_type: str) -> int:
+    """The trials --trials auto gives a cell on this kind of device."""
+    return AUTO_TRIALS["cpu" if device_type == "cpu" else "accelerator"]

@@ -1,0 +1,52 @@
+"""How a table shows a cell measured as trials (bench/trials.py): its interval beside the main
+figure, compactly, a disturbed cell marked, and one caption line saying what both mean. Records
+written before trials existed show none of it (no interval is invented)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from accelbench.config.schema import TrialFields
+from accelbench.store.record import Record
+
+DISTURBED_MARK = "!"
+
+
+def with_interval(value: float | None, bounds: Sequence[float | None] | None, fmt: str) -> str:
+    """The figure with its 95% interval, compactly: '12,345 ±2.1%' (the interval's larger side
+    over the figure, so the whole interval lies within it), or '146 [41-658]' where that side
+    is half the figure or more; the figure alone without an interval, '-' without a figure."""
+    if value is None:
+        return "-"
+    text = format(value, fmt)
+    if not bounds or None in bounds or value == 0:
+        return text
+    low, high = bounds
+    side = max(high - value, value - low) / abs(value)
+    if side >= 0.5:
+        return f"{text} [{format(low, fmt)}-{format(high, fmt)}]"
+    return f"{text} ±{100 * side:.1f}%" if side < 0.1 else f"{text} ±{100 * side:.0f}%"
+
+
+def status_text(status: str, disturbed: bool | None) -> str:
+    """The status, marked when some trial's timed window was disturbed."""
+    return f"{status}{DISTURBED_MARK}" if disturbed else status
+
+
+def trials_caption(records: Sequence[Record]) -> str:
+    """What the ± and the ! of these rows mean; empty when no row was measured as trials."""
+    counted = [m for r in records if isinstance(m := r.typed, TrialFields) and m.trials]
+    if not counted:
+        return ""
+    shown = "/".join(str(n) for n in sorted({m.trials for m in counted}))
+    parts = [f"median of {shown} trial(s) a cell, interleaved"]
+    if any(m.interval_coverage for m in counted):
+        parts.append("±: the larger side of the 95% interval of that median")
+    if any(m.interval_coverage is None for m in counted):
+        parts.append("no interval under 6 trials")
+    flagged = [m for m in counted if m.disturbed]
+    if flagged:
+        worst = max((m.other_cpu_fraction_max or 0.0) for m in flagged)
+        parts.append(f"{DISTURBED_MARK} disturbed: other processes used up to {worst:.0%} of "
+                     f"the CPU in a timed window of {len(flagged)} cell(s) (disturbance_reasons)")
+    return "; ".join(parts)
