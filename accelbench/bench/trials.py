@@ -24,7 +24,7 @@ import torch
 
 from accelbench.analytics.stats import CONFIDENCE, median_interval
 from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.config.trials import auto_trials
+from accelbench.config.trials import TRIAL_VALUES, auto_trials
 from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, DisturbanceProbe
 
 ORDER_SEED = 0  # the block sweep's order seed (a training sweep uses its --seed)
@@ -244,4 +244,4 @@ def combined_raw(trials: Sequence[Outcome], values: Mapping[str, list]) -> dict[
     if len(trials) == 1:
         return dict(trials[0].raw)
     return {**trials[0].raw, "trials": {f"trial{k}": o.raw for k, o in enumerate(trials)},
-            "trial_values": dict(values)}
+            TRIAL_VALUES: dict(values)}

@@ -152,6 +152,11 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     sparse_kernel: str | None = None  # the sparse kernel that ran, None when none did
     sparse_kernel_reason: str | None = None  # why none ran (a sparse cell only)
     speedup_vs_dense: float | None = None  # dense cell's step time / this one's, same sweep
+    # its 95% interval from both cells' trials, and what it says (analytics/stats.py verdicts:
+    # faster, slower, no significant difference, too few samples); None with one trial
+    speedup_vs_dense_low: float | None = None
+    speedup_vs_dense_high: float | None = None
+    speedup_vs_dense_verdict: str | None = None
     loss_last_vs_dense: float | None = None  # loss_last minus the dense cell's
     loss_last_vs_dense_relative: float | None = None  # that difference / the dense loss_last
     # FP8 cells (models/float8.py, docs/train.md FP8): mfu above is model FLOPs over the dense
@@ -319,6 +324,8 @@ class ShownFigure(StrEnum):
 
     TOKENS_PER_S_GLOBAL = "tokens_per_s_global"
     BLOCK_TOKENS_PER_S = "forward_backward_tokens_per_s_per_device"
+    STEP_TIME = "step_time_s_median"  # a training cell's time: what its comparisons divide
+    BLOCK_TIME = "forward_backward_time_s_median"  # a block cell's
 
 
 # What a published run may state (analytics/published_runs.py): MFU (a fraction), tokens/s

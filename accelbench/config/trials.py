@@ -42,3 +42,15 @@ def require_trials(trials: object) -> int:
 def auto_trials(device_type: str) -> int:
     """The trials --trials auto gives a cell on this kind of device."""
     return AUTO_TRIALS["cpu" if device_type == "cpu" else "accelerator"]
+
+
+TRIAL_VALUES = "trial_values"  # raw: each timed figure's per-trial values (bench/trials.py)
+
+
+def trial_samples(raw: dict[str, Any], figure: str) -> list[float] | None:
+    """A cell's independent samples of one timed figure (each trial's median), or None where it
+    ran one trial or a value is missing: a comparison then has no interval, and says so."""
+    values = (raw.get(TRIAL_VALUES) or {}).get(figure)
+    if not values or len(values) < 2 or any(v is None for v in values):
+        return None
+    return [float(v) for v in values]

@@ -14,6 +14,7 @@ from accelbench.report.cells import (
     wide_range,
 )
 from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
+from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine
 from accelbench.report.paper import FIG6_GAS, cite
 from accelbench.report.predict import (
@@ -94,10 +95,12 @@ def _rows(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[tuple[s
     rows = []
     for label, records in zip(labels, groups.values(), strict=True):
         base = _base(records)
+        ones = [r for r in records if r.spec["gas"] == 1 and r.status == "ok"]
         for r in records:
             rate, speed = train_rate(r) if r.status == "ok" else None, _speedup(r, base)
+            claim = speedup_text(ones[0], r, speed.value) if speed and ones else "-"
             rows.append((label, str(r.spec["gas"]), status_text(r),
-                         rate.text() if rate else "-", speed.text(".2f", "x") if speed else "-",
+                         rate.text() if rate else "-", claim,
                          prediction_text(train_prediction(r)) if r.status == "ok" else "-"))
     return tuple(rows)
 
@@ -116,7 +119,9 @@ def gas_section(machines: list[Machine]) -> Section:
     ours = Table("Our GAS cells", ("series", "GAS", "status", "tokens/s per device",
                                    "speedup over GAS 1", f"planner tokens/s per device {HEADER}"),
                  _rows(groups, labels),
-                 "Speedup: tokens/s over the same cell's at GAS 1; (slowest-fastest step); "
+                 "Speedup: tokens/s over the same cell's at GAS 1, with the 95% interval of the "
+                 "ratio from both cells' independent trials, or 'no significant difference' "
+                 "where it includes 1 (docs/metrics.md); (slowest-fastest step); "
                  f"planner: {INTERVAL_NOTE}.")
     tables = (ours, published) if groups else (published,)
     return Section("gas", title, SOURCE, text, (_figure(groups, labels),), tables)

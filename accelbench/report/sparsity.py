@@ -14,6 +14,7 @@ from accelbench.report.cells import (
     varying_label,
 )
 from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
+from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine
 from accelbench.report.paper import (
     FIG7_LOSS,
@@ -82,15 +83,23 @@ def _figure(groups: dict[tuple, list[Record]]) -> Figure:
     speed = [points_series(lab, _relative(rs, train_rate)) for lab, rs in items]
     loss = [points_series(lab, _relative(rs, _loss)) for lab, rs in items]
     pub_speed, pub_loss = _published()
+    masked = any(masked_dense(r) for rs in groups.values() for r in rs)
+    ours = ("ours: speedup over dense" + (f" ({MASKED}: 1x expected)" if masked else ""))
     return Figure("fig7_sparsity", "Weight sparsity: speedup and loss against sparsity level",
-                  (Panel("speedup over dense", "weight sparsity (fraction of weights zero)",
-                         "speedup (tokens/s over dense)", tuple(speed + pub_speed)),
+                  (Panel(ours, "weight sparsity (fraction of weights zero)",
+                         "speedup (tokens/s over dense)", tuple(speed)),
+                   Panel(f"published: {FIG7_SYSTEM} (sparse kernels)",
+                         "weight sparsity (fraction of weights zero)",
+                         "speedup (tokens/s over dense)", tuple(pub_speed)),
                    Panel("loss", "weight sparsity (fraction of weights zero)",
                          "loss relative to dense", tuple(loss + pub_loss))),
-                  "Figure 7 of the study: hollow squares, what the paper states "
-                  f"for the {FIG7_SYSTEM} ({cite('fig. 7')}; GPT-2 XL at sparsity 0.9: 1.8-2x, "
-                  "drawn as its midpoint with the range as the bar; about 15% worse loss after "
-                  "3B tokens).")
+                  "Figure 7 of the study. Our cells and the paper's speedups are drawn apart: "
+                  f"the {FIG7_SYSTEM} ran sparse kernels ({cite('fig. 7')}; GPT-2 XL at sparsity "
+                  "0.9: 1.8-2x, drawn as its midpoint with the range as the bar), while a "
+                  f"{MASKED} cell multiplies its zeros and is expected to run at 1x: a ratio "
+                  "above or below 1 there is noise or the masks' cost, not a finding (the "
+                  "table gives each with its interval). Loss: about 15% worse after 3B tokens "
+                  "in the paper.")
 
 
 def _published_table() -> Table:
@@ -105,11 +114,29 @@ def _published_table() -> Table:
                  "level, so they are listed, not drawn.")
 
 
+MASKED = "masked dense"
+NO_SPEEDUP = "no sparse kernel ran: no speedup expected"
+
+
+def masked_dense(r: Record) -> bool:
+    """A sparse cell whose zeros were multiplied like any weight (no sparse kernel ran)."""
+    return float(r.spec["sparsity"]) > 0 and not r.typed.sparse_kernel
+
+
 def _kernel_text(r: Record) -> str:
-    """What ran the sparse matrices: the kernel, or why none did (masked dense)."""
+    """What ran the sparse matrices: the kernel, or that none did (masked dense) and why."""
     if float(r.spec["sparsity"]) == 0:
         return "dense"
-    return str(r.typed.sparse_kernel or r.typed.sparse_kernel_reason or "-")
+    if masked_dense(r):
+        why = r.typed.sparse_kernel_reason
+        return f"{MASKED} ({NO_SPEEDUP}{'; ' + why if why else ''})"
+    return str(r.typed.sparse_kernel)
+
+
+def _dense_of(records: list[Record]) -> Record | None:
+    """The sweep's ok dense cell, the base of its speedups."""
+    return next((r for r in records if float(r.spec["sparsity"]) == 0 and r.status == "ok"),
+                None)
 
 
 def _cells_table(groups: dict[tuple, list[Record]]) -> Table:
@@ -117,19 +144,26 @@ def _cells_table(groups: dict[tuple, list[Record]]) -> Table:
     rows = []
     for key, records in groups.items():
         speed, loss = _relative(records, train_rate), _relative(records, _loss)
+        dense = _dense_of(records)
         for r, (_, up, _), (_, rel, _) in zip(records, speed, loss, strict=True):
             rate = train_rate(r) if r.status == "ok" else None
+            claim = ("baseline" if r is dense else
+                     speedup_text(dense, r, up.value) if up and dense else "-")
             rows.append((key[1], str(r.spec.get("model_name")), str(r.spec.get("dtype")),
                          str(r.spec.get("sparsity_pattern", "unstructured")),
                          num(float(r.spec["sparsity"]), "g"), r.status,
-                         rate.text() if rate else "-", up.text(".2f", "x") if up else "-",
-                         rel.text(".3f") if rel else "-", _kernel_text(r)))
+                         rate.text() if rate else "-", claim,
+                         f"{rel.text('.3f')} (one seed)" if rel else "-", _kernel_text(r)))
     return Table("Sparsity cells", ("machine", "model", "precision", "pattern", "sparsity",
                                     "status", "tokens/s per device", "speedup over dense",
                                     "loss over dense", "kernel"), tuple(rows),
-                 "Throughput at the median step, (slowest-fastest step) after it; speedup and "
-                 "loss over the same sweep's dense cell (sparsity 0); kernel: what ran the "
-                 "masked matrices, or why nothing sparse did.")
+                 "Throughput at the median step, (slowest-fastest step) after it; speedup over "
+                 "the same sweep's dense cell (sparsity 0) with the 95% interval of the ratio "
+                 "from both cells' independent trials, 'no significant difference' where it "
+                 "includes 1 (docs/metrics.md); loss over dense after the same steps, one seed "
+                 "(no interval); kernel: what ran the masked matrices, or that nothing sparse "
+                 f"did: a {MASKED} cell multiplies its zeros, so no speedup is expected and "
+                 "none is claimed.")
 
 
 def sparsity_section(machines: list[Machine]) -> Section:

@@ -21,7 +21,7 @@ from accelbench.config.schema import (
 from accelbench.config.vocab import GIB
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
-from accelbench.report.trials import status_text, trials_caption, with_interval
+from accelbench.report.trials import claim_text, status_text, trials_caption, with_interval
 from accelbench.store.record import Record
 
 
@@ -181,7 +181,8 @@ def _sparse_cells(spec: dict, m: TrainMetrics) -> tuple[tuple[str], tuple[str, s
     speedup = m.speedup_vs_dense
     delta, rel = m.loss_last_vs_dense, m.loss_last_vs_dense_relative
     loss = f"{delta:+.3f} ({rel:+.1%})" if delta is not None and rel is not None else "-"
-    return (level,), (f"{speedup:.2f}x" if speedup is not None else "-", loss)
+    return (level,), (claim_text(speedup, m.speedup_vs_dense_low, m.speedup_vs_dense_high,
+                                 m.speedup_vs_dense_verdict), loss)
 
 
 def train_table(records: list[Record], title: str = "Training") -> Table:

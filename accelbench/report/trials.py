@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from accelbench.analytics.stats import FASTER, SLOWER
 from accelbench.config.schema import TrialFields
 from accelbench.store.record import Record
 
@@ -26,6 +27,20 @@ def with_interval(value: float | None, bounds: Sequence[float | None] | None, fm
     if side >= 0.5:
         return f"{text} [{format(low, fmt)}-{format(high, fmt)}]"
     return f"{text} ±{100 * side:.1f}%" if side < 0.1 else f"{text} ±{100 * side:.0f}%"
+
+
+def claim_text(ratio: float | None, low: float | None, high: float | None,
+               verdict: str | None) -> str:
+    """A stored ratio with its evidence: '1.41x [1.20-1.63]', 'n.s. 0.88x [0.71-1.10]' (no
+    significant difference), '0.88x (too few trials)' or '0.88x (1 trial)'."""
+    if ratio is None:
+        return "-"
+    if verdict is None:
+        return f"{ratio:.2f}x (1 trial)"
+    if low is None or high is None:
+        return f"{ratio:.2f}x (too few trials)"
+    shown = f"{ratio:.2f}x [{low:.2f}-{high:.2f}]"
+    return shown if verdict in (FASTER, SLOWER) else f"n.s. {shown}"
 
 
 def status_text(status: str, disturbed: bool | None) -> str:

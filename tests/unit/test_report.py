@@ -242,7 +242,7 @@ def test_fairness_lists_what_differs(dbs):
     assert {row[2] for row in speedups.rows} == {m for m in table.header[2:]}
 
 
-def test_sparsity_records_are_drawn_beside_the_published(dbs):
+def test_sparsity_records_are_drawn_apart_from_the_published(dbs):
     store = ResultStore(dbs[0])
     cells = [r for r in store.query(kind="train") if r.spec.get("gas") == 2
              and r.spec.get("benchmark") == "train" and "scale_devices" not in r.spec]
@@ -251,10 +251,17 @@ def test_sparsity_records_are_drawn_beside_the_published(dbs):
               for r, level in zip(cells[:2], (0.0, 0.9), strict=True)]
     section = sparsity_section(group_machines([("a.db", r) for r in sparse]))
     (figure,) = section.figures
-    speed = figure.panels[0].series
-    assert [s.kind for s in speed] == ["measured", "published"]
-    assert speed[0].x == (0.0, 0.9) and speed[0].y[0] == pytest.approx(1.0)
+    ours, published = figure.panels[0], figure.panels[1]
+    assert [s.kind for s in ours.series] == ["measured"]  # the paper's CS-2 ran sparse kernels
+    assert {s.kind for s in published.series} == {"published"}
+    assert "masked dense: 1x expected" in ours.title  # no sparse kernel ran on this CPU
+    assert ours.series[0].x == (0.0, 0.9) and ours.series[0].y[0] == pytest.approx(1.0)
     assert not section.paragraphs  # records exist: no "no sparsity records"
+    (cells,) = [t for t in section.tables if t.title == "Sparsity cells"]
+    sparse_row = next(row for row in cells.rows if row[4] == "0.9")
+    # a ratio without enough trials claims nothing: it says so beside the number
+    assert "too few samples (n=3, 3)" in sparse_row[7] or "one trial" in sparse_row[7]
+    assert sparse_row[9].startswith("masked dense (no sparse kernel ran: no speedup expected")
 
 
 def test_missing_matplotlib_is_one_line(monkeypatch):

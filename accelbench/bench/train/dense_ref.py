@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from accelbench.analytics.stats import compare
 from accelbench.bench.outcome import Outcome, Sink
 from accelbench.bench.train.cell import KIND
-from accelbench.config.schema import TrainMetrics
+from accelbench.config.schema import ShownFigure, TrainMetrics
+from accelbench.config.trials import trial_samples
 
 
 def _key(spec: dict) -> str:
@@ -22,6 +24,7 @@ class DenseReference:
 
     def __init__(self) -> None:
         self.dense: dict[str, TrainMetrics] = {}
+        self.dense_times: dict[str, list[float] | None] = {}
 
     def annotate(self, outcome: Outcome) -> Outcome:
         """The outcome with speedup_vs_dense and the loss against dense filled where a dense
@@ -31,17 +34,30 @@ class DenseReference:
         key = _key(outcome.spec)
         if not outcome.spec["sparsity"]:
             self.dense[key] = outcome.typed
+            self.dense_times[key] = trial_samples(outcome.raw, ShownFigure.STEP_TIME)
             return outcome
         dense = self.dense.get(key)
         if dense is None:
             return outcome
         m = outcome.typed
         loss, dense_loss = m.loss_last, dense.loss_last
-        extra = dict(speedup_vs_dense=dense.step_time_s_median / m.step_time_s_median)
+        extra = dict(speedup_vs_dense=dense.step_time_s_median / m.step_time_s_median,
+                     **self._verdict(key, outcome))
         if loss is not None and dense_loss is not None:
             extra.update(loss_last_vs_dense=loss - dense_loss,
                          loss_last_vs_dense_relative=(loss - dense_loss) / dense_loss)
         return replace(outcome, metrics={**outcome.metrics, **extra})
+
+    def _verdict(self, key: str, outcome: Outcome) -> dict:
+        """The speedup's interval and verdict from both cells' trials (none with one trial)."""
+        base = self.dense_times.get(key)
+        times = trial_samples(outcome.raw, ShownFigure.STEP_TIME)
+        if base is None or times is None:
+            return {}
+        verdict = compare(base, times)
+        return dict(speedup_vs_dense_low=verdict.ratio.low,
+                    speedup_vs_dense_high=verdict.ratio.high,
+                    speedup_vs_dense_verdict=verdict.outcome)
 
     def sink(self, sink: Sink) -> Sink:
         """`sink` fed annotated outcomes."""

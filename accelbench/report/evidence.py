@@ -1,0 +1,44 @@
+"""Claims gated by evidence: a speedup or slowdown between two cells is stated with the 95%
+interval of the ratio of their median throughputs, from their independent trials (analytics/stats.py
+`compare`: a seeded bootstrap over trials), and as "no significant difference" where that
+interval includes no change. A cell of one trial (a record from before trials, a launched cell)
+gives a ratio with no verdict, and says so: never a bare ratio that reads as a finding."""
+
+from __future__ import annotations
+
+from accelbench.analytics.stats import Verdict, compare
+from accelbench.config.schema import ShownFigure
+from accelbench.config.trials import trial_samples
+from accelbench.store.record import Record
+
+ONE_TRIAL = "one trial: no interval"
+
+
+def time_figure(record: Record) -> str:
+    """The timed figure a cell's comparisons divide: a training step, or a block's f+b."""
+    return ShownFigure.BLOCK_TIME if record.kind == "block" else ShownFigure.STEP_TIME
+
+
+def throughput_samples(record: Record) -> list[float] | None:
+    """Each trial's tokens a second (tokens a step over that trial's median time), or None."""
+    times = trial_samples(record.raw, time_figure(record))
+    tokens = record.typed.tokens_per_step_global if record.status == "ok" else None
+    if times is None or not tokens or any(t <= 0 for t in times):
+        return None
+    return [tokens / t for t in times]
+
+
+def speedup(base: Record, cell: Record) -> Verdict | None:
+    """The cell's throughput over the base's (ratio of medians) with its verdict, or None where
+    either ran one trial."""
+    a, b = throughput_samples(base), throughput_samples(cell)
+    return None if a is None or b is None else compare(a, b, lower_is_better=False)
+
+
+def speedup_text(base: Record, cell: Record, ratio: float | None) -> str:
+    """'1.41x [1.20, 1.63]', 'no significant difference (0.88x [0.71, 1.10])', 'too few
+    samples (n=3, 3): 1.10x', or '1.10x (one trial: no interval)'; '-' with no ratio."""
+    verdict = speedup(base, cell)
+    if verdict is not None:
+        return verdict.text()
+    return "-" if ratio is None else f"{ratio:.2f}x ({ONE_TRIAL})"
