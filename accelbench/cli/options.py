@@ -14,11 +14,8 @@ from typing import Any
 import typer
 
 from accelbench.config.errors import require_choice
-from accelbench.config.options import flag_name, option, own_fields_first
+from accelbench.config.options import DB_HELP, RERUN_HELP, flag_name, option, own_fields_first
 from accelbench.config.workload import OUTPUTS, Workload
-
-RERUN_HELP = ("Measure every cell again, also those already finished on this machine (default: "
-              "skip them and show their stored records).")
 
 WIDE_HELP = ("Every column of the tables, wider than the terminal if need be (default: the "
              "least important are left out to fit, and named below the table).")
@@ -29,7 +26,7 @@ class Outputs:
     """Where a measuring command's records go and how they are shown (Workload.outputs names
     those a command takes; the others keep these defaults)."""
 
-    db: Path | None = option(None, "SQLite results file (default: $ACCELBENCH_DB or XDG).")
+    db: Path | None = option(None, DB_HELP)
     json_out: bool = option(False, "Print the records as JSON.", "--json")
     csv_out: bool = option(False, "Print the records as CSV.", "--csv")
     output: Path | None = option(None, "Write JSON/CSV here instead of stdout.")

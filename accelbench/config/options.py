@@ -9,6 +9,14 @@ from typing import Any
 
 REQUIRED: Any = ...  # the default of an option or argument the command line must give
 
+# The wording several commands share, one text each.
+DB_HELP = "SQLite results file (default: $ACCELBENCH_DB or XDG)."
+DEVICE_HELP = "auto, cpu, cuda, cuda:N, xpu, mps."
+RERUN_HELP = ("Measure every cell again, also those already finished on this machine (default: "
+              "skip them and show their stored records).")
+WIDE_TABLE_HELP = "Every column of the table, wider than the terminal if need be."
+WIDE_TABLES_HELP = "Every column of the tables, wider than the terminal if need be."
+
 
 def option(default: Any, help: str, flag: str | None = None,
            choices: tuple[str, ...] | None = None) -> Any:
