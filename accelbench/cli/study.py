@@ -87,10 +87,9 @@ def show(options: StudyShowOptions) -> None:
 # --- dry run ------------------------------------------------------------------------------------
 
 
-def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
-    """Every cell with its memory estimate, fit verdict and rough time (stdout; `wide`: every
-    column)."""
-    from accelbench.bench.study import ROUGH_TIME, gib
+def _dry_run_table(plan: StudyPlan) -> FitTable:
+    """Every cell with its memory estimate, fit verdict and rough time."""
+    from accelbench.bench.study import gib
 
     table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
                                 f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
@@ -112,7 +111,14 @@ def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
                               gib(cell.mem_bytes), gib(cell.budget_bytes), Text(cell.verdict),
                               _minutes(cell.time_s))
         table.add_section()
-    out.widened(wide).print(table)
+    return table
+
+
+def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
+    """The cells' table (stdout; `wide`: every column), the study's rough time and peaks."""
+    from accelbench.bench.study import ROUGH_TIME
+
+    out.widened(wide).print(_dry_run_table(plan))
     total = sum(c.time_s for c in plan.cells)
     out.print(f"estimated time: {_minutes(total)} ({ROUGH_TIME})")
     for dtype, label in plan.peaks.items():
