@@ -1,17 +1,23 @@
 """What `accelbench plan` was asked, checked and resolved, and the plan it asks for; no torch.
 
-The command line only parses into a PlanInput, calls `run_plan` and renders the outcome: the
-checks of each input (choices, sizes, efficiency, the --layout string) live here.
+The command line parses into a PlanOptions (plan_options.py: the options and the guards
+between them), calls `resolve_plan_input` and `run_plan` and renders the outcome: the checks
+of each input (choices, sizes, efficiency, the --layout string) live here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
 from accelbench.analytics.confidence import Confidence, assess
 from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.envelope import HEADROOM, check_headroom
+from accelbench.analytics.plan_options import (
+    PlanOptions,
+    check_compute_source,
+    check_efficiency,
+)
 from accelbench.analytics.planner import (
     PlanResult,
     SearchResult,
@@ -52,34 +58,6 @@ FULL_LAYOUT = frozenset({"dp", "tp", "pp", "vp", "mb", "zero", "recompute"})
 
 
 @dataclass(frozen=True)
-class PlanInput:
-    """The plan command's options as given: names, sizes and the --layout text, unchecked."""
-
-    model: str = "gpt3-175b"
-    device: str = "a100-80gb"
-    nodes: int = 1
-    gpus_per_node: int | None = None
-    global_batch: int = 1536
-    seq: int = 2048
-    dtype: str = "bf16"
-    optimizer: str = "adam"
-    top: int = 10
-    layout: str = ""
-    intra_bw: float | None = None
-    inter_bw: float | None = None
-    intra_latency_us: float | None = None
-    inter_latency_us: float | None = None
-    efficiency: float | None = None
-    train_tokens: float = 300e9
-    fused_attention: bool = True
-    sparsity: float = 0.0
-    sparsity_pattern: str = "unstructured"
-    overlap: str = "megatron"
-    moe_imbalance: float = 1.0
-    memory_headroom: float = HEADROOM
-
-
-@dataclass(frozen=True)
 class PlanRequest:
     """A checked plan: model, cluster, set-up and the layout fields fixed (the others are
     searched)."""
@@ -106,32 +84,6 @@ class PlanOutcome:
     results: list[PlanResult]
     search: SearchResult | None = None
     confidence: list[Confidence] = field(default_factory=list)  # one per result
-
-
-def check_efficiency(efficiency: float | None) -> float | None:
-    """A compute efficiency in (0, 1], or None for the device's default."""
-    if efficiency is not None and not 0 < efficiency <= 1:
-        raise ConfigError("efficiency", f"must be in (0, 1], got {efficiency}", "(0, 1]")
-    return efficiency
-
-
-def check_compute_source(efficiency: float | None, with_profile: bool) -> None:
-    """One source of compute rates: --efficiency (the built-in curves' top) or --profile."""
-    if with_profile and efficiency is not None:
-        raise ConfigError("efficiency", "--efficiency replaces the built-in curves' top; with "
-                          "--profile the measured curves apply", "--profile or --efficiency")
-
-
-def check_validate(given: PlanInput) -> None:
-    """--validate compares the planner with published and measured runs and reads only
-    --efficiency of the plan's options: any other one given with it would be ignored."""
-    default = PlanInput()
-    for f in fields(PlanInput):
-        if f.name != "efficiency" and getattr(given, f.name) != getattr(default, f.name):
-            flag = "--no-fused-attention" if f.name == "fused_attention" else \
-                f"--{f.name.replace('_', '-')}"
-            raise ConfigError("validate", f"--validate does not use {flag}",
-                              "--validate with --efficiency, --db and --json")
 
 
 # --layout items of features the planner does not model, each with its one-line reason
@@ -200,7 +152,7 @@ def _us(value: float | None) -> float | None:
     return None if value is None else value * 1e-6
 
 
-def _check_links(given: PlanInput) -> None:
+def _check_links(given: PlanOptions) -> None:
     """The cluster options as typed (positive finite sizes and bandwidths, finite latencies
     of zero or more), named as on the command line."""
     if given.gpus_per_node is not None:
@@ -222,7 +174,7 @@ def most_devices(model: ModelConfig, global_batch: int, seq: int) -> int:
     return global_batch * model.n_head * model.n_layer * max(1, seq // 2)
 
 
-def check_cluster_size(given: PlanInput, model: ModelConfig, cluster: ClusterSpec) -> None:
+def check_cluster_size(given: PlanOptions, model: ModelConfig, cluster: ClusterSpec) -> None:
     """A cluster larger than any layout can occupy is refused before a search (whose divisor
     lists would grow with it), naming --nodes (or --gpus-per-node on one node)."""
     most = most_devices(model, given.global_batch, given.seq)
@@ -267,7 +219,8 @@ def check_divides(request: PlanRequest, layout_text: str) -> None:
     raise ConfigError(field, f"{given} never divides: {error.problem}", error.allowed)
 
 
-def resolve_plan_input(given: PlanInput, profile: MachineProfile | None = None) -> PlanRequest:
+def resolve_plan_input(given: PlanOptions,
+                       profile: MachineProfile | None = None) -> PlanRequest:
     """Check every input (ConfigError naming the first bad one) and resolve model, cluster,
     set-up and --layout fields; a measured profile (the CLI loads it) times the compute and
     the collectives inside a node, in place of the built-in curves."""

@@ -269,3 +269,21 @@ class SweepPeaks:
         record = f", record {stored.id}" if getattr(stored, "id", None) is not None else ""
         return SweepPeak(dtype, metrics.peak_flops_per_s_per_device, sheet.precision,
                          measured_label(metrics, record))
+
+
+def detect_here(device: str, measure: bool) -> dict:
+    """What `accelbench hw` found on this machine: the device, its name, its datasheet row and
+    environment, and, when measured or without a row, each precision's peak with its label."""
+    from accelbench.config.vocab import DTYPES
+    from accelbench.hardware.detect import device_name, resolve_device
+    from accelbench.hardware.environment import environment
+
+    dev = resolve_device(device)
+    spec = detect_spec(dev)
+    detected = {"device": str(dev), "name": device_name(dev), "spec": spec.key if spec else None,
+                "environment": environment(dev)}
+    if measure or spec is None:
+        peaks = {d: resolve_peak(spec, dev, d, tf32=False, measure=measure) for d in DTYPES}
+        detected["peaks"] = {d: {"tflops": p.flops_per_s and p.flops_per_s / 1e12,
+                                 "label": p.label} for d, p in peaks.items()}
+    return detected

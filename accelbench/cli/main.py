@@ -8,15 +8,14 @@ from types import ModuleType
 
 import typer
 
+from accelbench.cli.options import dataclass_command
 from accelbench.config.errors import ConfigError
-from accelbench.config.noise import quiet_third_party
+from accelbench.config.noise import GlobalOptions, quiet_third_party
 
 
-def _options(verbose: bool = typer.Option(
-        False, "--verbose", help="Show the warnings and log lines of third-party packages "
-        "(torch, torchao) that are hidden by default.")) -> None:
+def _options(options: GlobalOptions) -> None:
     """accelbench: measure, explain and predict how fast LLMs train on AI accelerators."""
-    if not verbose:
+    if not options.verbose:
         quiet_third_party()
 
 
@@ -43,7 +42,8 @@ def make_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-    made.callback()(_options)
+    made.callback()(dataclass_command(_options, GlobalOptions, help=_options.__doc__ or "",
+                                      name="accelbench"))
     for name in _COMMAND_MODULES:
         importlib.import_module(f"accelbench.cli.{name}").register(made)
     return made

@@ -16,9 +16,16 @@ from rich.table import Table
 from rich.text import Text
 
 from accelbench.cli.common import console, out
-from accelbench.cli.options import RERUN_HELP
+from accelbench.cli.options import dataclass_command
 from accelbench.config.errors import ConfigError
 from accelbench.config.study import AUTO, load_study, parse_study, study_files, user_study_dir
+from accelbench.config.study_options import (
+    MAIN_STUDY,
+    MainJobOptions,
+    StudyListOptions,
+    StudyRunOptions,
+    StudyShowOptions,
+)
 from accelbench.report import make_report
 from accelbench.report.cell_lines import StudyLines
 from accelbench.report.fit import FitTable
@@ -29,14 +36,6 @@ if TYPE_CHECKING:  # planning and running import torch: loaded when a study is p
     from accelbench.bench.recording.study import ExperimentResult, StudyView
     from accelbench.bench.study import StudyPlan
 
-MAIN_STUDY = "emani2023"
-study_app = typer.Typer(help="Studies: named sets of experiments run as one (docs/study.md).",
-                        no_args_is_help=True)
-
-PROFILE_HELP = ("A profile the study declares (emani2023: full, quick), or auto: quick on a "
-                "CPU, full on an accelerator.")
-DB_HELP = "SQLite results file (default: $ACCELBENCH_DB or XDG)."
-DEVICE_HELP = "auto, cpu, cuda, cuda:N, xpu, mps."
 
 
 def _say(text: str, style: str = "") -> None:
@@ -53,11 +52,8 @@ def _minutes(seconds: float) -> str:
 # --- list and show ------------------------------------------------------------------------------
 
 
-@study_app.command("list")
-def list_studies(wide: bool = typer.Option(False, "--wide", help="Every column of the tables, "
-                                           "wider than the terminal if need be.")) -> None:
+def list_studies(options: StudyListOptions) -> None:
     """The built-in studies and those in the user folder, with their experiments."""
-
     files = study_files()
     for origin, found in files.items():
         for name, path in found:
@@ -75,7 +71,7 @@ def list_studies(wide: bool = typer.Option(False, "--wide", help="Every column o
                 raw = study.raw[exp]
                 table.add_row(*(Text(v) for v in (exp, raw["workload"], raw.get("source", ""),
                                                   raw.get("description", ""))))
-            out.widened(wide).print(table)
+            out.widened(options.wide).print(table)
             profiles = ", ".join(f"{p} ({d})" if d else p for p, d in study.profiles.items())
             out.print(f"profiles: {profiles}; auto: quick on a CPU, full on an accelerator\n")
     if not files["user"]:
@@ -83,19 +79,17 @@ def list_studies(wide: bool = typer.Option(False, "--wide", help="Every column o
                   f"show {MAIN_STUDY} > {user_study_dir() / 'my.toml'})")
 
 
-@study_app.command("show")
-def show(study: str = typer.Argument(..., help="A study's name or a .toml file.")) -> None:
+def show(options: StudyShowOptions) -> None:
     """Print a study's file as it is (copy it to edit: accelbench study show NAME > my.toml)."""
-    sys.stdout.write(load_study(study).text)
+    sys.stdout.write(load_study(options.study).text)
 
 
 # --- dry run ------------------------------------------------------------------------------------
 
 
-def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
-    """Every cell with its memory estimate, fit verdict and rough time (stdout; `wide`: every
-    column)."""
-    from accelbench.bench.study import ROUGH_TIME, gib
+def _dry_run_table(plan: StudyPlan) -> FitTable:
+    """Every cell with its memory estimate, fit verdict and rough time."""
+    from accelbench.bench.study import gib
 
     table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
                                 f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
@@ -117,7 +111,14 @@ def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
                               gib(cell.mem_bytes), gib(cell.budget_bytes), Text(cell.verdict),
                               _minutes(cell.time_s))
         table.add_section()
-    out.widened(wide).print(table)
+    return table
+
+
+def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
+    """The cells' table (stdout; `wide`: every column), the study's rough time and peaks."""
+    from accelbench.bench.study import ROUGH_TIME
+
+    out.widened(wide).print(_dry_run_table(plan))
     total = sum(c.time_s for c in plan.cells)
     out.print(f"estimated time: {_minutes(total)} ({ROUGH_TIME})")
     for dtype, label in plan.peaks.items():
@@ -240,46 +241,25 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
     return recorder.store.path
 
 
-@study_app.command("run")
-def run_cmd(
-    study: str = typer.Argument(..., help="A study's name (accelbench study list) or a .toml "
-                                "file."),
-    profile: str = typer.Option(AUTO, help=PROFILE_HELP),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List every cell with its estimated "
-                                 "memory, fit and time; run nothing, open no database."),
-    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
-    db: Path = typer.Option(None, help=DB_HELP),
-    device: str = typer.Option("auto", help=DEVICE_HELP),
-    wide: bool = typer.Option(False, "--wide", help="Every column of the tables, wider than "
-                              "the terminal if need be."),
-) -> None:
+def run_cmd(options: StudyRunOptions) -> None:
     """Run a study: every experiment, stored as it goes; cells finished before are skipped."""
     from accelbench.bench.study import plan_study
 
-    plan = plan_study(load_study(study), profile, device)  # bad input stops here, exit 2
-    if dry_run:
-        _dry_run(plan, wide)
+    plan = plan_study(load_study(options.study), options.profile, options.device)  # bad: exit 2
+    if options.dry_run:
+        _dry_run(plan, options.wide)
         return
-    execute(plan, db, device, rerun, wide)
+    execute(plan, options.db, options.device, options.rerun, options.wide)
 
 
-def main_job(
-    out_dir: Path = typer.Option(Path("accelbench-report"), "--out", help="Folder for the "
-                                 "report (report.html, report.md, figures/)."),
-    profile: str = typer.Option(AUTO, help=PROFILE_HELP),
-    db: Path = typer.Option(None, help=DB_HELP),
-    device: str = typer.Option("auto", help=DEVICE_HELP),
-    rerun: bool = typer.Option(False, "--rerun", help=RERUN_HELP),
-    wide: bool = typer.Option(False, "--wide", help="Every column of the tables, wider than "
-                              "the terminal if need be."),
-) -> None:
+def main_job(options: MainJobOptions) -> None:
     """The main job: the built-in study (emani2023) at the profile that suits this machine,
     then its report."""
     from accelbench.bench.study import plan_study
 
-    plan = plan_study(load_study(MAIN_STUDY), profile, device)
-    path = execute(plan, db, device, rerun, wide)
-    written = make_report([path or default_db_path()], out_dir)
+    plan = plan_study(load_study(MAIN_STUDY), options.profile, options.device)
+    path = execute(plan, options.db, options.device, options.rerun, options.wide)
+    written = make_report([path or default_db_path()], options.out_dir)
     _say(f"report: {written.html} (open it in any browser: xdg-open {written.html}); "
          f"Markdown {written.markdown}, {len(written.pngs)} figures in "
          f"{written.html.parent / 'figures'}", "bold")
@@ -288,5 +268,13 @@ def main_job(
 
 def register(app: typer.Typer) -> None:
     """Add `study` and the main job `run`."""
+    study_app = typer.Typer(help="Studies: named sets of experiments run as one "
+                            "(docs/study.md).", no_args_is_help=True)
+    for name, body, options in (("list", list_studies, StudyListOptions),
+                                ("show", show, StudyShowOptions),
+                                ("run", run_cmd, StudyRunOptions)):
+        study_app.command(name)(dataclass_command(body, options, help=body.__doc__ or "",
+                                                  name=name))
     app.add_typer(study_app, name="study")
-    app.command("run")(main_job)
+    app.command("run")(dataclass_command(main_job, MainJobOptions, help=main_job.__doc__ or "",
+                                         name="run"))

@@ -10,9 +10,20 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from dataclasses import dataclass
+
+from accelbench.config.options import option
 
 THIRD_PARTY_LOGGERS = ("torchao", "torch.utils._pytree", "torch._dynamo", "torch._inductor")
 QUIET_ENV = "ACCELBENCH_QUIET_THIRD_PARTY"  # set by the CLI; launched ranks inherit it
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    """The options of `accelbench` itself, before any command."""
+
+    verbose: bool = option(False, "Show the warnings and log lines of third-party packages "
+                           "(torch, torchao) that are hidden by default.", "--verbose")
 
 
 def quiet_third_party() -> None:

@@ -23,7 +23,8 @@ from accelbench.analytics.efficiency import (
 from accelbench.analytics.kernels import gemm_flops
 from accelbench.analytics.measured_steps import step_errors, validate_measured_steps
 from accelbench.analytics.memory import Kernels, activation_bytes_per_layer, logits_bytes
-from accelbench.analytics.plan_input import PlanInput, resolve_plan_input, run_plan
+from accelbench.analytics.plan_input import resolve_plan_input, run_plan
+from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.profile import Curve, MachineProfile, Point, point_dict
 from accelbench.analytics.published import (
     PUBLISHED_RUNS,
@@ -103,7 +104,7 @@ def test_a_profile_file_round_trips_into_the_planner(tmp_path) -> None:
     path.write_text(json.dumps([record]))
     profile = resolve_profile(str(path), None)
     assert profile.gemm_efficiency("bf16", 1e11) == pytest.approx(0.6)
-    given = PlanInput(model="gpt2", device="a100-80gb", global_batch=8, seq=512,
+    given = PlanOptions(model="gpt2", device="a100-80gb", global_batch=8, seq=512,
                       layout="dp=8,tp=1,pp=1,vp=1,mb=1,zero=0,recompute=none")
     request = resolve_plan_input(given, profile)
     assert request.cluster.profile is profile

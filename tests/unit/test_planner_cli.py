@@ -122,13 +122,14 @@ def test_table_text_is_printed_as_text() -> None:
     from accelbench.analytics.steptime import TrainSetup
     from accelbench.cli import plan as plan_cli
     from accelbench.config.presets import get_preset
+    from accelbench.report.plan_table import PlanView, plan_table
 
     result = plan_fixed(get_preset("gpt2-xl"), make_cluster("a100-80gb", 1), TrainSetup(8, 1024),
                         {"dp": 8, "tp": 1, "pp": 1, "vp": 1, "mb": 1, "zero": 0,
                          "recompute": "none"})
     with plan_cli.out.capture() as captured:
-        plan_cli._show(plan_cli._plan_table([result], "model [bold]x[/bold]", 1e9))
-        plan_cli._show("[1] a source [red]")
+        plan_cli.show(PlanView(shown=[plan_table([result], "model [bold]x[/bold]", 1e9),
+                                      "[1] a source [red]"]))
     assert "[bold]x[/bold]" in captured.get() and "[1] a source [red]" in captured.get()
 
 

@@ -23,7 +23,8 @@ from accelbench.analytics.intervals import (
     order_bounds,
 )
 from accelbench.analytics.measured_steps import missing_precision
-from accelbench.analytics.plan_input import PlanInput, resolve_plan_input, run_plan
+from accelbench.analytics.plan_input import resolve_plan_input, run_plan
+from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.profile import Point, point_dict
 from accelbench.cli.main import app, main
 from accelbench.config.model import ModelConfig
@@ -214,7 +215,7 @@ def _main(monkeypatch, capsys, *argv: str) -> tuple[int | str | None, str, str]:
 
 
 def test_run_plan_gives_one_confidence_per_result() -> None:
-    request = resolve_plan_input(PlanInput(model="llama3-8b", device="h100-sxm", nodes=1,
+    request = resolve_plan_input(PlanOptions(model="llama3-8b", device="h100-sxm", nodes=1,
                                            global_batch=16, seq=2048, top=2))
     outcome = run_plan(request)
     assert len(outcome.confidence) == len(outcome.results) == 2
@@ -228,14 +229,14 @@ def _fp16_cell() -> dict:
 
 def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
         monkeypatch, tmp_path) -> None:
-    import accelbench.cli.plan as plan_cli
+    import accelbench.report.plan_validation as plan_validation
     from accelbench.report.plan_profile import resolve_profile
 
     profile = resolve_profile(_cpu_profile_file(tmp_path, {"device_type": "cpu"}), None)
     assert "no fp16 GEMM curve" in (missing_precision(_fp16_cell(), {2: profile}) or "")
-    monkeypatch.setattr(plan_cli, "profiles_by_threads", lambda store: {2: profile})
+    monkeypatch.setattr(plan_validation, "profiles_by_threads", lambda store: {2: profile})
     fp32 = {**_fp16_cell(), "dtype": "fp32", "record_id": 8}
-    monkeypatch.setattr(plan_cli, "measured_step_runs", lambda store: [_fp16_cell(), fp32])
+    monkeypatch.setattr(plan_validation, "measured_step_runs", lambda store: [_fp16_cell(), fp32])
     out = CliRunner().invoke(app, ["plan", "--validate", "--db", str(tmp_path / "r.db")])
     assert out.exit_code == 0, out.output
     assert "record 7: a fp16 block cell" in out.stdout

@@ -15,7 +15,8 @@ from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.memory import stage_state_bytes
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer, expert_params
 from accelbench.analytics.params import active_params, matmul_params, total_params
-from accelbench.analytics.plan_input import PlanInput, resolve_plan_input, run_plan
+from accelbench.analytics.plan_input import resolve_plan_input, run_plan
+from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.planner import enumerate_layouts, evaluate
 from accelbench.analytics.steptime import TrainSetup, estimate_step, peak_flops
 from accelbench.cli.main import app
@@ -100,7 +101,7 @@ def test_search_tries_ep_only_for_moe_and_only_divisors() -> None:
 
 @pytest.mark.slow
 def test_plan_searches_and_evaluates_an_moe_model() -> None:
-    request = resolve_plan_input(PlanInput(model="mixtral-8x7b", device="h100-sxm", nodes=8,
+    request = resolve_plan_input(PlanOptions(model="mixtral-8x7b", device="h100-sxm", nodes=8,
                                            global_batch=256, seq=4096, top=3))
     best = run_plan(request).results
     assert best and all(r.memory.fits and r.layout.dp % r.layout.ep == 0 for r in best)
@@ -119,9 +120,9 @@ def test_plan_searches_and_evaluates_an_moe_model() -> None:
 ])
 def test_bad_ep_is_one_config_error(layout: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        resolve_plan_input(PlanInput(model="mixtral-8x7b", layout=layout))
+        resolve_plan_input(PlanOptions(model="mixtral-8x7b", layout=layout))
     with pytest.raises(ConfigError, match="model gpt3-175b has none"):
-        resolve_plan_input(PlanInput(layout="ep=2"))
+        resolve_plan_input(PlanOptions(layout="ep=2"))
 
 
 def test_published_moe_runs_are_checked_with_sources_never_fitted() -> None:

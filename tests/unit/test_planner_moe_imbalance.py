@@ -15,7 +15,8 @@ import pytest
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.efficiency import GEMM_FIXED_S, BuiltinRates, moe_gemm_delta_s
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer, busiest_rank_factor
-from accelbench.analytics.plan_input import PlanInput, resolve_plan_input
+from accelbench.analytics.plan_input import resolve_plan_input
+from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.steptime import (
     A2A_OVERLAP_MODES,
     OVERLAP_MODES,
@@ -125,7 +126,7 @@ def test_overlap_modes_state_and_hide_the_all_to_all() -> None:
 
 
 def test_the_plan_records_the_imbalance() -> None:
-    request = resolve_plan_input(PlanInput(model="mixtral-8x7b", device="h100-sxm", nodes=8,
+    request = resolve_plan_input(PlanOptions(model="mixtral-8x7b", device="h100-sxm", nodes=8,
                                            global_batch=256, seq=4096, moe_imbalance=1.5,
                                            overlap="megatron-a2a"))
     assert request.setup.moe_imbalance == 1.5 and request.setup.overlap == "megatron-a2a"

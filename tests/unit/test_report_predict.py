@@ -10,7 +10,8 @@ from dataclasses import asdict
 import pytest
 
 from accelbench.analytics.confidence import prediction_interval
-from accelbench.analytics.plan_input import PlanInput, resolve_plan_input, run_plan
+from accelbench.analytics.plan_input import resolve_plan_input, run_plan
+from accelbench.analytics.plan_options import PlanOptions
 from accelbench.config.presets import get_preset
 from accelbench.report.block import block_section
 from accelbench.report.content import PREDICTED
@@ -43,7 +44,7 @@ def test_a_training_cell_takes_the_interval_plan_gives_the_same_prediction() -> 
     pred = train_prediction(_train_record(5000.0))
     assert isinstance(pred, Prediction) and pred.interval is not None
     # the same layout through `plan`: the same interval, by the same rule
-    request = resolve_plan_input(PlanInput(
+    request = resolve_plan_input(PlanOptions(
         model="llama3-8b", device="h100-sxm", nodes=1, global_batch=16, seq=2048,
         layout="dp=8,tp=1,pp=1,cp=1,ep=1,vp=1,mb=2,zero=3,recompute=none,sp=off"))
     outcome = run_plan(request)

@@ -1,0 +1,141 @@
+"""The options of `accelbench sbatch`, declared once (config/options.py `option`), and their
+checks: Slurm's words and time, the ranks a node against the command's --nproc, the command's
+--layout against the allocation. No torch: the command starts without it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.options import REQUIRED, argument, option
+from accelbench.config.presets import resolve_model
+from accelbench.config.units import parse_int_list
+
+# The commands that run as one process group under torchrun (rank 0 records); the others would
+# run once per rank.
+GROUP_COMMANDS = ("train", "genslm")
+# Slurm's --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]].
+_SLURM_TIME = re.compile(r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2}|unlimited|infinite)",
+                         re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SbatchOptions:
+    """What `accelbench sbatch` is asked: the command, the allocation, Slurm's settings."""
+
+    command: list[str] = argument(REQUIRED, "The accelbench command to run, after --, e.g. -- "
+                                  "train --model gpt2-medium --layout dp=8,tp=4")
+    nodes: int = option(REQUIRED, "Number of nodes.")
+    gpus_per_node: int = option(8, "GPUs a node (0: CPU nodes, no GPU asked for).",
+                                "--gpus-per-node")
+    nproc_per_node: int | None = option(None, "Ranks a node (default: one a GPU; on CPU nodes "
+                                        "the command's --nproc over --nodes, else 1).",
+                                        "--nproc-per-node")
+    cpus_per_task: int | None = option(None, "CPUs of each node's task, shared by its ranks "
+                                       "(default: one a rank).", "--cpus-per-task")
+    log_dir: Path = option(Path("accelbench-logs"), "Folder of the job's output and error files "
+                           "(made now: Slurm does not).", "--log-dir")
+    job_name: str = option("accelbench", "Slurm job name.")
+    time_limit: str = option("01:00:00", "Slurm time limit.", "--time")
+    partition: str | None = option(None, "Slurm partition.")
+    account: str | None = option(None, "Slurm account.")
+    port: int = option(29500, "Rendezvous port on the first node.")
+
+
+def _check_word(field: str, value: str | None) -> None:
+    """A Slurm name (job name, partition, account): non-empty, one word, printable."""
+    if value is not None and (not value or not value.isprintable() or value.split() != [value]):
+        raise ConfigError(field, f"{value!r} is not one word", "a non-empty name without spaces")
+
+
+def check_sbatch(given: SbatchOptions) -> None:
+    """The allocation's sizes, the port, Slurm's time and names (ConfigError naming the
+    option, before the command is read)."""
+    require_positive("nodes", given.nodes)
+    if given.gpus_per_node < 0:
+        raise ConfigError("gpus-per-node", f"must be 0 or more, got {given.gpus_per_node}",
+                          "0 (CPU nodes) or a positive number")
+    for field, value in (("nproc-per-node", given.nproc_per_node),
+                         ("cpus-per-task", given.cpus_per_task)):
+        if value is not None:
+            require_positive(field, value)
+    if not 1 <= given.port <= 65535:
+        raise ConfigError("port", f"must be a TCP port, got {given.port}", "1 to 65535")
+    if not _SLURM_TIME.fullmatch(given.time_limit):
+        raise ConfigError("time", f"cannot read Slurm time {given.time_limit!r}",
+                          "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED")
+    for field, text in (("job-name", given.job_name), ("partition", given.partition),
+                        ("account", given.account)):
+        _check_word(field, text)
+
+
+def check_group_command(name: str) -> None:
+    """A command that runs as one process group under torchrun."""
+    if name not in GROUP_COMMANDS:
+        raise ConfigError("command", f"{name!r} does not run as a process group under torchrun",
+                          ", ".join(GROUP_COMMANDS))
+
+
+def option_value(args: list[str], name: str) -> tuple[str | None, list[str]]:
+    """The value of `--name V` or `--name=V` in args (the last one given), and args without it."""
+    value, rest, i = None, [], 0
+    while i < len(args):
+        if args[i] == name and i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+        elif args[i].startswith(name + "="):
+            value, i = args[i].split("=", 1)[1], i + 1
+        else:
+            rest.append(args[i])
+            i += 1
+    return value, rest
+
+
+def check_layout(params: dict, world_size: int) -> None:
+    """The command's --layout against the allocation's ranks and its preset model (a model
+    read from a file is checked where the file is, on the allocation)."""
+    if not params.get("layout") or str(params["model"]).startswith(("hf:", "hf-config:",
+                                                                    "neox:")):
+        return
+    layout = parse_layout(params["layout"], RUNTIME_KEYS)
+    model = resolve_model(params["model"])
+    for gas in parse_int_list("gas", params["gas"]):
+        for seq in parse_int_list("seq", params["seq"]):
+            validate_layout(layout, model, world_size, gas, seq)
+
+
+def ranks_per_node(nodes: int, gpus_per_node: int, nproc_per_node: int | None,
+                   nproc: int | None) -> int:
+    """torchrun's --nproc-per-node: given, or one rank a GPU, or the command's --nproc split
+    over the nodes (one a node on CPU nodes); refused where these contradict each other."""
+    if nproc is not None and not (nproc_per_node or gpus_per_node) and nproc % nodes:
+        raise ConfigError("nproc", f"{nproc} ranks do not split evenly over --nodes {nodes}",
+                          f"a multiple of {nodes}")
+    per_node = nproc_per_node or gpus_per_node or (nproc // nodes if nproc else 1)
+    if gpus_per_node and per_node != gpus_per_node:
+        raise ConfigError("nproc-per-node", f"{per_node} ranks on {gpus_per_node} GPUs a node "
+                          "(each rank takes one GPU)", f"{gpus_per_node}, or --gpus-per-node "
+                          f"{per_node}")
+    if nproc is not None and nproc != nodes * per_node:
+        raise ConfigError("nproc", f"{nproc} ranks, but --nodes {nodes} x {per_node} ranks a "
+                          f"node = {nodes * per_node}", f"{nodes * per_node}, or leave it out")
+    return per_node
+
+
+def absolute(path: str | Path) -> str:
+    """An absolute path (the job runs later, maybe in another folder)."""
+    return str(Path(path).expanduser().absolute())
+
+
+def make_log_dir(log_dir: Path) -> Path:
+    """The log folder, absolute, made before the job is submitted (Slurm opens the files
+    first)."""
+    logs = Path(absolute(log_dir))
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError("log-dir", f"{logs} cannot be made: {err.strerror}",
+                          "a folder you can write") from None
+    return logs

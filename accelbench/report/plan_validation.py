@@ -1,0 +1,237 @@
+"""`accelbench plan --validate`'s output: each published and measured run's predicted against
+observed MFU, the errors per source and overall, the published runs not modelled, this
+machine's measured cells against the planner through its profiles, and the prediction
+intervals' coverage; gathered as a PlanView (report/plan_table.py) the command prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from accelbench.analytics.intervals import Covered
+from accelbench.analytics.measured_steps import (
+    StepRow,
+    missing_precision,
+    step_errors,
+    step_residual,
+    validate_measured_steps,
+)
+from accelbench.analytics.published import (
+    COVERAGE_BY,
+    METHOD,
+    Validation,
+    ValidationRow,
+    errors_by_source,
+    interval_check,
+    interval_report,
+    validate_all,
+)
+from accelbench.report.measured import measured_training_runs
+from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
+from accelbench.report.plan_table import PlanView
+from accelbench.report.table import add_plain_row, plain_table
+from accelbench.store.store import ResultStore
+
+_ORACLE_UNITS = {"mfu": "MFU", "tflops_per_device": "TFLOP/s per GPU",
+                 "tokens_per_s_per_device": "tokens/s per device"}
+
+
+def _published_figure(r: ValidationRow) -> str:
+    """The oracle as the source states it, with its kind."""
+    if r.oracle_kind == "mfu":
+        return f"{r.oracle_value:.1%} MFU"
+    return f"{r.oracle_value:,.4g} {_ORACLE_UNITS.get(r.oracle_kind, r.oracle_kind)}"
+
+
+def _source_numbers(rows: list[ValidationRow]) -> dict[str, int]:
+    """Each distinct source a footnote number, in order of first use (keeps the table narrow)."""
+    numbers: dict[str, int] = {}
+    for r in rows:
+        numbers.setdefault(r.source, len(numbers) + 1)
+    return numbers
+
+
+def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title: str,
+                      covered: list[Covered] | None = None) -> Table:
+    """Predicted against observed MFU per run (leave-one-out column where given, with its 80%
+    interval and whether the observed MFU fell inside), with the published figure, its kind
+    and a footnote number for its source (see _source_lines)."""
+    table = plain_table(title)
+    priorities = {"id": 0, "run": 1, "device": 2, "published": 3, "observed MFU": 0,
+                  "predicted MFU": 0, "error": 0, "left out": 2, "80% interval": 2, "in": 2,
+                  "mem GB": 4, "fits": 4, "limit": 4, "attn": 5, "oracle": 5, "set-up": 5,
+                  "src": 3}
+    for col, priority in priorities.items():
+        table.add_column(col, justify="left" if col in ("run", "device", "limit",
+                                                        "published") else "right",
+                         priority=priority, whole=col not in ("run", "device"))
+    numbers = _source_numbers(rows)
+    covered = covered or []
+    for i, r in enumerate(rows):
+        left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
+        interval, inside = "-", "-"
+        if i < len(loo) and i < len(covered):
+            low, high = covered[i].interval.throughput(loo[i].predicted_mfu)
+            interval = f"{100 * low:.1f}-{100 * high:.1f}%"
+            inside = "yes" if covered[i].inside else "no"
+        add_plain_row(table, r.run_id or "-", r.name, r.device, _published_figure(r),
+                      f"{r.observed_mfu:.1%}",
+                      f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out, interval, inside,
+                      f"{r.memory_gb:.0f}",
+                      "yes" if r.fits else "no", r.limiter,
+                      "fused" if r.fused_attention else "scores", r.oracle_tag, r.setup_tag,
+                      f"[{numbers[r.source]}]")
+    return table
+
+
+def _coverage_table(covered: list[Covered]) -> Table:
+    """Per group (generation, precision, limiter, scale): runs, how many fell inside their
+    own out-of-sample 80% interval, and the leave-one-source-out |error|."""
+    table = plain_table("80% prediction intervals: coverage out of sample (each run's interval "
+                        "made without its source) and left-out |error|, by group")
+    for col in ("by", "group", "runs", "inside", "coverage", "median |error|", "worst |error|"):
+        table.add_column(col, justify="left" if col in ("by", "group") else "right")
+    report = interval_report(covered)
+    coverage, errors = report["coverage"], report["error_left_out"]
+    assert isinstance(coverage, dict) and isinstance(errors, dict)
+    for by in COVERAGE_BY:
+        for group, c in coverage[by].items():
+            if group == "overall" and by != COVERAGE_BY[-1]:
+                continue
+            e = errors[by][group]
+            add_plain_row(table, "all" if group == "overall" else by, group, f"{c['n']:.0f}",
+                          f"{c['inside']:.0f}", f"{c['coverage']:.0%}",
+                          f"{e['median_abs_error']:.1%}", f"{e['worst_abs_error']:.1%}")
+    return table
+
+
+def _source_lines(rows: list[ValidationRow]) -> str:
+    """The footnotes of _validation_table: '[1] Narayanan et al. SC21 ...', one a line."""
+    return "\n".join(f"[{n}] {source}" for source, n in _source_numbers(rows).items())
+
+
+def _run_notes(rows: list[ValidationRow]) -> list[str]:
+    """'S10-1 Llama 3 405B: micro-batch not given: 1 assumed; ...' for each row with notes."""
+    return [f"{r.run_id or '-'} {r.name}: {r.notes}" for r in rows if r.notes]
+
+
+def _source_table(checked: Validation) -> Table:
+    """Per source and overall: median and worst |error| of the published runs, in-sample and
+    with the source left out of the fit."""
+    table = plain_table("|error| of predicted MFU relative to the published, by source")
+    for col in ("source", "runs", "median in-sample", "worst in-sample",
+                "median left out", "worst left out"):
+        table.add_column(col, justify="left" if col == "source" else "right",
+                         priority=1 if col.startswith("worst") else 0)
+    left = checked.by_source_left_out() if checked.leave_one_out else {}
+    for key, s in checked.by_source().items():
+        if not s["n"]:
+            continue
+        out = left.get(key, {})
+        add_plain_row(table, key, f"{s['n']:.0f}", f"{s['median_abs_error']:.1%}",
+                      f"{s['worst_abs_error']:.1%}",
+                      f"{out['median_abs_error']:.1%}" if out.get("n") else "-",
+                      f"{out['worst_abs_error']:.1%}" if out.get("n") else "-")
+    return table
+
+
+def _measured_steps(store: ResultStore) -> tuple[list[StepRow], list[str]]:
+    """This machine's measured cells against the planner through the store's profiles, and a
+    line for each cell left out (no profile at its thread count)."""
+    profiles = profiles_by_threads(store)
+    runs = measured_step_runs(store)
+    left = [f"record {r['record_id']}: no profile at {r['threads']} threads (accelbench "
+            f"calibrate --threads {r['threads']})" for r in runs if r["threads"] not in profiles]
+    runs = [r for r in runs if r["threads"] in profiles]
+    missing = [missing_precision(r, profiles) for r in runs]
+    left += [why for why in missing if why]
+    kept = [r for r, why in zip(runs, missing, strict=True) if not why]
+    return validate_measured_steps(kept, profiles), left
+
+
+def _steps_table(rows: list[StepRow]) -> Table:
+    """Predicted against measured seconds per measured cell."""
+    table = plain_table("Predicted vs measured step time on this machine (through its "
+                        "measured profiles)")
+    for col in ("record", "cell", "kind", "measured s", "predicted s", "error", "profile"):
+        table.add_column(col, justify="left" if col in ("cell", "kind", "profile") else "right",
+                         priority={"cell": 1, "kind": 2, "profile": 3}.get(col, 0))
+    for r in rows:
+        add_plain_row(table, str(r.record_id), r.name, r.kind, f"{r.measured_s:.3f}",
+                      f"{r.predicted_s:.3f}", f"{r.error:+.1%}", r.profile)
+    return table
+
+
+def _moe_shown(checked: Validation) -> list[Table | str]:
+    """The published mixture-of-experts runs (checked only, none fitted), their sources, notes
+    and median/worst |error| per source."""
+    if not checked.moe:
+        return []
+    shown: list[Table | str] = [
+        _validation_table(checked.moe, [], "Mixture of experts: predicted vs published MFU "
+                                           "(checked only: nothing is fitted to these runs)"),
+        _source_lines(checked.moe), "\n".join(["notes:"] + _run_notes(checked.moe))]
+    return shown + [f"moe {key}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, "
+                    f"worst {s['worst_abs_error']:.1%}"
+                    for key, s in errors_by_source(checked.moe).items()]
+
+
+def _published_shown(checked: Validation, covered: list[Covered]) -> list[Table | str]:
+    """The published runs: predicted against published MFU, sources, notes, errors by source,
+    those not modelled, and the mixture-of-experts runs."""
+    return [_validation_table(checked.published, checked.leave_one_out,
+                              "Predicted vs published MFU (left out: the run's source left out "
+                              "of the fit of the built-in curves; its 80% interval made without "
+                              "that source's residuals)", covered),
+            _source_lines(checked.published),
+            "\n".join(["notes:"] + _run_notes(checked.published)),
+            _source_table(checked),
+            "\n".join([f"not modelled ({len(checked.not_modelled)} published runs, not "
+                       "scored):"] + [f"{u.run_id} {u.name}: {u.reason}"
+                                      for u in checked.not_modelled]),
+            *_moe_shown(checked)]
+
+
+def _measured_shown(checked: Validation, steps: list[StepRow], left: list[str],
+                    covered: list[Covered]) -> list[Table | str]:
+    """The measured runs, the summary, this machine's step times and the intervals'
+    coverage."""
+    shown: list[Table | str] = (
+        [_validation_table(checked.measured, [], "Predicted vs measured MFU"),
+         _source_lines(checked.measured)] if checked.measured else
+        ["measured runs: none from the results store yet"])
+    shown += [f"{name}: n={s['n']:.0f}, median |error| {s['median_abs_error']:.1%}, "
+              f"worst {s['worst_abs_error']:.1%}"
+              for name, s in checked.summary().items() if s.get("n")]
+    shown += [_steps_table(steps)] if steps else []
+    if covered:
+        shown += [_coverage_table(covered), f"method: {METHOD}. Runs inside their interval: "
+                  f"{sum(c.inside for c in covered)} of {len(covered)}."]
+    else:
+        shown.append("intervals: not computed with --efficiency (they rest on the built-in "
+                     "curves' leave-one-source-out residuals)")
+    shown += [f"measured step time, {name}: n={s['n']:.0f}, median |error| "
+              f"{s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}"
+              for name, s in step_errors(steps).items()]
+    return shown + left
+
+
+def validation_view(efficiency: float | None, db: Path | None, json_out: bool) -> PlanView:
+    """Each published and measured run's error, the errors per source and overall, and the
+    published runs not modelled with their reasons; then this machine's measured cells
+    against the planner through its profiles (JSON, or tables and lines)."""
+    store = ResultStore(db, write=False)
+    checked = validate_all(measured_training_runs(store), efficiency)
+    steps, left = _measured_steps(store)
+    # intervals rest on the built-in curves' leave-one-source-out (none with --efficiency)
+    covered = (interval_check(checked, tuple(step_residual(r) for r in steps))
+               if checked.leave_one_out else [])
+    if json_out:
+        return PlanView(data=json.dumps(
+            {**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
+             "measured_steps_summary": step_errors(steps), "measured_steps_left_out": left,
+             "intervals": interval_report(covered) if covered else None}, indent=2))
+    return PlanView(shown=_published_shown(checked, covered)
+                    + _measured_shown(checked, steps, left, covered))
