@@ -19,7 +19,10 @@ from accelbench.config.schema import (
     FITS,
     METRICS_BY_KIND,
     ORACLE_KINDS,
+    PhaseFields,
+    PhaseTimed,
     SeqSearchMetrics,
+    StepTimed,
     TrainFigure,
     TrainMetrics,
     metric_names,
@@ -100,8 +103,11 @@ def test_no_metric_name_literal_outside_the_schema():
 
 
 def test_the_names_declared_for_use_outside_records_are_metrics():
-    """TrainFigure (oracle kinds, flags, the published csv's column) names TrainMetrics
-    fields, and the verdict word FITS the seq-search metric: a rename breaks here."""
+    """TrainFigure (oracle kinds, flags, the published csv's column) and StepTimed (the
+    figures with an interval) name TrainMetrics fields, PhaseTimed PhaseFields ones, and the
+    verdict word FITS the seq-search metric: a rename breaks here."""
     assert {str(f) for f in TrainFigure} <= set(TrainMetrics.__dataclass_fields__)
+    assert {str(f) for f in StepTimed} <= set(TrainMetrics.__dataclass_fields__)
+    assert {str(f) for f in PhaseTimed} <= set(PhaseFields.__dataclass_fields__)
     assert set(ORACLE_KINDS) <= set(TrainFigure)
     assert FITS in SeqSearchMetrics.__dataclass_fields__
