@@ -403,9 +403,9 @@ _SHIPPED: dict[str, object] = {}
 def shipped_interval_model() -> IntervalModel:
     """The intervals of the shipped runs' leave-one-source-out residuals (computed once a
     process)."""
-    if "intervals" not in _SHIPPED:
-        _SHIPPED["intervals"] = interval_model(validate_leave_one_source_out())
-    model = _SHIPPED["intervals"]
+    if "sources" not in _SHIPPED:
+        _SHIPPED["sources"] = interval_model(validate_leave_one_source_out())
+    model = _SHIPPED["sources"]
     assert isinstance(model, IntervalModel)
     return model
 

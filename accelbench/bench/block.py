@@ -35,6 +35,7 @@ from accelbench.bench.trials import (
     interval_fields,
     resolve_trials,
     spread,
+    timed_map,
 )
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.model import ModelConfig
@@ -43,6 +44,7 @@ from accelbench.config.schema import (
     BLOCK_PHASES,
     BlockMetrics,
     PhaseFields,
+    PhaseTimed,
     metrics_dict,
     phase_dict,
     read_metrics,
@@ -204,8 +206,7 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
 
 
 # each phase's median time and the rates computed from it: the figures with an interval
-TIMED = {f"{phase}_time_s_median": tuple(f"{phase}_{rate}" for rate in (
-    "tflops_per_device", "tokens_per_s_per_device", "mfu")) for phase in BLOCK_PHASES}
+TIMED = timed_map(PhaseTimed, [f"{phase}_" for phase in BLOCK_PHASES])
 
 
 def combine_block_trials(trials: list[Outcome]) -> Outcome:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from typing import Any
 
 import torch
 
 from accelbench.analytics.stats import CONFIDENCE, median_interval
 from accelbench.bench.outcome import Outcome, Progress, Sink
+from accelbench.config.schema import TrialFields, partial_metrics_dict
 from accelbench.config.trials import TRIAL_VALUES, auto_trials
 from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, DisturbanceProbe
 
@@ -157,13 +159,22 @@ def _with_order(outcome: Outcome, index: int, rounds: list[list[int]],
     order = [[cells[i].label for i in rd] for rd in rounds]
     raw = {**outcome.raw, "trial_order": order} if several else outcome.raw
     if outcome.status != "ok":
-        return replace(outcome, raw={**raw, "trial_seed": seed, "trial_positions": positions})
-    metrics = {**outcome.metrics, "trial_seed": seed, "trial_positions": positions,
-               "trial_cells": len(rounds[0])}
+        return replace(outcome, raw={**raw, **partial_metrics_dict(
+            TrialFields, trial_seed=seed, trial_positions=positions)})
+    metrics = {**outcome.metrics, **partial_metrics_dict(
+        TrialFields, trial_seed=seed, trial_positions=positions, trial_cells=len(rounds[0]))}
     return replace(outcome, metrics=metrics, raw=raw)
 
 
 # --- one cell's record from its trials ----------------------------------------------------
+
+
+def timed_map(figures: type[StrEnum], prefixes: Sequence[str] = ("",)
+              ) -> dict[str, tuple[str, ...]]:
+    """combine_timed's `timed` from an enum whose first member is a median time and the rest
+    the rates computed from it (config/schema.py StepTimed, PhaseTimed), once per prefix."""
+    time, *rates = figures
+    return {f"{p}{time}": tuple(f"{p}{rate}" for rate in rates) for p in prefixes}
 
 
 def _interval(values: list[float]) -> list[float] | None:
@@ -202,7 +213,7 @@ def combine_timed(trials: Sequence[Mapping[str, Any]], timed: Mapping[str, Seque
             values[key] = per_trial
             out[key] = first[key] * first[time_key] / median
             intervals[key] = _interval(per_trial)
-    out["intervals"] = intervals
+    out.update(partial_metrics_dict(TrialFields, intervals=intervals))
     return out, values
 
 
@@ -220,21 +231,43 @@ def spread(trials: Sequence[Mapping[str, Any]], prefix: str) -> dict[str, Any]:
 def interval_fields(n: int) -> dict[str, Any]:
     """How the intervals of n trials were made: confidence, method and exact coverage."""
     estimate = median_interval([float(i) for i in range(n)])
-    return {"trials": n, "interval_confidence": CONFIDENCE,
-            "interval_method": estimate.method, "interval_coverage": estimate.coverage}
+    return partial_metrics_dict(TrialFields, trials=n, interval_confidence=CONFIDENCE,
+                                interval_method=estimate.method,
+                                interval_coverage=estimate.coverage)
+
+
+@dataclass(frozen=True)
+class WindowReading:
+    """What a cell's record takes from one trial window's disturbance dict
+    (hardware/disturbance.py Disturbance.to_dict; a key it lacks reads None)."""
+
+    disturbed: bool | None = None  # None: not judged
+    reasons: list[str] | None = None
+    other_cpu_fraction: float | None = None
+
+
+def read_window(window: Mapping[str, Any] | None) -> WindowReading | None:
+    """A window's dict as a WindowReading, None where the trial has none (or an empty one)."""
+    if not window:
+        return None
+    return WindowReading(**{f.name: window[f.name] for f in fields(WindowReading)
+                            if f.name in window})
 
 
 def disturbance_summary(windows: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
     """Whether any trial's window was disturbed (None when none could be judged), which
     trials, their reasons ('trial 2: ...') and the largest share of the CPU others used."""
-    judged = [w for w in windows if w and w.get("disturbed") is not None]
-    flagged = [i for i, w in enumerate(windows) if w and w.get("disturbed")]
-    reasons = [f"trial {i + 1}: {reason}" for i in flagged for reason in windows[i]["reasons"]]
-    fractions = [w["other_cpu_fraction"] for w in judged
-                 if w.get("other_cpu_fraction") is not None]
-    return {"disturbed": bool(flagged) if judged else None, "disturbed_trials": flagged,
-            "disturbance_reasons": reasons,
-            "other_cpu_fraction_max": max(fractions) if fractions else None}
+    read = [read_window(w) for w in windows]
+    judged = [w for w in read if w and w.disturbed is not None]
+    disturbed = {i: w for i, w in enumerate(read) if w and w.disturbed}
+    flagged = list(disturbed)
+    reasons = [f"trial {i + 1}: {reason}" for i, w in disturbed.items()
+               for reason in w.reasons or ()]
+    fractions = [w.other_cpu_fraction for w in judged if w.other_cpu_fraction is not None]
+    return partial_metrics_dict(
+        TrialFields, disturbed=bool(flagged) if judged else None, disturbed_trials=flagged,
+        disturbance_reasons=reasons,
+        other_cpu_fraction_max=max(fractions) if fractions else None)
 
 
 def combined_raw(trials: Sequence[Outcome], values: Mapping[str, list]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from rich.table import Table
 from accelbench.bench.train.options import GenslmOptions
 from accelbench.cli.options import Outputs
 from accelbench.cli.train import run_and_show
+from accelbench.config.schema import FITS
 from accelbench.config.vocab import GIB
 from accelbench.config.workload import Workload, resolve
 from accelbench.report.fit import KEY
@@ -25,7 +26,7 @@ def _probe_table(records: list[Record]) -> Table:
 
     table = plain_table("longest-sequence search (probes)")
     for column, priority in (("mb", 2), ("gas", 2), ("dtype", KEY), ("recompute", 1),
-                             ("probe", KEY), ("seq", KEY), ("method", 3), ("fits", KEY),
+                             ("probe", KEY), ("seq", KEY), ("method", 3), (FITS, KEY),
                              ("est. GiB", KEY), ("budget GiB", 1)):
         table.add_column(column, justify="right", priority=priority)
     for r in records:

@@ -328,6 +328,34 @@ class ShownFigure(StrEnum):
     BLOCK_TIME = "forward_backward_time_s_median"  # a block cell's
 
 
+class StepTimed(StrEnum):
+    """A training cell's median step time, then the rates computed from it (TrainMetrics
+    fields): the figures a cell measured as trials gives an interval, in that order
+    (bench/train/trials.py)."""
+
+    STEP_TIME_S_MEDIAN = "step_time_s_median"
+    TOKENS_PER_S_GLOBAL = "tokens_per_s_global"
+    TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"
+    SAMPLES_PER_S_GLOBAL = "samples_per_s_global"
+    SAMPLES_PER_S_PER_DEVICE = "samples_per_s_per_device"
+    TFLOPS_PER_DEVICE = "tflops_per_device"
+    MFU = "mfu"
+    HFU = "hfu"
+    FP8_PEAK_UTILISATION = "fp8_peak_utilisation"
+    SPARSE_PEAK_UTILISATION = "sparse_peak_utilisation"
+
+
+class PhaseTimed(StrEnum):
+    """A block phase's median time, then the rates computed from it (PhaseFields fields, keyed
+    '<phase>_<name>' in a record): the figures a block cell measured as trials gives an
+    interval, in that order (bench/block.py)."""
+
+    TIME_S_MEDIAN = "time_s_median"
+    TFLOPS_PER_DEVICE = "tflops_per_device"
+    TOKENS_PER_S_PER_DEVICE = "tokens_per_s_per_device"
+    MFU = "mfu"
+
+
 # What a published run may state (analytics/published_runs.py): MFU (a fraction), tokens/s
 # per device, or hardware TFLOP/s per device counting recompute (as Megatron-LM reports)
 ORACLE_KINDS = (TrainFigure.MFU, TrainFigure.TOKENS_PER_S_PER_DEVICE,
@@ -393,6 +421,12 @@ def undeclared_metrics(kind: str, metrics: dict[str, Any]) -> dict[str, Any]:
 def metrics_dict(metrics: Any) -> dict[str, Any]:
     """A metrics dataclass as the record's dict (every declared key, None where unmeasured)."""
     return asdict(metrics)
+
+
+def partial_metrics_dict(cls: type, **values: Any) -> dict[str, Any]:
+    """Only `values`, under their record keys, checked against a metrics class's fields."""
+    made = cls(**values)
+    return {name: getattr(made, name) for name in values}
 
 
 def phase_dict(phase: str, values: PhaseFields) -> dict[str, Any]:

@@ -28,19 +28,20 @@ from accelbench.analytics.published import (
     interval_report,
     validate_all,
 )
+from accelbench.config.schema import FITS, TrainFigure
 from accelbench.report.measured import measured_training_runs
 from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
 from accelbench.report.plan_table import PlanView
 from accelbench.report.table import add_plain_row, plain_table
 from accelbench.store.store import ResultStore
 
-_ORACLE_UNITS = {"mfu": "MFU", "tflops_per_device": "TFLOP/s per GPU",
-                 "tokens_per_s_per_device": "tokens/s per device"}
+_ORACLE_UNITS = {TrainFigure.MFU: "MFU", TrainFigure.TFLOPS_PER_DEVICE: "TFLOP/s per GPU",
+                 TrainFigure.TOKENS_PER_S_PER_DEVICE: "tokens/s per device"}
 
 
 def _published_figure(r: ValidationRow) -> str:
     """The oracle as the source states it, with its kind."""
-    if r.oracle_kind == "mfu":
+    if r.oracle_kind == TrainFigure.MFU:
         return f"{r.oracle_value:.1%} MFU"
     return f"{r.oracle_value:,.4g} {_ORACLE_UNITS.get(r.oracle_kind, r.oracle_kind)}"
 
@@ -61,7 +62,7 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     table = plain_table(title)
     priorities = {"id": 0, "run": 1, "device": 2, "published": 3, "observed MFU": 0,
                   "predicted MFU": 0, "error": 0, "left out": 2, "80% interval": 2, "in": 2,
-                  "mem GB": 4, "fits": 4, "limit": 4, "attn": 5, "oracle": 5, "set-up": 5,
+                  "mem GB": 4, FITS: 4, "limit": 4, "attn": 5, "oracle": 5, "set-up": 5,
                   "src": 3}
     for col, priority in priorities.items():
         table.add_column(col, justify="left" if col in ("run", "device", "limit",
@@ -232,6 +233,6 @@ def validation_view(efficiency: float | None, db: Path | None, json_out: bool) -
         return PlanView(data=json.dumps(
             {**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
              "measured_steps_summary": step_errors(steps), "measured_steps_left_out": left,
-             "intervals": interval_report(covered) if covered else None}, indent=2))
+             **dict(intervals=interval_report(covered) if covered else None)}, indent=2))
     return PlanView(shown=_published_shown(checked, covered)
                     + _measured_shown(checked, steps, left, covered))

@@ -21,14 +21,12 @@ from accelbench.bench.trials import (
     disturbance_summary,
     interval_fields,
     spread,
+    timed_map,
 )
-from accelbench.config.schema import read_metrics
+from accelbench.config.schema import StepTimed, TrainMetrics, partial_metrics_dict, read_metrics
 
 # the median step time and every rate computed from it: the figures with an interval
-TIMED = {"step_time_s_median": (
-    "tokens_per_s_global", "tokens_per_s_per_device", "samples_per_s_global",
-    "samples_per_s_per_device", "tflops_per_device", "mfu", "hfu", "fp8_peak_utilisation",
-    "sparse_peak_utilisation")}
+TIMED = timed_map(StepTimed)
 
 
 class LocalCell:
@@ -68,8 +66,9 @@ def combine_train_trials(trials: list[Outcome]) -> Outcome:
                 **interval_fields(len(trials)),
                 **disturbance_summary([o.raw.get("rank0", {}).get("disturbance")
                                        for o in trials])}
-    if "step_time_s_median" in timed:
-        combined["step_time_s_median_per_rank"] = [timed["step_time_s_median"]]
+    step = read_metrics(KIND, timed).step_time_s_median
+    if step is not None:
+        combined.update(partial_metrics_dict(TrainMetrics, step_time_s_median_per_rank=[step]))
     first = trials[0].reason
     verified = first[first.index(VERIFIED):] if VERIFIED in first else ""  # --verify-fit's note
     reason = "; ".join(r for r in (peak_warning(read_metrics(KIND, combined)), verified) if r)
