@@ -45,7 +45,7 @@ BUILT_IN = (
         "(study figs 3-4).", BlockOptions, {"block": BlockMetrics, "peak": PeakMetrics},
         build="accelbench.bench.block:build_block_spec", run="accelbench.bench.block:run_block",
         plan=f"{_STUDY}:plan_block", axes=BLOCK_AXES,
-        outputs=("db", "json_out", "csv_out", "output", "rerun", "wide")),
+        outputs=("db", "json_out", "csv_out", "output", "rerun", "remeasure_peak", "wide")),
     Workload(
         "train", "Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and "
         "loss.", TrainOptions, _TRAINING,

@@ -14,7 +14,14 @@ from typing import Any
 import typer
 
 from accelbench.config.errors import require_choice
-from accelbench.config.options import DB_HELP, RERUN_HELP, flag_name, option, own_fields_first
+from accelbench.config.options import (
+    DB_HELP,
+    REMEASURE_PEAK_HELP,
+    RERUN_HELP,
+    flag_name,
+    option,
+    own_fields_first,
+)
 from accelbench.config.workload import OUTPUTS, Workload
 
 WIDE_HELP = ("Every column of the tables, wider than the terminal if need be (default: the "
@@ -32,6 +39,7 @@ class Outputs:
     output: Path | None = option(None, "Write JSON/CSV here instead of stdout.")
     quiet: bool = option(False, "No per-step lines.", "--quiet")
     rerun: bool = option(False, RERUN_HELP, "--rerun")
+    remeasure_peak: bool = option(False, REMEASURE_PEAK_HELP, "--remeasure-peak")
     wide: bool = option(False, WIDE_HELP, "--wide")
 
 

@@ -26,7 +26,7 @@ def run_scale(workload: Workload, options: ScaleOptions, out: Outputs) -> None:
     lines = cell_lines("scale")
     records = recorded(lambda sink, step, cell, skip: run(study, sink, None, cell, skip),
                        recorder, sweep_view(base, out.quiet, lines and lines.update), title,
-                       rerun=out.rerun)
+                       rerun=out.rerun, remeasure_peak=out.remeasure_peak)
     if lines is not None:
         lines.close()
     if recorder is None:

@@ -214,7 +214,7 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
 
 
 def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
-            wide: bool = False) -> Path:
+            wide: bool = False, remeasure_peak: bool = False) -> Path:
     """Run a checked plan into the store (each cell stored as it finishes), print the summary
     on stdout; the database's path. A signal ends it with the line of what was kept."""
     from accelbench.bench.recording.interrupted import SweepInterrupted
@@ -230,7 +230,7 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
     start = time.monotonic()
     try:
         with _study_progress(plan) as view:
-            results = run_study(plan, recorder, view, rerun)
+            results = run_study(plan, recorder, view, rerun, remeasure_peak)
     except SweepInterrupted as stop:
         _say(stop.line)
         raise typer.Exit(stop.exit_code) from None
@@ -249,7 +249,8 @@ def run_cmd(options: StudyRunOptions) -> None:
     if options.dry_run:
         _dry_run(plan, options.wide)
         return
-    execute(plan, options.db, options.device, options.rerun, options.wide)
+    execute(plan, options.db, options.device, options.rerun, options.wide,
+            options.remeasure_peak)
 
 
 def main_job(options: MainJobOptions) -> None:

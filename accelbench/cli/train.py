@@ -74,7 +74,8 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, out: Outputs,
     title = f"{spec.model.name} {spec.benchmark}"
     lines = cell_lines(spec.benchmark)
     records = recorded(sweep, recorder, sweep_view(spec, out.quiet, lines and lines.update),
-                       f"{title}, data {spec.data}", tag, out.rerun)
+                       f"{title}, data {spec.data}", tag, out.rerun,
+                       remeasure_peak=out.remeasure_peak)
     if lines is not None:
         lines.close()
     if recorder is not None:

@@ -51,7 +51,8 @@ def run_sweep(workload: Workload, options: Any, out: Outputs) -> None:
     view = SweepView(banner=lambda text: console.print(Text(text, style="bold")),
                      cell=lambda i, total, label: None, step=None, failed=lambda record: None,
                      note=lambda text: console.print(Text(text), highlight=False))
-    records = recorded(sweep, recorder, view, title, rerun=out.rerun)
+    records = recorded(sweep, recorder, view, title, rerun=out.rerun,
+                       remeasure_peak=out.remeasure_peak)
     cells = [r for r in records if r.kind == next(iter(workload.kinds))]  # peaks: the caption
     shown = table_console((out.json_out or out.csv_out) and out.output is None, out.wide)
     shown.print(parts_of(workload.name).table(cells, title))

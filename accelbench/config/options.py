@@ -14,6 +14,8 @@ DB_HELP = "SQLite results file (default: $ACCELBENCH_DB or XDG)."
 DEVICE_HELP = "auto, cpu, cuda, cuda:N, xpu, mps."
 RERUN_HELP = ("Measure every cell again, also those already finished on this machine (default: "
               "skip them and show their stored records).")
+REMEASURE_PEAK_HELP = ("Measure this machine's GEMM peak again (default: a device without a "
+                       "datasheet peak reuses the one it stored, so MFUs of its sweeps compare).")
 WIDE_TABLE_HELP = "Every column of the table, wider than the terminal if need be."
 WIDE_TABLES_HELP = "Every column of the tables, wider than the terminal if need be."
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from accelbench.config.options import (
     DB_HELP,
     DEVICE_HELP,
+    REMEASURE_PEAK_HELP,
     REQUIRED,
     RERUN_HELP,
     WIDE_TABLES_HELP,
@@ -45,6 +46,7 @@ class StudyRunOptions:
     dry_run: bool = option(False, "List every cell with its estimated memory, fit and time; "
                            "run nothing, open no database.", "--dry-run")
     rerun: bool = option(False, RERUN_HELP, "--rerun")
+    remeasure_peak: bool = option(False, REMEASURE_PEAK_HELP, "--remeasure-peak")
     db: Path | None = option(None, DB_HELP)
     device: str = option("auto", DEVICE_HELP)
     wide: bool = option(False, WIDE_TABLES_HELP, "--wide")

@@ -26,7 +26,7 @@ from accelbench.config.schema import METRICS_BY_KIND
 
 Ref = str | Callable[..., Any]  # a callable, or "module:function" imported when first used
 
-OUTPUTS = ("db", "json_out", "csv_out", "output", "quiet", "rerun", "wide")
+OUTPUTS = ("db", "json_out", "csv_out", "output", "quiet", "rerun", "remeasure_peak", "wide")
 
 
 @dataclass(frozen=True)

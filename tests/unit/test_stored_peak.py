@@ -99,3 +99,10 @@ def test_the_report_names_one_peak_or_warns_of_several():
     assert _peaks(one) == "fp32 0.1 TFLOPS (measured x)"
     two = Machine(1, "A", "a", {}, (cell(1e11, "measured x"), cell(4e11, "measured y")), ())
     assert "2 different peaks" in _peaks(two) and "do not compare" in _peaks(two)
+
+
+def test_the_remeasure_peak_option_measures_again(monkeypatch, capsys, tmp_path, quick_peak):
+    db = tmp_path / "again.db"
+    _block(monkeypatch, capsys, db)
+    again = _block(monkeypatch, capsys, db, "--rerun", "--remeasure-peak")
+    assert [r["kind"] for r in again] == ["peak", "block"]

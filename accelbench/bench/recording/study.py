@@ -93,8 +93,9 @@ class StudyRunner:
     """Runs a plan's sweeps in order into one recorder."""
 
     def __init__(self, plan: StudyPlan, recorder: Recorder, view: StudyView,
-                 rerun: bool = False) -> None:
+                 rerun: bool = False, remeasure_peak: bool = False) -> None:
         self.plan, self.recorder, self.view, self.rerun = plan, recorder, view, rerun
+        self.remeasure_peak = remeasure_peak  # for the first sweep: the later ones reuse it
         self.finished = None if rerun else FinishedCells(recorder.store, recorder.environment)
         self.peaks: dict[bool, dict[str, SweepPeak]] = {}  # by tf32: this process's peaks
         self.offset = 0
@@ -140,7 +141,9 @@ class StudyRunner:
                          failed=self.view.failed, note=self.view.note)
         try:
             records = record_sweep(run, self.recorder, view, f"{name}: {sweep.title}",
-                                   tag_outcome, self.rerun, self.finished)
+                                   tag_outcome, self.rerun, self.finished,
+                                   self.remeasure_peak)
+            self.remeasure_peak = False
         finally:
             cells.end()
         self._keep(sweep, records, result)
@@ -163,7 +166,8 @@ class StudyRunner:
 
 
 def run_study(plan: StudyPlan, recorder: Recorder, view: StudyView,
-              rerun: bool = False) -> dict[str, ExperimentResult]:
+              rerun: bool = False, remeasure_peak: bool = False
+              ) -> dict[str, ExperimentResult]:
     """Run every experiment of the plan, storing each cell as it finishes; the records by
     experiment (cells finished on this machine before are skipped, unless `rerun`)."""
-    return StudyRunner(plan, recorder, view, rerun).run()
+    return StudyRunner(plan, recorder, view, rerun, remeasure_peak).run()
