@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from accelbench.config.schema import METRICS_BY_KIND, PeakFields
@@ -18,18 +19,24 @@ def _kinds(machine: Machine) -> str:
 
 
 def _peaks(machine: Machine) -> str:
-    """Each precision's dense peak and where it came from; where the machine's cells were
-    divided by more than one (sweeps that each measured their own, before one peak a machine
-    was kept), every one of them and the warning that their MFUs do not compare."""
-    seen: dict[str, dict[float | None, str]] = {}
+    """Each precision's dense peak and where it came from (a measured one per thread count: a
+    one-thread rank's is not a two-thread process's); where cells of one precision and thread
+    count were divided by more than one (sweeps that each measured their own, before one peak a
+    machine was kept), every one of them and the warning that their MFUs do not compare."""
+    seen: dict[tuple[str, str], dict[float | None, str]] = {}
     for r in machine.records:
         m = r.typed if r.kind in METRICS_BY_KIND else None
         if not isinstance(m, PeakFields):  # a peak, profile, ... record: no cell's peak
             continue
         if m.peak_precision and m.peak_label:
-            seen.setdefault(m.peak_precision, {}).setdefault(m.peak_flops_per_s_per_device,
-                                                             m.peak_label)
-    return "; ".join(_peak_text(precision, peaks) for precision, peaks in seen.items()) or "-"
+            threads = _THREADS.search(m.peak_label)
+            key = (m.peak_precision, threads.group(0) if threads else "")
+            seen.setdefault(key, {}).setdefault(m.peak_flops_per_s_per_device, m.peak_label)
+    return "; ".join(_peak_text(precision, peaks)
+                     for (precision, _), peaks in seen.items()) or "-"
+
+
+_THREADS = re.compile(r"\d+ thread\(s\)")
 
 
 def _peak_text(precision: str, peaks: dict[float | None, str]) -> str:

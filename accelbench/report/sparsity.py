@@ -129,7 +129,7 @@ def _kernel_text(r: Record) -> str:
         return "dense"
     if masked_dense(r):
         why = r.typed.sparse_kernel_reason
-        return f"{MASKED} ({NO_SPEEDUP}{'; ' + why if why else ''})"
+        return f"{MASKED}: {NO_SPEEDUP}" + (f" ({why})" if why else "")
     return str(r.typed.sparse_kernel)
 
 

@@ -261,7 +261,7 @@ def test_sparsity_records_are_drawn_apart_from_the_published(dbs):
     sparse_row = next(row for row in cells.rows if row[4] == "0.9")
     # a ratio without enough trials claims nothing: it says so beside the number
     assert "too few samples (n=3, 3)" in sparse_row[7] or "one trial" in sparse_row[7]
-    assert sparse_row[9].startswith("masked dense (no sparse kernel ran: no speedup expected")
+    assert sparse_row[9].startswith("masked dense: no sparse kernel ran: no speedup expected")
 
 
 def test_missing_matplotlib_is_one_line(monkeypatch):
