@@ -57,7 +57,7 @@ def noise_table(records: list[Record], title: str = "Noise floor (A/A)") -> Any:
     table = plain_table(title)
     add_columns(table, {"configuration": KEY, "status": KEY, "B/A throughput": KEY,
                         "verdict": KEY, "noise floor": KEY, "trials": 2, "A step ms": 3,
-                        "B step ms": 3, "disturbed": 1, "note": 4},
+                        "B step ms": 3, "disturbed?": 1, "note": 4},
                 left=("configuration", "verdict", "note"))
     for r in records:
         m = r.typed
@@ -123,6 +123,6 @@ def noise_section(machines: list[Machine]) -> Section:
         text += (f"No noise check on {', '.join(missing)}: run {COMMAND} there.",)
     tables = (Table("Noise floor per machine", ("machine", "configuration", "noise floor",
                                                 "verdict", "B/A throughput", "trials", "when",
-                                                "disturbed"), tuple(rows),
+                                                "disturbed?"), tuple(rows),
                     "Each machine's latest ok noise record."),) if rows else ()
     return Section("noise", "Noise floor", SOURCE, text, (), tables)
