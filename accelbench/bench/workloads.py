@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from accelbench.bench.block_options import BlockOptions
 from accelbench.bench.calibrate.spec import CalibrateOptions
+from accelbench.bench.noise_options import NoiseOptions
 from accelbench.bench.train.options import (
     GENSLM_DEFAULTS,
     SCALE_DEFAULTS,
@@ -22,6 +23,7 @@ from accelbench.bench.train.options import (
 )
 from accelbench.config.schema import (
     BlockMetrics,
+    NoiseMetrics,
     PeakMetrics,
     ProfileMetrics,
     ScaleMetrics,
@@ -70,6 +72,12 @@ BUILT_IN = (
         build="accelbench.bench.calibrate.spec:build_calibrate",
         run="accelbench.bench.calibrate.run:run_calibration",
         outputs=("db", "json_out", "wide")),
+    Workload(
+        "noise", "The noise floor: one training configuration measured as two identical "
+        "conditions,\ninterleaved over trials, and their difference with its interval.",
+        NoiseOptions, {"noise": NoiseMetrics, "noise-cell": TrainMetrics, "peak": PeakMetrics},
+        build="accelbench.bench.noise:build_noise_spec", run="accelbench.bench.noise:run_noise",
+        outputs=("db", "json_out", "csv_out", "output", "wide")),  # no --rerun: always measures
 )
 
 for _workload in BUILT_IN:

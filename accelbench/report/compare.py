@@ -22,6 +22,7 @@ from accelbench.report.cells import (
 from accelbench.report.content import Figure, Panel, Section, Series, Table
 from accelbench.report.energy import energy_table, energy_text, unavailable_text
 from accelbench.report.machines import Machine
+from accelbench.report.noise import noise_sentence
 from accelbench.store.fingerprint import WORKLOAD_KEY, _global_batch, workload_id
 from accelbench.store.record import Record
 
@@ -245,9 +246,10 @@ def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Se
     best = best_cells(machines)
     title = "Comparing machines"
     if not best:
-        return Section("compare", title, SOURCE, ("No ok block or training cells to compare.",))
+        return Section("compare", title, SOURCE, ("No ok block or training cells to compare.",
+                                                  noise_sentence(machines)))
     text = (f"{len(machines)} machine(s); baseline {base.label} (choose another with "
-            "--baseline NAME or NUMBER).",)
+            "--baseline NAME or NUMBER).", noise_sentence(machines))
     energy = energy_table(best, tokens)
     text += () if energy else (unavailable_text(best),)
     tables = (mfu_table(best), time_table(best, tokens), speedup_table(best, base))

@@ -13,6 +13,7 @@ from typing import Any
 
 import accelbench.bench.workloads  # noqa: F401 - registers the built-in workloads
 from accelbench.config.workload import Ref, workloads
+from accelbench.report.noise import noise_table
 from accelbench.report.profile import profile_table
 from accelbench.report.table import block_table, train_table
 from accelbench.store.record import Record
@@ -69,3 +70,4 @@ attach("train", ReportParts(train_table, (f"{_SECTIONS}.seqlen:seq_section",
                                           f"{_SECTIONS}.sparsity:sparsity_section")))
 attach("genslm", ReportParts(train_table, (f"{_SECTIONS}.genslm:genslm_section",)))
 attach("calibrate", ReportParts(_profile))
+attach("noise", ReportParts(noise_table, (f"{_SECTIONS}.noise:noise_section",)))

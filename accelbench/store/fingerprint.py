@@ -157,7 +157,9 @@ WORKLOAD_FIELDS: dict[str, str] = {
     "sparsity_pattern": "",
     "sparsity_mask": "",
 }
-WORKLOAD_KINDS = ("block", "train")  # kinds whose records are cells of a workload
+# kinds whose records are cells of a workload: a noise check ('noise', and each of its
+# conditions, 'noise-cell') measured a training configuration, and names it the same way
+WORKLOAD_KINDS = ("block", "train", "noise", "noise-cell")
 
 
 def _global_batch(kind: str, spec: dict[str, Any]) -> Any:

@@ -184,6 +184,13 @@ CASES = [
          "in (0, 1], got 1.5"),
     case("block --warmup -1", "error: warmup: must be 0 or more, got -1"),
     case("block --csv --output {dir}", "error: output: '{dir}' is a directory"),
+    # noise
+    case("noise --trials 3", "error: trials: an A/A check needs at least 5 trials a condition "
+         "for an interval, got 3"),
+    case("noise --trials 0", "error: trials: an A/A check needs at least 5 trials a condition "
+         "for an interval, got 0"),
+    case("noise --seq 0", "error: seq: must be positive, got 0"),
+    case("noise --dtype fp64", "error: dtype: unknown value 'fp64'"),
     # calibrate
     case("calibrate --ops gemm,fft", "error: ops: unknown value 'fft'"),
     case("calibrate --gemm-passes forward,dw", "error: gemm-passes: unknown value 'dw'"),

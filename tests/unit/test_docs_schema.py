@@ -8,7 +8,7 @@ from pathlib import Path
 from accelbench.config.schema import BLOCK_PHASES, metric_names
 
 DOC = Path(__file__).parents[2] / "docs" / "results.md"
-KINDS = ("train", "block", "peak", "profile", "check")
+KINDS = ("train", "block", "peak", "profile", "check", "noise")
 
 
 def _documented() -> dict[str, list[str]]:
