@@ -21,6 +21,7 @@ from accelbench.report.cells import (
 )
 from accelbench.report.content import Figure, Panel, Section, Series, Table
 from accelbench.report.energy import energy_table, energy_text, unavailable_text
+from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine
 from accelbench.report.noise import noise_sentence
 from accelbench.store.fingerprint import WORKLOAD_KEY, _global_batch, workload_id
@@ -194,8 +195,10 @@ def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
     for b in items:
         if ref is None:
             total = each = "baseline did not run it"
-        else:
-            total = b.total.scaled(1 / ref.total.value).text(".2f", "x")
+        elif b is ref:
+            total = each = "baseline"
+        else:  # with its interval and verdict from both cells' trials (report/evidence.py)
+            total = speedup_text(ref.record, b.record, b.total.value / ref.total.value)
             each = f"{b.per_device.value / ref.per_device.value:.2f}x"
         rows.append((name, precision, b.machine.label, b.total.text(), total, each))
     return rows
@@ -209,8 +212,10 @@ def speedup_table(best: dict[tuple, list[Best]], base: Machine) -> Table:
                                                "tokens/s (all devices)", "speedup",
                                                "speedup per device"), rows,
                  "Best measured tokens/s of each machine over the baseline's for the same "
-                 "workload and precision; the speedup's range from the spread of each "
-                 "machine's own cell.")
+                 "workload and precision, with the 95% interval of the ratio from both cells' "
+                 "independent trials ('no significant difference' where it includes 1, 'too "
+                 "few samples' or 'one trial' where there are not enough to tell; "
+                 "docs/metrics.md); per device: the plain ratio.")
 
 
 def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base: Machine
