@@ -19,7 +19,7 @@ steps). The trainer carries the tuple; nothing feature-specific is a trainer fie
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -34,8 +34,12 @@ from accelbench.models.semi_structured import enable_two_four
 from accelbench.models.sparsity import SparseState, no_sparse_kernel_reason, sparsify
 from accelbench.parallel.expert import rank_expert_load, reset_expert_load
 
-if TYPE_CHECKING:
-    from accelbench.bench.train.build import Trainer
+
+class Stepped(Protocol):
+    """What a hook sees of the trainer after an optimizer step (build.py's Trainer)."""
+
+    module: object
+    optimizer: torch.optim.Optimizer
 
 
 class StepHook(Protocol):
@@ -54,7 +58,7 @@ class StepHook(Protocol):
     def timed(self) -> None:
         """The warm-up steps are over: what follows is measured."""
 
-    def after_optimizer_step(self, trainer: Trainer) -> None:
+    def after_optimizer_step(self, trainer: Stepped) -> None:
         """An optimizer step has updated the weights (gradients not yet zeroed)."""
 
     def result(self, device: torch.device) -> dict[str, Any]:
@@ -94,7 +98,7 @@ class SparsityHook(StepHook):
         return enable_two_four(module, device, self.cell.dtype, self.layout.tp,
                                self.layout.zero, spec.compile)
 
-    def after_optimizer_step(self, trainer: Trainer) -> None:
+    def after_optimizer_step(self, trainer: Stepped) -> None:
         if self.state is not None:
             self.state.keep(trainer.optimizer)
 
