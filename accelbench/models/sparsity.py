@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 SPARSE_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
@@ -143,28 +142,6 @@ class SparseState:
                 zeros += int((local == 0).sum())
                 total += local.numel()
         return zeros, total
-
-
-def keep_sparse(trainer: object) -> None:
-    """The step hook: re-apply the masks after an optimizer step (nothing when dense)."""
-    state = getattr(trainer, "sparsity", None)
-    if state is not None:
-        state.keep(trainer.optimizer)
-
-
-def measured_sparsity(trainer: object, device: torch.device) -> float | None:
-    """Fraction of zeros in the sparse matrices, from the weights. On several ranks the local
-    counts are summed: every sparse matrix is held the same number of times over the group
-    (replicated over dp, or sharded), so the summed ratio is the model's."""
-    state = getattr(trainer, "sparsity", None)
-    if state is None:
-        return None
-    zeros, total = state.local_counts()
-    if dist.is_initialized():
-        counts = torch.tensor([zeros, total], dtype=torch.float64, device=device)
-        dist.all_reduce(counts)
-        zeros, total = counts.tolist()
-    return zeros / total if total else None
 
 
 def per_matrix_sparsity(model: nn.Module) -> dict[str, float]:

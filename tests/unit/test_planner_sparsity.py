@@ -16,6 +16,7 @@ from accelbench.analytics.steptime import (
     sparse_gemm_passes,
 )
 from accelbench.bench.train.build import build_trainer
+from accelbench.bench.train.hooks import SparsityHook
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
@@ -31,7 +32,7 @@ def test_mask_memory_is_what_the_runtime_holds(pattern, level):
                      device="cpu", sparsities=(level,), sparsity_pattern=pattern)
     trainer = build_trainer(spec, TrainCell(32, 2, 1, "fp32", "none", level), Layout(),
                             torch.device("cpu"))
-    held = sum(m.numel() * m.element_size() for _, _, m in trainer.sparsity.params)
+    held = sum(m.numel() * m.element_size() for _, _, m in trainer.hook(SparsityHook).state.params)
     planned = memory_per_device(TINY, 32, Layout(), 1, "fp32", sparsity=level)
     assert planned.masks == held
     assert planned.total == memory_per_device(TINY, 32, Layout(), 1, "fp32").total + held

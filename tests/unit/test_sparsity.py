@@ -14,6 +14,7 @@ from accelbench.analytics.flops import (
 )
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.build import build_trainer
+from accelbench.bench.train.hooks import SparsityHook
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.bench.train.steps import _optimizer_step
@@ -75,10 +76,11 @@ def test_measured_sparsity_is_the_level_per_matrix_after_steps(level, mask):
         assert fraction == pytest.approx(level, abs=1e-3), name
     dense = [p for n, p in trainer.module.named_parameters() if not is_sparse_weight(n)]
     assert all(float((p == 0).float().mean()) < 0.01 for p in dense if p.dim() == 2)
-    zeros, total = trainer.sparsity.local_counts()
+    sparse = trainer.hook(SparsityHook).state
+    zeros, total = sparse.local_counts()
     assert zeros / total == pytest.approx(level, abs=1e-3)
     state = trainer.optimizer.state
-    for _, param, mask_ in trainer.sparsity.params:
+    for _, param, mask_ in sparse.params:
         assert not state[param]["exp_avg"][~mask_].any()
         assert not state[param]["exp_avg_sq"][~mask_].any()
 

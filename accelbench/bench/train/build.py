@@ -9,61 +9,44 @@ model with no mesh: the same placement code, with nothing to split.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
-from accelbench.bench.dtypes import fp8_mode
-from accelbench.bench.peak import fp8_datasheet_peak
+from accelbench.bench.train.hooks import StepHook, hooks_for
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.precision import Precision
 from accelbench.models.convert_hf import load_pretrained_weights
-from accelbench.models.float8 import convert_blocks
 from accelbench.models.gpt import GPT
-from accelbench.models.semi_structured import enable_two_four
-from accelbench.models.sparsity import SparseState, no_sparse_kernel_reason, sparsify
 from accelbench.parallel.apply import prepare_model
 from accelbench.parallel.context import context_shard, placement, set_context
 from accelbench.parallel.dist import make_mesh, mesh_coords
 from accelbench.parallel.optim import make_optimizer
 from accelbench.parallel.pipeline import PipelineRunner
 
+H = TypeVar("H")
+
 
 @dataclass
 class Trainer:
     """What one rank steps: the placed model (module or PipelineRunner), its optimizer, the
-    fp16 loss scaler (a no-op for other precisions), the optimizer's kernel and mesh position."""
+    fp16 loss scaler (a no-op for other precisions), the optimizer's kernel and mesh position,
+    and the step hooks of the features the cell uses (sparsity, float8, MoE)."""
 
     module: object
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     optimizer_label: str
     coords: dict[str, int]
-    sparsity: SparseState | None = None  # the masks of a sparse cell's local shards
-    sparse_kernel: str | None = None  # the 2:4 kernel the masked matrices run through
-    sparse_kernel_reason: str | None = None  # why a sparse cell runs masked dense
-    float8: dict | None = None  # an fp8 cell's float8 conversion, as the record's fp8 fields
     placed: Layout | None = None  # the layout the weights are placed by (cp folded into dp)
     precision: Precision | None = None  # the cell's, resolved once (spec.precision)
+    hooks: tuple[StepHook, ...] = ()  # the features' seams (bench/train/hooks.py), in order
 
-
-def _to_float8(precision: Precision, cell: TrainCell, layout: Layout, model: GPT,
-               device: torch.device) -> dict | None:
-    """An fp8 cell's blocks converted to float8 training (emulated where the device has no
-    float8 units), and what was done, under the record's fp8 field names; None otherwise."""
-    recipe = precision.fp8_scaling
-    if recipe is None:
-        return None
-    mode, reason = fp8_mode(device)
-    # ZeRO-2/3 are FSDP2, whose float8 all-gather torchao offers for tensorwise scaling only
-    all_gather = layout.zero >= 2 and recipe == "tensorwise"
-    done = convert_blocks(model, recipe, mode == "emulated", all_gather,
-                          tokens_per_micro_batch=cell.micro_batch * cell.seq_len)
-    return dict(fp8_mode=mode, fp8_mode_reason=reason, fp8_linears_converted=done.converted,
-                fp8_linears_kept=done.kept,
-                fp8_fsdp_float8_all_gather=done.fsdp_float8_all_gather,
-                fp8_peak_flops_per_s_per_device=fp8_datasheet_peak(device))
+    def hook(self, kind: type[H]) -> H | None:
+        """This trainer's hook of one kind (a feature's state), None when the cell has none."""
+        return next((h for h in self.hooks if isinstance(h, kind)), None)
 
 
 def needs_group(layout: Layout) -> bool:
@@ -74,16 +57,19 @@ def needs_group(layout: Layout) -> bool:
 def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
                   device: torch.device) -> Trainer:
     """The model, loaded from the initial checkpoint on every rank before it is split, placed on
-    the layout; its optimizer and loss scaler."""
+    the layout; its optimizer and loss scaler. The cell's feature hooks are called before the
+    model moves to the device, before it is placed, and once it is placed."""
     torch.manual_seed(spec.seed)
     precision = spec.precision(cell, device.type)
+    hooks = hooks_for(spec, cell, layout, precision, device)
     model = GPT(spec.model)
     if spec.init_checkpoint:
         load_pretrained_weights(model, spec.init_checkpoint)
-    # masked before placement, so TP/FSDP/pipeline shard the masked weights
-    masks = sparsify(model, cell.sparsity, spec.sparsity_pattern, spec.sparsity_mask, spec.seed)
+    for hook in hooks:  # sparsity masks here, so TP/FSDP/pipeline shard the masked weights
+        hook.built(model)
     model = model.to(device)
-    float8 = _to_float8(precision, cell, layout, model, device)  # before compile and FSDP2 wrap it
+    for hook in hooks:  # float8 converts here, before compile and FSDP2 wrap the model
+        hook.prepare(model, device)
     if layout.cp > 1:
         set_context(model, context_shard(layout))
     cp, layout = layout.cp, placement(layout)  # cp ranks hold the weights as dp ranks do
@@ -100,15 +86,7 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     coords = mesh_coords(mesh) if mesh is not None else {"pp": 0, "dp": 0, "tp": 0}
     if cp > 1:  # the cp ranks of a replica read the same batches (its dp index)
         coords = {**coords, "dp": coords["dp"] // cp, "cp": coords["dp"] % cp}
-    sparse = SparseState.from_placed(module) if masks else None
-    kernel, reason = _sparse_kernel(spec, cell, layout, module, device) if masks else (None, None)
-    return Trainer(module, optimizer, scaler, label, coords, sparse, kernel, reason, float8,
-                   layout, precision)
-
-
-def _sparse_kernel(spec: TrainSpec, cell: TrainCell, layout: Layout, module: object,
-                   device: torch.device) -> tuple[str | None, str]:
-    """The kernel a sparse cell's masked matrices run through, or why none (masked dense)."""
-    if spec.sparsity_pattern != "2:4":
-        return None, no_sparse_kernel_reason(spec.sparsity_pattern, device.type)
-    return enable_two_four(module, device, cell.dtype, layout.tp, layout.zero, spec.compile)
+    for hook in hooks:  # sparsity: the local shards' masks and the 2:4 kernels
+        hook.placed(module)
+    return Trainer(module, optimizer, scaler, label, coords, placed=layout, precision=precision,
+                   hooks=hooks)

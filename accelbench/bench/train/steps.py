@@ -25,17 +25,16 @@ from accelbench.bench.optim import lr_at
 from accelbench.bench.timing import PhaseTimer, summarize, synchronize
 from accelbench.bench.train.batches import open_batches
 from accelbench.bench.train.build import Trainer, build_trainer
+from accelbench.bench.train.hooks import hook_results
 from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.trials import WindowProbe
 from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
-from accelbench.models.sparsity import keep_sparse, measured_sparsity
 from accelbench.parallel.apply import micro_batch_context
 from accelbench.parallel.collectives import all_to_all_time_s, profile_collectives
 from accelbench.parallel.dist import mean_over_replicas
-from accelbench.parallel.expert import rank_expert_load, reset_expert_load
 from accelbench.parallel.optim import clip_grad_norm_
 
 Heartbeat = Callable[[int, str], None]  # (step, 1-based; phase) -> None
@@ -104,7 +103,8 @@ def _optimizer_step(trainer: Trainer, layout: Layout, grad_clip: float) -> None:
         clip_grad_norm_(trainer.module, grad_clip, layout)
     trainer.scaler.step(trainer.optimizer)
     trainer.scaler.update()
-    keep_sparse(trainer)  # masked weights and their AdamW moments stay zero
+    for hook in trainer.hooks:  # sparsity: masked weights and their AdamW moments stay zero
+        hook.after_optimizer_step(trainer)
     trainer.optimizer.zero_grad(set_to_none=True)
 
 
@@ -194,7 +194,8 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
             if step == spec.warmup_steps:  # energy, load, disturbance: the timed steps only
                 _edge(probe.start, device)
                 meter.start()
-                reset_expert_load(trainer.module)
+                for hook in trainer.hooks:  # MoE: the expert load counts afresh
+                    hook.timed()
             run_step(spec, cell, layout, device, trainer, batches, step, log, collectives)
             if progress and _rank() == 0:
                 progress(step_report(counts, step + 1, spec.steps, log.step_time_s[-1],
@@ -209,10 +210,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         _beat(len(log.step_time_s), "steps done")
         batches.close()
         coords, optimizer_label = trainer.coords, trainer.optimizer_label
-        sparsity = measured_sparsity(trainer, device)  # a collective: every rank
-        trainer_kernel = (trainer.sparse_kernel, trainer.sparse_kernel_reason)
-        float8 = trainer.float8  # an fp8 cell's conversion, for the record
-        moe_load = rank_expert_load(trainer.module)  # this rank's tokens, the timed steps
+        notes = hook_results(trainer.hooks, device)  # sparsity's is a collective: every rank
         del trainer
     timed = log.step_time_s[spec.warmup_steps:]
     return RankResult(
@@ -220,8 +218,6 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         step_time_s=summarize(timed).median_s if timed else None,
         step_times_s=log.step_time_s, loss=log.loss, lr=log.lr, data_wait_s=log.data_wait_s,
         collective_s=collectives["time_s"], collective_source=collectives["source"],
-        all_to_all_s=collectives.get("all_to_all_s"), moe_load=moe_load,
-        mem_peak_bytes=peak_mem.peak_bytes, mem_base_bytes=peak_mem.base_bytes,
-        mem_method=peak_mem.method, energy=meter.result(), sparsity_measured=sparsity,
-        device_type=device.type, sparse_kernel=trainer_kernel[0],
-        sparse_kernel_reason=trainer_kernel[1], float8=float8, disturbance=probe.result)
+        all_to_all_s=collectives.get("all_to_all_s"), mem_peak_bytes=peak_mem.peak_bytes,
+        mem_base_bytes=peak_mem.base_bytes, mem_method=peak_mem.method, energy=meter.result(),
+        device_type=device.type, disturbance=probe.result, **notes)
