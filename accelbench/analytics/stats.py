@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from accelbench.config.errors import ConfigError
+
+if TYPE_CHECKING:  # numpy is imported where a statistic is computed: listing a table needs none
+    import numpy as np
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -65,6 +67,7 @@ def _check_confidence(confidence: float) -> None:
 
 def _samples(field: str, samples: Sequence[float], positive: bool = False) -> np.ndarray:
     """The samples as a float array: at least one, all finite (and > 0 where a ratio needs)."""
+    import numpy as np
     values = np.asarray(samples, dtype=float)
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"{field}: need a non-empty list of numbers")
@@ -108,6 +111,7 @@ MIN_MEDIAN_SAMPLES = min_median_samples(CONFIDENCE)
 def median_interval(samples: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
     """The median of independent trials with its distribution-free order-statistic interval
     (module docstring): exact and deterministic, so it needs no seed."""
+    import numpy as np
     _check_confidence(confidence)
     values = np.sort(_samples("samples", samples))
     n, median = values.size, float(np.median(values))
@@ -126,6 +130,7 @@ def median_interval(samples: Sequence[float], confidence: float = CONFIDENCE) ->
 def _bootstrap_medians(values: np.ndarray, rng: np.random.Generator, resamples: int
                        ) -> np.ndarray:
     """The medians of `resamples` resamples (with replacement) of values."""
+    import numpy as np
     picks = rng.integers(0, values.size, size=(resamples, values.size))
     return np.median(values[picks], axis=1)
 
@@ -135,6 +140,7 @@ def ratio_interval(a_samples: Sequence[float], b_samples: Sequence[float],
                    resamples: int = RESAMPLES) -> Estimate:
     """median(a) / median(b) (speedup = ratio_interval(base times, times)) with the percentile
     interval of a seeded bootstrap over each condition's independent trials."""
+    import numpy as np
     _check_confidence(confidence)
     if not isinstance(resamples, int) or isinstance(resamples, bool) or resamples < 100:
         raise ConfigError("resamples", f"must be an integer >= 100, got {resamples!r}", ">= 100")
