@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from accelbench.report.cells import (
     DOES_NOT_FIT,
+    SPREAD,
     Rate,
     gib,
     latest,
@@ -30,7 +31,8 @@ from accelbench.report.predict import (
 from accelbench.store.record import Record
 
 SOURCE = ("kind 'block' records: <phase>_tflops_per_device, forward_backward_tokens_per_s_per_"
-          "device, forward_backward_mfu, error bars from <phase>_time_s_min/max; the study's "
+          "device, forward_backward_mfu, error bars from intervals (6+ trials) else "
+          "<phase>_time_s_min/max; the study's "
           f"figures 3 and 4 ({cite('figs. 3-4')}: one GPT-2 XL layer, seq 1024, batch 8-64)")
 
 
@@ -99,7 +101,7 @@ def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figu
     fig3 = Figure("fig3_block_tflops", "Transformer block: TFLOPS against batch",
                   (tflops("forward"), tflops("backward")),
                   "Figure 3 of the study, regenerated: model TFLOPS per device of one "
-                  "transformer layer, error bars from the fastest and slowest repetition; "
+                  f"transformer layer, error bars: {SPREAD}; "
                   f"x at the axis: {DOES_NOT_FIT}; dotted: the planner's assumed rate, "
                   "shaded: its 80% prediction interval (an estimate from the shipped published "
                   "runs' leave-one-source-out residuals, as accelbench plan gives it).")
@@ -148,7 +150,7 @@ def block_section(machines: list[Machine]) -> Section:
     table = Table("Block cells", ("series", "batch", "status", "fwd TFLOPS", "bwd TFLOPS",
                                   "tokens/s f+b", "MFU f+b", "mem GiB", "est. GiB",
                                   f"planner TFLOPS f+b {HEADER}"), rows,
-                  "Throughput at the median repetition, (slowest-fastest) after it; mem: "
+                  f"Throughput at the median repetition, (low-high) after it: {SPREAD}; mem: "
                   "measured peak above the cell's start; est.: the analytics estimate; "
                   "planner: its compute efficiency times the datasheet's dense peak; "
                   f"{INTERVAL_NOTE} (that of one compute-limited device).")

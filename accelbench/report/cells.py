@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.config.fit import fit_text
+from accelbench.config.schema import PhaseTimed, ShownFigure
 from accelbench.config.vocab import GIB
 from accelbench.report.content import MEASURED, Series
 from accelbench.store.record import Record
@@ -20,7 +21,8 @@ SCALE_CELL = "scale_devices"  # spec field of a scaling study's per-count cells
 
 @dataclass(frozen=True)
 class Rate:
-    """A throughput over the median time, and over the slowest and fastest repetition."""
+    """A throughput over the median time, and its spread (SPREAD: the 95% interval over
+    trials, else the slowest and fastest repetition)."""
 
     value: float
     low: float | None = None
@@ -32,19 +34,28 @@ class Rate:
                     None if self.high is None else self.high * factor)
 
     def text(self, fmt: str = ",.0f", unit: str = "") -> str:
-        """'1,234 (1,100-1,300)': the median's rate, then the slowest and fastest; a unit
+        """'1,234 (1,100-1,300)': the median's rate, then its spread (SPREAD); a unit
         such as 'x' after each number."""
         if self.low is None or self.high is None:
             return f"{self.value:{fmt}}{unit}"
         return f"{self.value:{fmt}}{unit} ({self.low:{fmt}}-{self.high:{fmt}}{unit})"
 
 
+# What the (low-high) after a figure and its error bars are, in every caption that shows them.
+SPREAD = ("the 95% interval of the median over the cell's trials where it ran 6 or more, else "
+          "its slowest and fastest timed step or repetition")
+
+
 def rate(amount: float | None, median: float | None, fastest: float | None = None,
-         slowest: float | None = None, iqr: float | None = None) -> Rate | None:
-    """amount / time: at the median, and at the slowest and fastest repetition (min/max);
-    without those, the median +- half the interquartile range."""
+         slowest: float | None = None, iqr: float | None = None,
+         interval: list[float | None] | None = None) -> Rate | None:
+    """amount / time: at the median, and over the 95% interval of the median time where the
+    cell ran enough trials; else at the slowest and fastest repetition (min/max); without
+    those, the median +- half the interquartile range."""
     if amount is None or not median:
         return None
+    if interval and None not in interval and min(interval) > 0:
+        return Rate(amount / median, amount / max(interval), amount / min(interval))
     if fastest and slowest:
         return Rate(amount / median, amount / slowest, amount / fastest)
     if iqr is not None and median > iqr / 2:
@@ -57,7 +68,8 @@ def phase_rate(record: Record, phase: str, what: str) -> Rate | None:
     m = record.typed
     p = m.phase(phase)
     amount = p.flops if what == "flops" else m.tokens_per_step_global
-    return rate(amount, p.time_s_median, p.time_s_min, p.time_s_max, p.time_s_iqr)
+    return rate(amount, p.time_s_median, p.time_s_min, p.time_s_max, p.time_s_iqr,
+                m.interval(f"{phase}_{PhaseTimed.TIME_S_MEDIAN}"))
 
 
 def train_rate(record: Record, per_device: bool = True) -> Rate | None:
@@ -68,7 +80,7 @@ def train_rate(record: Record, per_device: bool = True) -> Rate | None:
     if amount is not None and per_device:
         amount /= devices
     return rate(amount, m.step_time_s_median, m.step_time_s_min, m.step_time_s_max,
-                m.step_time_s_iqr)
+                m.step_time_s_iqr, m.interval(ShownFigure.STEP_TIME))
 
 
 def token_unit(record: Record) -> str:

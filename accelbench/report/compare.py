@@ -11,6 +11,7 @@ from accelbench.analytics.params import total_params
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.report.cells import (
+    SPREAD,
     Rate,
     duration,
     layout_text,
@@ -171,7 +172,7 @@ def mfu_table(best: dict[tuple, list[Best]]) -> Table:
                  "Each machine's best cell (most tokens/s over all its devices) per workload "
                  "and precision; MFU against that machine's own dense peak for the precision "
                  "that ran (a datasheet's, or a GEMM peak measured on a device without one); "
-                 "(slowest-fastest repetition or step). GenSLM workloads count codons.")
+                 f"(low-high) after a figure: {SPREAD}. GenSLM workloads count codons.")
 
 
 def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table:
@@ -242,8 +243,7 @@ def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base:
                    Panel(f"speedup over {base.label}", "workload, precision",
                          "speedup (tokens/s over baseline)", tuple(speed),
                          categories=categories)),
-                  "Each machine's best cell per workload and precision; error bars from the "
-                  "spread of that cell's repetitions or steps.")
+                  f"Each machine's best cell per workload and precision; error bars: {SPREAD}.")
 
 
 def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Section:

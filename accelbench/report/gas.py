@@ -5,6 +5,7 @@ published GAS speedups drawn beside ours, labelled with their system."""
 from __future__ import annotations
 
 from accelbench.report.cells import (
+    SPREAD,
     Rate,
     canonical,
     points_series,
@@ -27,7 +28,8 @@ from accelbench.report.training import training_cells
 from accelbench.store.record import Record
 
 SOURCE = ("kind 'train' records (benchmark train) that differ only in GAS: "
-          "tokens_per_s_per_device with step_time_s_min/max; the study's figure 6 "
+          "tokens_per_s_per_device with intervals (6+ trials) else step_time_s_min/max; the "
+          "study's figure 6 "
           f"({cite('fig. 6')}), whose stated speedups are drawn beside ours")
 GROUP_FIELDS = ("model_name", "seq_len", "micro_batch", "dtype", "recompute", "compile", "tf32",
                 "data")
@@ -86,8 +88,8 @@ def _figure(groups: dict[tuple, list[Record]], labels: list[str]) -> Figure:
                    Panel("speedup over GAS 1", "gradient accumulation steps (GAS)",
                          "speedup (tokens/s over GAS 1)",
                          tuple(speedups + published_series()), wide_range(xs))),
-                  "Figure 6 of the study, regenerated: ours with error bars from the fastest "
-                  "and slowest timed step; hollow squares: the speedups the paper "
+                  f"Figure 6 of the study, regenerated: ours with error bars ({SPREAD}); "
+                  "hollow squares: the speedups the paper "
                   f"states ({cite('fig. 6')}), labelled with their system.")
 
 
@@ -121,7 +123,7 @@ def gas_section(machines: list[Machine]) -> Section:
                  _rows(groups, labels),
                  "Speedup: tokens/s over the same cell's at GAS 1, with the 95% interval of the "
                  "ratio from both cells' independent trials, or 'no significant difference' "
-                 "where it includes 1 (docs/metrics.md); (slowest-fastest step); "
+                 f"where it includes 1 (docs/metrics.md); (low-high): {SPREAD}; "
                  f"planner: {INTERVAL_NOTE}.")
     tables = (ours, published) if groups else (published,)
     return Section("gas", title, SOURCE, text, (_figure(groups, labels),), tables)

@@ -4,7 +4,7 @@ cells (kind 'train', benchmark genslm), and the longest sequence that fits, from
 
 from __future__ import annotations
 
-from accelbench.report.cells import latest, train_rate
+from accelbench.report.cells import SPREAD, latest, train_rate
 from accelbench.report.content import Section, Table
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
@@ -83,6 +83,6 @@ def genslm_section(machines: list[Machine]) -> Section:
     figures = (seq_figure("table4_genslm_codons", "GenSLM throughput against sequence length",
                           cells, "codon",
                           "Table IV of the study as a figure: the best GenSLM cell of each "
-                          "machine, model and precision at each length, error bars from its "
-                          "fastest and slowest timed step."),) if cells else ()
+                          "machine, model and precision at each length, error bars: "
+                          f"{SPREAD}."),) if cells else ()
     return Section("genslm", title, SOURCE, (), figures, tuple(tables))

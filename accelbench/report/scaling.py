@@ -7,6 +7,7 @@ from __future__ import annotations
 from accelbench.config.schema import ScaleRow
 from accelbench.report.cells import (
     SCALE_CELL,
+    SPREAD,
     Rate,
     latest,
     num,
@@ -98,7 +99,7 @@ def _figure(items: list[tuple[str, Record, dict[int, Record]]]) -> Figure:
                          "no scale records")),
                   "Table II of the study as a figure: scaling efficiency (speedup over the "
                   "smallest count that ran, divided by the device ratio) and global tokens/s "
-                  "with error bars from each count's fastest and slowest step; hollow squares: "
+                  f"with error bars ({SPREAD}); hollow squares: "
                   f"the efficiencies the paper states at each system's largest count "
                   f"({cite('table II')}).")
 
@@ -120,7 +121,7 @@ def scaling_section(machines: list[Machine]) -> Section:
                                       f"planner tokens/s per device {HEADER}"),
                  tuple(row for lab, r, cells in items for row in _rows(lab, r, cells)),
                  "Speedup over the smallest count that ran ('over devices'); "
-                 "(slowest-fastest step) of each count's cell; planner: "
+                 f"(low-high) of each count's cell: {SPREAD}; planner: "
                  f"{INTERVAL_NOTE}.")
     text = () if items else ("No scale records: the figure shows the paper's published "
                              "efficiencies alone.",)

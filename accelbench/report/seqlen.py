@@ -4,6 +4,7 @@ refused or ran out of memory."""
 
 from __future__ import annotations
 
+from accelbench.report.cells import SPREAD
 from accelbench.report.content import Section, Table
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
@@ -19,7 +20,8 @@ from accelbench.report.training import (
 )
 
 SOURCE = ("kind 'train' records (benchmark train, not a scaling study's cells): "
-          "tokens_per_s_per_device with step_time_s_min/max, mfu, mem_added_bytes_per_rank_max, "
+          "tokens_per_s_per_device with intervals (6+ trials) else step_time_s_min/max, mfu, "
+          "mem_added_bytes_per_rank_max, "
           f"mem_estimate_bytes_per_rank; the study's table III ({cite('table III')}: GPT-2 XL "
           "from 1K to 8K tokens and beyond, \"does not fit\" where a system could not run it)")
 
@@ -42,5 +44,5 @@ def seq_section(machines: list[Machine]) -> Section:
                         cells, "token",
                         "Table III of the study as a figure: at each length the best cell "
                         "(over micro-batch, GAS and recompute) of each machine and precision, "
-                        "error bars from its fastest and slowest timed step.")
+                        f"error bars: {SPREAD}.")
     return Section("seq", title, SOURCE, note, (figure,), (table,))

@@ -6,6 +6,7 @@ published speedups are drawn alone, labelled as published."""
 from __future__ import annotations
 
 from accelbench.report.cells import (
+    SPREAD,
     Rate,
     canonical,
     num,
@@ -157,7 +158,7 @@ def _cells_table(groups: dict[tuple, list[Record]]) -> Table:
     return Table("Sparsity cells", ("machine", "model", "precision", "pattern", "sparsity",
                                     "status", "tokens/s per device", "speedup over dense",
                                     "loss over dense", "kernel"), tuple(rows),
-                 "Throughput at the median step, (slowest-fastest step) after it; speedup over "
+                 f"Throughput at the median step, (low-high) after it: {SPREAD}; speedup over "
                  "the same sweep's dense cell (sparsity 0) with the 95% interval of the ratio "
                  "from both cells' independent trials, 'no significant difference' where it "
                  "includes 1 (docs/metrics.md); loss over dense after the same steps, one seed "

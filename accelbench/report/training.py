@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from accelbench.report.cells import (
     DOES_NOT_FIT,
+    SPREAD,
     Rate,
     canonical,
     gib,
@@ -100,7 +101,7 @@ def measure_header(unit: str) -> tuple[str, ...]:
             f"planner {unit}s/s per device {HEADER}")
 
 
-TABLE_CAPTION = ("Throughput at the median step, (slowest-fastest step) after it; MFU against "
+TABLE_CAPTION = (f"Throughput at the median step, (low-high) after it: {SPREAD}; MFU against "
                  "the machine's own dense peak for the precision that ran; mem: measured peak "
                  "above the cell's start, worst rank; est.: the analytics estimate; planner: "
                  "the planner's prediction for the same model, layout and batch, and its error; "
