@@ -25,6 +25,7 @@ from accelbench.config.study_options import (
     StudyListOptions,
     StudyRunOptions,
     StudyShowOptions,
+    check_retry,
 )
 from accelbench.report import make_report
 from accelbench.report.cell_lines import StudyLines
@@ -214,7 +215,7 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
 
 
 def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
-            wide: bool = False, remeasure_peak: bool = False) -> Path:
+            wide: bool = False, remeasure_peak: bool = False, retry: int = 0) -> Path:
     """Run a checked plan into the store (each cell stored as it finishes), print the summary
     on stdout; the database's path. A signal ends it with the line of what was kept."""
     from accelbench.bench.recording.interrupted import SweepInterrupted
@@ -230,7 +231,7 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
     start = time.monotonic()
     try:
         with _study_progress(plan) as view:
-            results = run_study(plan, recorder, view, rerun, remeasure_peak)
+            results = run_study(plan, recorder, view, rerun, remeasure_peak, retry)
     except SweepInterrupted as stop:
         _say(stop.line)
         raise typer.Exit(stop.exit_code) from None
@@ -245,12 +246,13 @@ def run_cmd(options: StudyRunOptions) -> None:
     """Run a study: every experiment, stored as it goes; cells finished before are skipped."""
     from accelbench.bench.study import plan_study
 
+    retry = check_retry(options.retry_disturbed)
     plan = plan_study(load_study(options.study), options.profile, options.device)  # bad: exit 2
     if options.dry_run:
         _dry_run(plan, options.wide)
         return
     execute(plan, options.db, options.device, options.rerun, options.wide,
-            options.remeasure_peak)
+            options.remeasure_peak, retry)
 
 
 def main_job(options: MainJobOptions) -> None:

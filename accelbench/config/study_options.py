@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelbench.config.errors import ConfigError
 from accelbench.config.options import (
     DB_HELP,
     DEVICE_HELP,
@@ -47,6 +48,9 @@ class StudyRunOptions:
                            "run nothing, open no database.", "--dry-run")
     rerun: bool = option(False, RERUN_HELP, "--rerun")
     remeasure_peak: bool = option(False, REMEASURE_PEAK_HELP, "--remeasure-peak")
+    retry_disturbed: int = option(0, "Measure the cells flagged disturbed (other work used the "
+                                  "machine in a timed window) again, up to N more passes; every "
+                                  "record is kept and the report reads a cell's latest.")
     db: Path | None = option(None, DB_HELP)
     device: str = option("auto", DEVICE_HELP)
     wide: bool = option(False, WIDE_TABLES_HELP, "--wide")
@@ -63,3 +67,12 @@ class MainJobOptions:
     device: str = option("auto", DEVICE_HELP)
     rerun: bool = option(False, RERUN_HELP, "--rerun")
     wide: bool = option(False, WIDE_TABLES_HELP, "--wide")
+
+
+def check_retry(retry_disturbed: object) -> int:
+    """--retry-disturbed: a whole number >= 0 (ConfigError naming it, before anything runs)."""
+    if not isinstance(retry_disturbed, int) or isinstance(retry_disturbed, bool) \
+            or retry_disturbed < 0:
+        raise ConfigError("retry-disturbed", f"must be a whole number >= 0, got "
+                          f"{retry_disturbed!r}", "0, 1, 2, ...")
+    return retry_disturbed

@@ -72,11 +72,13 @@ def test_the_window_opens_after_warm_up_and_closes_after_the_last_step(metered):
     timed_s = sum(outcome.raw["rank0"]["step_times_s"][2:])
     assert m["energy_window_s"] >= timed_s  # the window holds every timed step
     assert m["energy_source"] == "replay" and m["energy_j_per_rank"] == [m["energy_j"]]
-    assert m["energy_j"] == pytest.approx(WATTS * m["energy_window_s"], rel=1e-3)
+    # the replay source's joules run on its own clock reads, the window on the meter's: on a
+    # loaded machine the two can lie a few ms apart (0.3% of a 1 s window was seen), so 1%
+    assert m["energy_j"] == pytest.approx(WATTS * m["energy_window_s"], rel=1e-2)
     tokens = m["tokens_per_step_global"] * 3
     assert m["energy_per_token_j"] == pytest.approx(m["energy_j"] / tokens)
     assert m["tokens_per_j"] == pytest.approx(tokens / m["energy_j"])
-    assert m["avg_power_w_per_device"] == [pytest.approx(WATTS, rel=1e-3)]
+    assert m["avg_power_w_per_device"] == [pytest.approx(WATTS, rel=1e-2)]
 
 
 def test_the_block_benchmark_meters_its_timed_repetitions(metered):

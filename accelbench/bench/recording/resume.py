@@ -34,8 +34,10 @@ class FinishedCells:
     study (reading it costs about 0.1 s per thousand records): `add` a sweep's records when it
     ends, so the next sweep finds them; a sweep does not skip its own cells."""
 
-    def __init__(self, store: ResultStore, environment: dict) -> None:
+    def __init__(self, store: ResultStore, environment: dict,
+                 redo_disturbed: bool = False) -> None:
         self.store, self.environment = store, environment
+        self.redo_disturbed = redo_disturbed  # a cell flagged disturbed is not finished
         self._by_kind: dict[str, dict[str, Record]] = {}
 
     def find(self, kind: str, spec: dict) -> Record | None:
@@ -46,12 +48,28 @@ class FinishedCells:
 
     def add(self, record: Record) -> None:
         """A record stored since the index was read: found from now on if it is finished."""
-        if record.id is not None and record.status in FINISHED and record.kind in self._by_kind:
+        if record.id is not None and record.status in FINISHED and record.kind in self._by_kind \
+                and not self._redone(record):
             self._by_kind[record.kind][record_fingerprint(record)] = record
 
     def _read(self, kind: str) -> dict[str, Record]:
-        records = [r for status in FINISHED for r in self.store.query(kind=kind, status=status)]
+        records = [r for status in FINISHED for r in self.store.query(kind=kind, status=status)
+                   if not self._redone(r)]
         return {record_fingerprint(r): r for r in sorted(records, key=lambda r: r.id or 0)}
+
+
+    def _redone(self, record: Record) -> bool:
+        """Whether this record is measured again: a disturbed cell, when retrying those."""
+        return self.redo_disturbed and disturbed(record)
+
+
+def disturbed(record: Record) -> bool:
+    """An ok cell some trial of whose timed window other work disturbed."""
+    return record.status == "ok" and record.kind in DISTURBANCE_KINDS \
+        and bool(record.typed.disturbed)
+
+
+DISTURBANCE_KINDS = ("train", "block")  # the kinds whose windows are probed (bench/trials.py)
 
 
 def outcome_of(record: Record) -> Outcome:

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field, replace
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak, peak_of
 from accelbench.bench.recording.recorder import Recorder
-from accelbench.bench.recording.resume import FinishedCells, outcome_of, stored_summary
+from accelbench.bench.recording.resume import (
+    FinishedCells,
+    disturbed,
+    outcome_of,
+    stored_summary,
+)
 from accelbench.bench.recording.session import SweepView, record_sweep
 from accelbench.bench.study import ExperimentPlan, StudyPlan, SweepPlan
 from accelbench.bench.train.cell import KIND as TRAIN_KIND
@@ -93,14 +98,34 @@ class StudyRunner:
     """Runs a plan's sweeps in order into one recorder."""
 
     def __init__(self, plan: StudyPlan, recorder: Recorder, view: StudyView,
-                 rerun: bool = False, remeasure_peak: bool = False) -> None:
+                 rerun: bool = False, remeasure_peak: bool = False,
+                 retry_disturbed: int = 0) -> None:
         self.plan, self.recorder, self.view, self.rerun = plan, recorder, view, rerun
+        self.retry_disturbed = retry_disturbed
         self.remeasure_peak = remeasure_peak  # for the first sweep: the later ones reuse it
         self.finished = None if rerun else FinishedCells(recorder.store, recorder.environment)
         self.peaks: dict[bool, dict[str, SweepPeak]] = {}  # by tf32: this process's peaks
         self.offset = 0
 
     def run(self) -> dict[str, ExperimentResult]:
+        """Every experiment, then up to `retry_disturbed` more passes that measure again only
+        the cells flagged disturbed (the first records are kept: the report reads the latest
+        record of a cell); the first pass's results."""
+        results = latest = self._run_all()
+        for attempt in range(1, self.retry_disturbed + 1):
+            flagged = sum(disturbed(r) for rs in latest.values() for r in rs.records
+                          if r.run_id == self.recorder.run_id)
+            if not flagged:
+                break
+            self.view.note(f"retry {attempt}/{self.retry_disturbed}: {flagged} cell(s) flagged "
+                           "disturbed, measured again")
+            self.finished = FinishedCells(self.recorder.store, self.recorder.environment,
+                                          redo_disturbed=True)
+            self.offset = 0
+            latest = self._run_all()
+        return results
+
+    def _run_all(self) -> dict[str, ExperimentResult]:
         """Every experiment; one that cannot run here is reported with its reason."""
         results = {}
         for experiment in self.plan.experiments:
@@ -166,8 +191,8 @@ class StudyRunner:
 
 
 def run_study(plan: StudyPlan, recorder: Recorder, view: StudyView,
-              rerun: bool = False, remeasure_peak: bool = False
+              rerun: bool = False, remeasure_peak: bool = False, retry_disturbed: int = 0
               ) -> dict[str, ExperimentResult]:
     """Run every experiment of the plan, storing each cell as it finishes; the records by
     experiment (cells finished on this machine before are skipped, unless `rerun`)."""
-    return StudyRunner(plan, recorder, view, rerun, remeasure_peak).run()
+    return StudyRunner(plan, recorder, view, rerun, remeasure_peak, retry_disturbed).run()
