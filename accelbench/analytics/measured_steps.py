@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelbench.analytics.cluster import ClusterSpec
@@ -24,7 +24,7 @@ from accelbench.analytics.intervals import Residual, conditions
 from accelbench.analytics.memory import Kernels
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.steptime import TrainSetup, estimate_step
-from accelbench.config.errors import ConfigError
+from accelbench.config.errors import ConfigError, checked_fields
 from accelbench.config.layout import Layout, layout_from_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.precision import resolve
@@ -52,21 +52,12 @@ class StepRun:
     recompute: str = "none"
     record_id: int | None = None
 
-    def __getitem__(self, key: str) -> Any:
-        """A field by name: cli/plan.py still reads runs as mappings (run["threads"])."""
-        return getattr(self, key)
-
-
 def step_run_of(run: StepRun | Mapping[str, Any], required: tuple[str, ...] = ()) -> StepRun:
     """A run as StepRun; a mapping (a hand-written run) gives its fields by name, `required`
     among them (ConfigError otherwise), the others their defaults where left out or None."""
     if isinstance(run, StepRun):
         return run
-    missing = [k for k in required if k not in run]
-    if missing:
-        raise ConfigError("measured run", f"missing keys {missing}", ", ".join(required))
-    known = {f.name for f in fields(StepRun)}
-    return StepRun(**{k: v for k, v in run.items() if k in known and v is not None})
+    return checked_fields(StepRun, run, required, "measured run", keep_none=False)
 # accelbench's own model: SDPA attention, no dropout, eager SwiGLU and loss
 ACCELBENCH_KERNELS = Kernels(dropout=False)
 # This machine's cells ran one torch thread per core (a launched rank: one thread, as many

@@ -42,7 +42,7 @@ from accelbench.analytics.published_runs import (
     shape,
 )
 from accelbench.analytics.steptime import TrainSetup, compute_efficiency
-from accelbench.config.errors import ConfigError
+from accelbench.config.errors import ConfigError, checked_fields
 from accelbench.config.layout import Layout, layout_from_fields, parse_layout_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
@@ -81,11 +81,7 @@ def measured_run_of(run: MeasuredRun | Mapping[str, Any]) -> MeasuredRun:
     """A run as MeasuredRun; a plain mapping (a hand-written run) must give MEASURED_RUN_KEYS."""
     if isinstance(run, MeasuredRun):
         return run
-    missing = [k for k in MEASURED_RUN_KEYS if k not in run]
-    if missing:
-        raise ConfigError("measured run", f"missing keys {missing}", ", ".join(MEASURED_RUN_KEYS))
-    known = {f.name for f in fields(MeasuredRun)}
-    return MeasuredRun(**{k: v for k, v in run.items() if k in known})
+    return checked_fields(MeasuredRun, run, MEASURED_RUN_KEYS, "measured run")
 
 
 @dataclass(frozen=True)

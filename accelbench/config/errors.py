@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -39,3 +42,16 @@ def require_choice(field: str, value: str, allowed: list[str] | tuple[str, ...])
     if value not in allowed:
         raise ConfigError(field, f"unknown value {value!r}", ", ".join(allowed))
     return value
+
+
+def checked_fields(cls: type, values: Mapping[str, Any], required: Sequence[str],
+                   field: str, keep_none: bool = True) -> Any:
+    """A dataclass from a hand-written mapping: `required` keys present (ConfigError naming
+    `field` otherwise), keys it does not declare ignored, None values left to the defaults
+    unless `keep_none`."""
+    missing = [k for k in required if k not in values]
+    if missing:
+        raise ConfigError(field, f"missing keys {missing}", ", ".join(required))
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in values.items()
+                  if k in known and (keep_none or v is not None)})

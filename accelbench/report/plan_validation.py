@@ -143,9 +143,9 @@ def _measured_steps(store: ResultStore) -> tuple[list[StepRow], list[str]]:
     line for each cell left out (no profile at its thread count)."""
     profiles = profiles_by_threads(store)
     runs = measured_step_runs(store)
-    left = [f"record {r['record_id']}: no profile at {r['threads']} threads (accelbench "
-            f"calibrate --threads {r['threads']})" for r in runs if r["threads"] not in profiles]
-    runs = [r for r in runs if r["threads"] in profiles]
+    left = [f"record {r.record_id}: no profile at {r.threads} threads (accelbench "
+            f"calibrate --threads {r.threads})" for r in runs if r.threads not in profiles]
+    runs = [r for r in runs if r.threads in profiles]
     missing = [missing_precision(r, profiles) for r in runs]
     left += [why for why in missing if why]
     kept = [r for r, why in zip(runs, missing, strict=True) if not why]

@@ -22,7 +22,7 @@ from accelbench.analytics.intervals import (
     loso_coverage,
     order_bounds,
 )
-from accelbench.analytics.measured_steps import missing_precision
+from accelbench.analytics.measured_steps import missing_precision, step_run_of
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.profile import Point, point_dict
@@ -236,7 +236,8 @@ def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
     assert "no fp16 GEMM curve" in (missing_precision(_fp16_cell(), {2: profile}) or "")
     monkeypatch.setattr(plan_validation, "profiles_by_threads", lambda store: {2: profile})
     fp32 = {**_fp16_cell(), "dtype": "fp32", "record_id": 8}
-    monkeypatch.setattr(plan_validation, "measured_step_runs", lambda store: [_fp16_cell(), fp32])
+    runs = [step_run_of(_fp16_cell()), step_run_of(fp32)]  # what the store's reader gives
+    monkeypatch.setattr(plan_validation, "measured_step_runs", lambda store: runs)
     out = CliRunner().invoke(app, ["plan", "--validate", "--db", str(tmp_path / "r.db")])
     assert out.exit_code == 0, out.output
     assert "record 7: a fp16 block cell" in out.stdout
