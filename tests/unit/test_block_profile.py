@@ -80,8 +80,8 @@ def test_block_cells_are_never_predicted_from_block_curves(stores):
     base_record, _ = store.query(kind="profile")
     base, refined = load_profile(store, base_record.id), load_profile(store)
     runs = measured_step_runs(store)
-    assert len(runs) == 2 and isinstance(runs[0]["model"], ModelConfig)
-    threads = runs[0]["threads"]
+    assert len(runs) == 2 and isinstance(runs[0].model, ModelConfig)
+    threads = runs[0].threads
     by_base = validate_measured_steps(runs, {threads: base})
     by_refined = validate_measured_steps(runs, {threads: refined})
     assert [r.predicted_s for r in by_refined] == pytest.approx([r.predicted_s for r in by_base])
