@@ -30,6 +30,9 @@ RESAMPLES = 2000
 MIN_RATIO_SAMPLES = 5  # trials per condition below which a ratio gets no interval
 FASTER, SLOWER, NO_DIFFERENCE, TOO_FEW = ("faster", "slower", "no significant difference",
                                           "too few samples")
+# a candidate that cannot be faster (a masked-dense sparse cell does the dense work and more)
+# measured faster: the interval clears 1, but what it measured is drift or noise, not a gain
+NOT_A_GAIN = "not a speedup: it cannot be faster"
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,8 @@ class Verdict:
             counts = ", ".join(str(k) for k in r.n)
             return f"{TOO_FEW} (n={counts}): {r.value:.2f}x"
         shown = f"{r.value:.2f}x [{r.low:.2f}, {r.high:.2f}]"
+        if self.outcome == NOT_A_GAIN:
+            return f"{NOT_A_GAIN}, drift or noise ({shown})"
         return shown if self.significant else f"{NO_DIFFERENCE} ({shown})"
 
     def to_dict(self) -> dict[str, object]:
@@ -196,6 +201,12 @@ def verdict_of(ratio: Estimate) -> Verdict:
     if ratio.high < 1.0:
         return Verdict(ratio, SLOWER)
     return Verdict(ratio, NO_DIFFERENCE)
+
+
+def without_gain(verdict: Verdict) -> Verdict:
+    """The verdict on a candidate that cannot beat its baseline (masked dense against dense):
+    'faster' becomes NOT_A_GAIN, so noise is never stated as a speedup; the rest stand."""
+    return Verdict(verdict.ratio, NOT_A_GAIN) if verdict.outcome == FASTER else verdict
 
 
 def compare(baseline: Sequence[float], candidate: Sequence[float], *,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -50,6 +51,19 @@ def is_oom(err: BaseException) -> bool:
 def is_unsupported(err: BaseException) -> bool:
     """True when the operator has no kernel for this dtype/device."""
     return isinstance(err, NotImplementedError) or "not implemented for" in str(err)
+
+
+@contextmanager
+def settled_heap() -> Iterator[None]:
+    """Freeze the objects alive before a sweep (torch's and the interpreter's, hundreds of
+    thousands) so that the collection before every trial scans only what the sweep made: about
+    0.15-0.2 s less a collection on this 2-core VM, the same garbage freed. Unfrozen after."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def release_device_memory(device: torch.device) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from accelbench.analytics.stats import CONFIDENCE, median_interval
+from accelbench.bench.guard import settled_heap
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.config.schema import TrialFields, partial_metrics_dict
 from accelbench.config.trials import TRIAL_VALUES, auto_trials
@@ -103,6 +104,13 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
     `progress` is told each trial as it starts: (trials started before it, `done_before` +
     trials x cells in all, the cell's label and trial), `done_before` counting the sweep's cells
     finished before (skipped by resume)."""
+    with settled_heap():
+        return _interleave(cells, trials, seed, sink, progress, done_before)
+
+
+def _interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
+                progress: Progress | None, done_before: int) -> list[Outcome]:
+    """interleave's rounds (its docstring), under one settled heap."""
     rng = random.Random(seed)
     done: dict[int, Outcome] = {}
     kept: dict[int, list[Outcome]] = {i: [] for i in range(len(cells))}

@@ -6,7 +6,7 @@ gives a ratio with no verdict, and says so: never a bare ratio that reads as a f
 
 from __future__ import annotations
 
-from accelbench.analytics.stats import Verdict, compare
+from accelbench.analytics.stats import Verdict, compare, without_gain
 from accelbench.config.schema import ShownFigure
 from accelbench.config.trials import trial_samples
 from accelbench.store.record import Record
@@ -28,17 +28,20 @@ def throughput_samples(record: Record) -> list[float] | None:
     return [tokens / t for t in times]
 
 
-def speedup(base: Record, cell: Record) -> Verdict | None:
+def speedup(base: Record, cell: Record, can_gain: bool = True) -> Verdict | None:
     """The cell's throughput over the base's (ratio of medians) with its verdict, or None where
-    either ran one trial."""
+    either ran one trial; `can_gain` False (masked dense): never 'faster' (stats.without_gain)."""
     a, b = throughput_samples(base), throughput_samples(cell)
-    return None if a is None or b is None else compare(a, b, lower_is_better=False)
+    if a is None or b is None:
+        return None
+    verdict = compare(a, b, lower_is_better=False)
+    return verdict if can_gain else without_gain(verdict)
 
 
-def speedup_text(base: Record, cell: Record, ratio: float | None) -> str:
+def speedup_text(base: Record, cell: Record, ratio: float | None, can_gain: bool = True) -> str:
     """'1.41x [1.20, 1.63]', 'no significant difference (0.88x [0.71, 1.10])', 'too few
     samples (n=3, 3): 1.10x', or '1.10x (one trial: no interval)'; '-' with no ratio."""
-    verdict = speedup(base, cell)
+    verdict = speedup(base, cell, can_gain)
     if verdict is not None:
         return verdict.text()
     return "-" if ratio is None else f"{ratio:.2f}x ({ONE_TRIAL})"

@@ -149,7 +149,8 @@ def _cells_table(groups: dict[tuple, list[Record]]) -> Table:
         for r, (_, up, _), (_, rel, _) in zip(records, speed, loss, strict=True):
             rate = train_rate(r) if r.status == "ok" else None
             claim = ("baseline" if r is dense else
-                     speedup_text(dense, r, up.value) if up and dense else "-")
+                     speedup_text(dense, r, up.value, not masked_dense(r)) if up and dense
+                     else "-")
             rows.append((key[1], str(r.spec.get("model_name")), str(r.spec.get("dtype")),
                          str(r.spec.get("sparsity_pattern", "unstructured")),
                          num(float(r.spec["sparsity"]), "g"), r.status,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelbench.analytics.stats import FASTER, SLOWER
+from accelbench.analytics.stats import FASTER, NOT_A_GAIN, SLOWER
 from accelbench.config.schema import TrialFields
 from accelbench.store.record import Record
 
@@ -32,7 +32,8 @@ def with_interval(value: float | None, bounds: Sequence[float | None] | None, fm
 def claim_text(ratio: float | None, low: float | None, high: float | None,
                verdict: str | None) -> str:
     """A stored ratio with its evidence: '1.41x [1.20-1.63]', 'n.s. 0.88x [0.71-1.10]' (no
-    significant difference), '0.88x (too few trials)' or '0.88x (1 trial)'."""
+    significant difference), 'noise 1.08x [1.01-1.15]' (not a speedup: it cannot be faster),
+    '0.88x (too few trials)' or '0.88x (1 trial)'."""
     if ratio is None:
         return "-"
     if verdict is None:
@@ -40,6 +41,8 @@ def claim_text(ratio: float | None, low: float | None, high: float | None,
     if low is None or high is None:
         return f"{ratio:.2f}x (too few trials)"
     shown = f"{ratio:.2f}x [{low:.2f}-{high:.2f}]"
+    if verdict == NOT_A_GAIN:
+        return f"noise {shown}"
     return shown if verdict in (FASTER, SLOWER) else f"n.s. {shown}"
 
 

@@ -1,0 +1,94 @@
+"""The comparison method on real measurements of this machine, not simulations
+(test_stats.py has those): repeated A/A checks say "no significant difference" in at least 90%
+of them; micro-batch 8 against 1 of a tiny model is found faster; a masked-dense sparsity sweep
+is never stated as a speedup. Tiny shapes (a 512-token vocabulary, sequence 16) keep each
+trial near 50 ms, so twenty A/A checks of six trials a condition take about 15 s here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from accelbench.analytics.stats import (
+    FASTER,
+    NO_DIFFERENCE,
+    NOT_A_GAIN,
+    SLOWER,
+    Verdict,
+    compare,
+    without_gain,
+)
+from accelbench.bench.noise import build_noise_spec, run_noise
+from accelbench.bench.noise_options import NoiseOptions
+from accelbench.bench.outcome import Outcome
+from accelbench.bench.peak import SweepPeak
+from accelbench.bench.train.options import TrainOptions, build_spec
+from accelbench.bench.train.sweep import run_train_sweep
+from accelbench.config.schema import ShownFigure
+from accelbench.config.trials import trial_samples
+from accelbench.report.evidence import speedup
+from accelbench.report.sparsity import masked_dense
+from accelbench.store.record import Record
+
+MODEL = "gpt2-tiny:vocab_size=512"
+KNOWN = (SweepPeak("fp32", 1e12, "fp32", "test peak"),)  # no GEMM peak measured here
+A_A_CHECKS, TRIALS = 20, 6
+
+
+def _sweep(**options: str | int) -> list[Outcome]:
+    """A real training sweep of the tiny model, six trials a cell, on this CPU."""
+    spec = build_spec(TrainOptions(model=MODEL, seq="16", dtype="fp32", steps=3,
+                                   warmup_steps=1, device="cpu", trials=str(TRIALS),
+                                   **options))
+    outcomes = run_train_sweep(replace(spec, peaks=KNOWN), lambda outcome: None)
+    assert [o.status for o in outcomes] == ["ok"] * len(outcomes), outcomes
+    return outcomes
+
+
+def _record(outcome: Outcome) -> Record:
+    return Record(outcome.kind, outcome.status, outcome.spec, {}, outcome.metrics, outcome.raw)
+
+
+@pytest.mark.slow
+def test_repeated_real_a_a_checks_find_no_difference():
+    verdicts = []
+    for seed in range(A_A_CHECKS):
+        spec = build_noise_spec(NoiseOptions(model=MODEL, seq=16, steps=3, warmup_steps=1,
+                                             trials=TRIALS, device="cpu", seed=seed))
+        outcomes: list[Outcome] = []
+        run_noise(replace(spec, train=replace(spec.train, peaks=KNOWN)), outcomes.append)
+        verdicts.append(outcomes[-1].typed.noise_verdict)
+    assert verdicts.count(NO_DIFFERENCE) >= 0.9 * A_A_CHECKS, verdicts
+
+
+@pytest.mark.slow
+def test_micro_batch_8_is_found_faster_than_1():
+    one, eight = (_record(o) for o in _sweep(micro_batch="1,8"))
+    verdict = speedup(one, eight)
+    assert verdict is not None and verdict.outcome == FASTER, verdict
+
+
+@pytest.mark.slow
+def test_a_masked_dense_sweep_is_never_stated_as_a_speedup():
+    for seed in range(3):
+        dense, sparse = _sweep(sparsity="0,0.9", seed=seed)
+        assert masked_dense(_record(sparse))
+        m = sparse.typed
+        assert m.speedup_vs_dense_verdict in (NO_DIFFERENCE, SLOWER, NOT_A_GAIN)
+        assert speedup(_record(dense), _record(sparse), can_gain=False).outcome != FASTER
+        # the stored verdict is the one the trials give, gated
+        ungated = compare(trial_samples(dense.raw, ShownFigure.STEP_TIME),
+                          trial_samples(sparse.raw, ShownFigure.STEP_TIME))
+        assert without_gain(ungated).outcome == m.speedup_vs_dense_verdict
+
+
+def test_a_faster_verdict_on_what_cannot_be_faster_is_noise():
+    faster = compare([2.0, 2.1, 1.9, 2.0, 2.05, 1.95], [1.0, 1.05, 0.95, 1.0, 1.02, 0.98])
+    assert faster.outcome == FASTER
+    gated = without_gain(faster)
+    assert gated.outcome == NOT_A_GAIN and not gated.significant
+    assert gated.text().startswith("not a speedup: it cannot be faster, drift or noise (2.00x")
+    slower = compare([1.0, 1.05, 0.95, 1.0, 1.02, 0.98], [2.0, 2.1, 1.9, 2.0, 2.05, 1.95])
+    assert without_gain(slower) == slower  # a slowdown (the masks' cost) stands
+    assert isinstance(without_gain(slower), Verdict)
