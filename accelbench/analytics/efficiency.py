@@ -5,7 +5,8 @@ out, and the head) take their real per-rank (m, k, n) under tensor parallelism, 
 three products (forward, input gradient, weight gradient). The attention core is timed apart,
 by sequence length and head size: a fused (flash) kernel on the attention curve, an unfused one
 as two batched GEMMs plus the traffic of the scores it writes and reads. Norms, residual adds
-and activations are memory-bound: their bytes over the memory bandwidth.
+and activations are memory-bound: their bytes over the memory bandwidth; so, under FP8, are
+the block GEMMs' scaling casts (amax and cast of input, weight and grad-output).
 
 The rates come from one of two places. A machine profile (analytics/profile.py, made by
 `accelbench calibrate`) gives measured efficiency curves. Without one, built-in curves per
@@ -25,7 +26,11 @@ from accelbench.analytics.flops import attention_core_forward_per_token, block_f
 from accelbench.analytics.kernels import gemm_flops
 from accelbench.analytics.memory import kv_width_per_rank
 from accelbench.analytics.moe_cost import moe_fraction, moe_tokens, routed_assignments
-from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
+from accelbench.analytics.precision import (
+    FP8_GEMM_EFFICIENCY,
+    fp8_cast_bytes,
+    training_widths,
+)
 from accelbench.analytics.profile import MachineProfile, curve_key
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
@@ -196,7 +201,8 @@ def builtin_rates(device: DeviceSpec, dtype: str, peak: float, efficiency: float
 class LayerCost:
     """Seconds of one layer for one micro-batch on one rank, by operation and pass: the block
     GEMMs (forward; backward = input and weight gradients), the attention core, the
-    memory-bound ops; and the head's forward and backward (last stage only)."""
+    memory-bound ops (FP8's scaling casts among them); and the head's forward and backward
+    (last stage only)."""
 
     gemm_fwd: float
     gemm_bwd: float
@@ -273,8 +279,10 @@ def _layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: 
                 dtype: str, fused_attention: bool) -> LayerCost:
     """layer_cost's arithmetic."""
     tokens = seq * mb // cp
-    width = training_widths(dtype).activations
-    gemm_fwd, gemm_bwd = _gemms_s(rates, block_gemm_shapes(cfg, tokens, tp))
+    widths = training_widths(dtype)
+    width = widths.activations
+    shapes = block_gemm_shapes(cfg, tokens, tp)
+    gemm_fwd, gemm_bwd = _gemms_s(rates, shapes)
     core_fwd, core_bwd = _core_s(rates, cfg, seq, mb, cp, tp, width, fused_attention)
     act = (3 if cfg.activation == "swiglu" else 2) * cfg.ffn_dim / tp
     replicated = tokens / tp if sp else tokens
@@ -283,10 +291,21 @@ def _layer_cost(rates: Rates, cfg: ModelConfig, seq: int, mb: int, cp: int, tp: 
     head_fwd, head_bwd = _gemms_s(rates, ((tokens, cfg.d_model, cfg.vocab_size // tp),),
                                   block=False)
     head = head_fwd + head_bwd + rates.head_extra_s(cfg, tokens, tp)
-    cost = LayerCost(gemm_fwd, gemm_bwd, core_fwd, core_bwd, mem_fwd,
-                     BACKWARD_TRAFFIC * mem_fwd, head)
+    cast_fwd, cast_bwd = _fp8_casts_s(rates, shapes) if widths.fp8 else (0.0, 0.0)
+    cost = LayerCost(gemm_fwd, gemm_bwd, core_fwd, core_bwd, mem_fwd + cast_fwd,
+                     BACKWARD_TRAFFIC * mem_fwd + cast_bwd, head)
     measured = rates.block_s(cfg, seq, mb) if tp == cp == 1 else None
     return cost if measured is None else _scaled_to(cost, *measured)
+
+
+def _fp8_casts_s(rates: Rates, shapes: tuple[tuple[int, int, int], ...]
+                 ) -> tuple[float, float]:
+    """(forward, backward) seconds of the block GEMMs' FP8 scaling casts
+    (precision.fp8_cast_bytes): memory-bound, timed as the other streaming ops; a recompute
+    that reruns the memory-bound ops reruns the forward's."""
+    fwd, bwd = (sum(part) for part in zip(*(fp8_cast_bytes(*shape) for shape in shapes),
+                                           strict=True))
+    return rates.stream_s(fwd), rates.stream_s(bwd)
 
 
 def _scaled_to(cost: LayerCost, fwd_s: float, bwd_s: float) -> LayerCost:
