@@ -34,11 +34,12 @@ from accelbench.store.record import Record
 MODEL = "gpt2-tiny:vocab_size=512"
 KNOWN = (SweepPeak("fp32", 1e12, "fp32", "test peak"),)  # no GEMM peak measured here
 A_A_CHECKS, TRIALS = 20, 6
+RETRIES = 3  # measurements of a disturbed, inconclusive comparison
 
 
-def _sweep(**options: str | int) -> list[Outcome]:
+def _sweep(seq: str = "16", **options: str | int) -> list[Outcome]:
     """A real training sweep of the tiny model, six trials a cell, on this CPU."""
-    spec = build_spec(TrainOptions(model=MODEL, seq="16", dtype="fp32", steps=3,
+    spec = build_spec(TrainOptions(model=MODEL, seq=seq, dtype="fp32", steps=3,
                                    warmup_steps=1, device="cpu", trials=str(TRIALS),
                                    **options))
     outcomes = run_train_sweep(replace(spec, peaks=KNOWN), lambda outcome: None)
@@ -64,9 +65,19 @@ def test_repeated_real_a_a_checks_find_no_difference():
 
 @pytest.mark.slow
 def test_micro_batch_8_is_found_faster_than_1():
-    one, eight = (_record(o) for o in _sweep(micro_batch="1,8"))
-    verdict = speedup(one, eight)
-    assert verdict is not None and verdict.outcome == FASTER, verdict
+    """As a user would: a comparison whose cells were disturbed and came out inconclusive is
+    measured again (`study run --retry-disturbed`); it is never called the wrong way round."""
+    verdicts = []
+    for seed in range(RETRIES):
+        # sequence 64: the work, not the step's fixed cost, decides (about 3x the tokens/s here)
+        one, eight = (_record(o) for o in _sweep(seq="64", micro_batch="1,8", seed=seed))
+        verdict = speedup(one, eight)
+        assert verdict is not None and verdict.outcome != SLOWER, verdict.text()
+        verdicts.append(verdict.text())
+        disturbed = one.typed.disturbed or eight.typed.disturbed
+        if verdict.outcome == FASTER or not disturbed:
+            break
+    assert verdict.outcome == FASTER, verdicts
 
 
 @pytest.mark.slow
