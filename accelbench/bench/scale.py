@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from accelbench.analytics.metrics import scaling_efficiency
-from accelbench.analytics.stats import compare
+from accelbench.analytics.stats import ratio_interval, scaled, verdict_of
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.train.cell import KIND
 from accelbench.bench.train.launch import (
@@ -165,15 +165,17 @@ def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
 
 
 def speedup_evidence(base: Outcome, cell: Outcome) -> dict:
-    """The speedup's 95% interval and verdict from both counts' independent trials
-    (analytics/stats.py compare over each trial's tokens/s, raw TRIAL_VALUES: a seeded
-    bootstrap; too few trials give the verdict and no interval), and scaling efficiency's
-    interval (the speedup's over n / baseline n); nothing where either ran one trial."""
-    figure = StepTimed.TOKENS_PER_S_GLOBAL
+    """The speedup's 95% interval and verdict from both counts' independent trials, and scaling
+    efficiency's interval (the speedup's over n / baseline n); nothing where either ran one
+    trial. The ratio is analytics/stats.py's over each trial's step time (raw TRIAL_VALUES: a
+    seeded bootstrap; too few trials give the verdict and no interval) times the counts' fixed
+    tokens a step, so its value is the row's speedup exactly."""
+    figure = StepTimed.STEP_TIME_S_MEDIAN
     a, b = trial_samples(base.raw, figure), trial_samples(cell.raw, figure)
     if a is None or b is None:
         return {}
-    verdict = compare(a, b, lower_is_better=False)
+    tokens = cell.typed.tokens_per_step_global / base.typed.tokens_per_step_global
+    verdict = verdict_of(scaled(ratio_interval(a, b), tokens))
     low, high = verdict.ratio.low, verdict.ratio.high
     n, base_n = cell.spec["scale_devices"], base.spec["scale_devices"]
     efficiency = {} if low is None or high is None else dict(

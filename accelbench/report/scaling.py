@@ -17,7 +17,7 @@ from accelbench.report.cells import (
     varying_label,
 )
 from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
-from accelbench.report.evidence import speedup_text
+from accelbench.report.evidence import stored_speedup_text
 from accelbench.report.machines import Machine
 from accelbench.report.paper import TABLE_II, TABLE_II_NOTE, cite
 from accelbench.report.predict import (
@@ -65,15 +65,14 @@ def _global_rate(row: ScaleRow, cell: Record | None) -> Rate | None:
     return spread.scaled(row.tokens_per_s_global / spread.value)
 
 
-def _speedup(row: ScaleRow, cells: dict[int, Record]) -> str:
-    """The speedup in the words of every claim of the report (evidence.py: the interval of
-    compare over both counts' trials, 'no significant difference' where it holds 1); the
-    summary's stored evidence where the counts' cells are not at hand."""
-    base, cell = cells.get(row.baseline_devices), cells.get(row.devices)
-    if row.speedup is None or row.devices == row.baseline_devices or base is None \
-            or cell is None:
-        return scale_speedup_text(row) if row.speedup is not None else "-"
-    return speedup_text(base, cell, row.speedup)
+def _speedup(row: ScaleRow, base: ScaleRow | None) -> str:
+    """The summary's speedup in the words of every claim of the report (evidence.py: its 95%
+    interval from both counts' trials, 'no significant difference' where it holds 1)."""
+    if row.speedup is not None and row.devices == row.baseline_devices:
+        return scale_speedup_text(row)
+    n = ((base.trials if base else None) or 1, row.trials or 1)
+    return stored_speedup_text(row.speedup, row.speedup_low, row.speedup_high,
+                               row.speedup_verdict, n)
 
 
 def _efficiency(row: ScaleRow) -> Rate | None:
@@ -88,13 +87,15 @@ def _efficiency(row: ScaleRow) -> Rate | None:
 
 def _rows(label: str, summary: Record, cells: dict[int, Record]) -> list[tuple[str, ...]]:
     rows = []
-    for row in summary.typed.rows or []:
+    scale_rows = summary.typed.rows or []
+    base = next((r for r in scale_rows if r.devices == r.baseline_devices), None)
+    for row in scale_rows:
         cell = cells.get(row.devices)
         tokens = _global_rate(row, cell)
         ok = row.status == "ok"
         rows.append((label, str(row.devices), "does not fit" if row.status == "oom"
                      else str(row.status), tokens.text() if tokens else "-",
-                     num(row.tokens_per_s_per_device), _speedup(row, cells),
+                     num(row.tokens_per_s_per_device), _speedup(row, base),
                      pct_interval(row.scaling_efficiency, row.scaling_efficiency_low,
                                   row.scaling_efficiency_high),
                      pct(row.mfu, 2), str(row.baseline_devices),
