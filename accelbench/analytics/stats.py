@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from accelbench.config.errors import ConfigError
@@ -190,6 +190,14 @@ class Verdict:
     def to_dict(self) -> dict[str, object]:
         """Plain dict for JSON."""
         return {"outcome": self.outcome, "text": self.text(), "ratio": self.ratio.to_dict()}
+
+
+def scaled(ratio: Estimate, factor: float) -> Estimate:
+    """A ratio of medians times a known constant (a speedup of throughputs from a ratio of
+    times when the work a step differs by `factor`), its interval with it."""
+    return replace(ratio, value=ratio.value * factor,
+                   low=None if ratio.low is None else ratio.low * factor,
+                   high=None if ratio.high is None else ratio.high * factor)
 
 
 def verdict_of(ratio: Estimate) -> Verdict:

@@ -7,25 +7,36 @@ counts are measured by the same harness. Counts are ordered smallest first whate
 were given in; speedup = throughput / throughput of the smallest count that ran (ok), and
 scaling efficiency = speedup / (devices / that count). When that is not one device (no 1-device
 run, or it failed), every row and the summary say so.
+
+With --trials N every count is a cell of one interleaved comparison (each trial its own launch,
+every count in every round, in a seeded random order), each count's record carries its trials'
+intervals, and each speedup and scaling efficiency its 95% interval and verdict from the
+trials (speedup_evidence; docs/metrics.md, "Trials of launched cells and the scaling study").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from accelbench.analytics.metrics import scaling_efficiency
+from accelbench.analytics.stats import ratio_interval, scaled, verdict_of
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.train.cell import KIND
 from accelbench.bench.train.launch import (
-    adopt_peak,
-    launch_cell,
+    LaunchPeaks,
+    launch_trial,
     launched_cell_spec,
-    with_launch_peaks,
+    launched_trials,
+    run_rounds,
 )
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import check_sweep
+from accelbench.bench.train.trials import combine_train_trials
+from accelbench.bench.trials import CellTrials
 from accelbench.config.errors import ConfigError, require_choice, require_positive
-from accelbench.config.schema import ScaleMetrics, ScaleRow, metrics_dict
+from accelbench.config.schema import ScaleMetrics, ScaleRow, StepTimed, metrics_dict
+from accelbench.config.trials import trial_samples
 
 MODES = ("weak", "strong")
 
@@ -50,7 +61,7 @@ def spec_at(scale: ScaleSpec, n: int) -> TrainSpec:
                               f"device counts that divide {micro_batch}")
         micro_batch //= n
     layout = f"dp={n},zero={scale.zero}"
-    return replace(scale.base, micro_batches=(micro_batch,), nproc=n, layout=layout, trials=1)
+    return replace(scale.base, micro_batches=(micro_batch,), nproc=n, layout=layout)
 
 
 def validate_scale(scale: ScaleSpec) -> ScaleSpec:
@@ -73,30 +84,40 @@ def validate_scale(scale: ScaleSpec) -> ScaleSpec:
 
 def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None,
               skip: Skip | None = None) -> list[Outcome]:
-    """Measure every device count in turn; each cell's outcome goes to `sink` as it lands.
-    A count `skip` reports finished is returned without a launch; the peak is decided before
-    the first count that runs (never, when every count is finished)."""
+    """Every device count as a cell of one comparison: `trials` rounds (auto: per device), each
+    running every count still going in a random order seeded by --seed, every trial its own
+    torchrun launch, so the baseline count is measured in every round (bench/trials.py); one
+    trial runs the counts in order, as before trials. Each record goes to `sink` once made; a
+    count `skip` reports finished is returned without a launch; the peak is decided before
+    the first launch (never, when every count is finished)."""
     validate_scale(scale)
-    base, adopted = None, {p.dtype: p for p in scale.base.peaks}
-    outcomes = []
-    for i, n in enumerate(scale.devices):
-        if on_cell:
-            on_cell(i, len(scale.devices), f"{n} device(s), {scale.mode} scaling")
-        scaled = {"scale_mode": scale.mode, "scale_devices": n}
-        spec = spec_at(scale, n)
-        outcome = finished(skip, KIND, {**launched_cell_spec(spec, spec.cells()[0]), **scaled})
-        if outcome is not None:
-            adopt_peak(adopted, outcome)
-        else:  # one peak for every count, a skipped count's if there is one
-            known = replace(scale.base, peaks=tuple(adopted.values()))
-            base = base or with_launch_peaks(known, sink)
-            spec = spec_at(replace(scale, base=base), n)
-            outcome = launch_cell(spec, spec.cells()[0])
-            outcome = replace(outcome, spec={**outcome.spec, **scaled})
-            sink(outcome)
-        outcomes.append(outcome)
-    return outcomes
+    scale = replace(scale, base=launched_trials(scale.base))
+    peaks = LaunchPeaks(scale.base, sink)
+    done = [finished(skip, KIND, {**launched_cell_spec(spec_at(scale, n), spec_at(scale, n)
+                                                       .cells()[0]), **_scaled(scale, n)})
+            for n in scale.devices]
+    to_run = []
+    for n, outcome in zip(scale.devices, done, strict=True):
+        if outcome is not None:  # one peak for every count, a skipped count's if there is one
+            peaks.adopt(outcome)
+            continue
+        to_run.append(CellTrials(f"{n} device(s), {scale.mode} scaling",
+                                 partial(_count_trial, scale, peaks, n), combine_train_trials))
+    measured = iter(run_rounds(to_run, scale.base.trials, scale.base.seed, sink, on_cell,
+                               len(done) - len(to_run)))
+    return [o if o is not None else next(measured) for o in done]
 
+
+def _scaled(scale: ScaleSpec, n: int) -> dict:
+    """What a count's record spec says of the study it belongs to."""
+    return {"scale_mode": scale.mode, "scale_devices": n}
+
+
+def _count_trial(scale: ScaleSpec, peaks: LaunchPeaks, n: int, trial: int) -> Outcome:
+    """Trial `trial` of device count n: the base cell laid out over n devices, launched."""
+    spec = spec_at(replace(scale, base=peaks.decided()), n)
+    outcome = launch_trial(spec, spec.cells()[0], trial, spec.trials)
+    return replace(outcome, spec={**outcome.spec, **_scaled(scale, n)})
 
 
 def run_scale_sweep(scale: ScaleSpec, sink: Sink, step: object = None,
@@ -119,7 +140,8 @@ def baseline_note(outcomes: list[Outcome], base_n: int | None) -> str:
 
 def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
     """Table II's columns per device count, smallest count first: throughput, speedup and
-    scaling efficiency over the smallest count that ran (baseline_devices in every row)."""
+    scaling efficiency over the smallest count that ran (baseline_devices in every row), each
+    with its 95% interval and verdict where both counts ran trials (speedup_evidence)."""
     ordered = sorted(outcomes, key=lambda o: o.spec["scale_devices"])
     ok = [o for o in ordered if o.status == "ok"]
     base = ok[0] if ok else None
@@ -136,9 +158,31 @@ def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
             row = replace(row, tokens_per_s_global=tps, tokens_per_s_per_device=tps / n,
                           speedup=tps / base_tps,
                           scaling_efficiency=scaling_efficiency(tps, base_tps, n, base_n),
-                          mfu=o.typed.mfu)
+                          mfu=o.typed.mfu, trials=o.typed.trials,
+                          **({} if o is base else speedup_evidence(base, o)))
         rows.append(row.stored())
     return rows
+
+
+def speedup_evidence(base: Outcome, cell: Outcome) -> dict:
+    """The speedup's 95% interval and verdict from both counts' independent trials, and scaling
+    efficiency's interval (the speedup's over n / baseline n); nothing where either ran one
+    trial. The ratio is analytics/stats.py's over each trial's step time (raw TRIAL_VALUES: a
+    seeded bootstrap; too few trials give the verdict and no interval) times the counts' fixed
+    tokens a step, so its value is the row's speedup exactly."""
+    figure = StepTimed.STEP_TIME_S_MEDIAN
+    a, b = trial_samples(base.raw, figure), trial_samples(cell.raw, figure)
+    if a is None or b is None:
+        return {}
+    tokens = cell.typed.tokens_per_step_global / base.typed.tokens_per_step_global
+    verdict = verdict_of(scaled(ratio_interval(a, b), tokens))
+    low, high = verdict.ratio.low, verdict.ratio.high
+    n, base_n = cell.spec["scale_devices"], base.spec["scale_devices"]
+    efficiency = {} if low is None or high is None else dict(
+        scaling_efficiency_low=scaling_efficiency(low, 1.0, n, base_n),
+        scaling_efficiency_high=scaling_efficiency(high, 1.0, n, base_n))
+    return dict(speedup_low=low, speedup_high=high, speedup_verdict=verdict.outcome,
+                **efficiency)
 
 
 def summary_outcome(scale: ScaleSpec, outcomes: list[Outcome]) -> Outcome:

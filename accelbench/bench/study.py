@@ -303,7 +303,7 @@ def _plan_training(spec: TrainSpec, planner: Planner, longest: bool) -> SweepPla
     local = spec.nproc == 1 and not needs_group(spec.layout_for(1)) and not in_process_group()
     world = world_size(spec)
     cells = local_cells(spec) if local else spec.cells()
-    trials = resolve_trials(spec.trials, planner.device) if local else 1  # a launched cell: 1
+    trials = 1 if in_process_group() else resolve_trials(spec.trials, planner.device)
     planned = [_train_cell(planner, spec, c, world, local=local) for c in cells]
     planned = [replace(p, time_s=p.time_s * trials) for p in planned]
     if spec.max_micro_batch:
@@ -381,10 +381,11 @@ def plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
     if not kept:
         return SweepPlan(title, (), lambda *args: [], note=note)
     cells = []
+    trials = resolve_trials(base.trials, planner.device)  # each a launch of every count
     for n in kept:
         spec = spec_at(scale, n)
-        cells.append(_train_cell(planner, spec, spec.cells()[0], n, f"{n} device(s)",
-                                 local=False))
+        cell = _train_cell(planner, spec, spec.cells()[0], n, f"{n} device(s)", local=False)
+        cells.append(replace(cell, time_s=cell.time_s * trials))
 
     def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
             peaks: tuple[SweepPeak, ...]) -> list[Outcome]:

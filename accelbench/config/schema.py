@@ -262,12 +262,25 @@ class ScaleRow:
     speedup: float | None = None
     scaling_efficiency: float | None = None
     mfu: float | None = None
+    # From trials (bench.scale.speedup_evidence: analytics.stats.compare of this count's
+    # per-trial tokens/s against the baseline count's); stored only where they have a value,
+    # so a one-trial study's rows are as before trials.
+    trials: int | None = None  # this count's trials
+    speedup_low: float | None = None  # 95% interval of the speedup (None: too few trials)
+    speedup_high: float | None = None
+    speedup_verdict: str | None = None  # faster, slower, no significant difference, too few
+    scaling_efficiency_low: float | None = None  # the speedup's interval over n / baseline n
+    scaling_efficiency_high: float | None = None
 
     def stored(self) -> dict[str, Any]:
-        """The row as a scale record stores it: the measured fields only where it measured."""
+        """The row as a scale record stores it: the measured fields only where it measured,
+        the trials' evidence only where there is some."""
         row = asdict(self)
         if self.tokens_per_s_global is None:
             for name in _SCALE_MEASURED:
+                row.pop(name)
+        for name in _SCALE_EVIDENCE:
+            if row[name] is None:
                 row.pop(name)
         return row
 
@@ -279,6 +292,8 @@ class ScaleRow:
 
 _SCALE_MEASURED = ("tokens_per_s_global", "tokens_per_s_per_device", "speedup",
                    "scaling_efficiency", "mfu")
+_SCALE_EVIDENCE = ("trials", "speedup_low", "speedup_high", "speedup_verdict",
+                   "scaling_efficiency_low", "scaling_efficiency_high")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ gives a ratio with no verdict, and says so: never a bare ratio that reads as a f
 
 from __future__ import annotations
 
-from accelbench.analytics.stats import Verdict, compare, without_gain
+from accelbench.analytics.stats import CONFIDENCE, Estimate, Verdict, compare, without_gain
 from accelbench.config.schema import ShownFigure
 from accelbench.config.trials import trial_samples
 from accelbench.store.record import Record
@@ -45,3 +45,14 @@ def speedup_text(base: Record, cell: Record, ratio: float | None, can_gain: bool
     if verdict is not None:
         return verdict.text()
     return "-" if ratio is None else f"{ratio:.2f}x ({ONE_TRIAL})"
+
+
+def stored_speedup_text(ratio: float | None, low: float | None, high: float | None,
+                        verdict: str | None, n: tuple[int, ...]) -> str:
+    """A speedup a record stores with its evidence (a scaling row's), in speedup_text's words;
+    '1.10x (one trial: no interval)' where it stores no verdict, '-' with no ratio."""
+    if ratio is None:
+        return "-"
+    if verdict is None:
+        return f"{ratio:.2f}x ({ONE_TRIAL})"
+    return Verdict(Estimate(ratio, low, high, n, CONFIDENCE, "stored"), verdict).text()

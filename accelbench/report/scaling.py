@@ -17,6 +17,7 @@ from accelbench.report.cells import (
     varying_label,
 )
 from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
+from accelbench.report.evidence import stored_speedup_text
 from accelbench.report.machines import Machine
 from accelbench.report.paper import TABLE_II, TABLE_II_NOTE, cite
 from accelbench.report.predict import (
@@ -25,6 +26,7 @@ from accelbench.report.predict import (
     prediction_text,
     train_prediction,
 )
+from accelbench.report.trials import pct_interval, scale_speedup_text
 from accelbench.store.record import Record
 
 SOURCE = ("kind 'scale' summary records (metrics.rows: devices, tokens_per_s_global, speedup, "
@@ -63,16 +65,39 @@ def _global_rate(row: ScaleRow, cell: Record | None) -> Rate | None:
     return spread.scaled(row.tokens_per_s_global / spread.value)
 
 
+def _speedup(row: ScaleRow, base: ScaleRow | None) -> str:
+    """The summary's speedup in the words of every claim of the report (evidence.py: its 95%
+    interval from both counts' trials, 'no significant difference' where it holds 1)."""
+    if row.speedup is not None and row.devices == row.baseline_devices:
+        return scale_speedup_text(row)
+    n = ((base.trials if base else None) or 1, row.trials or 1)
+    return stored_speedup_text(row.speedup, row.speedup_low, row.speedup_high,
+                               row.speedup_verdict, n)
+
+
+def _efficiency(row: ScaleRow) -> Rate | None:
+    """Scaling efficiency with its 95% interval (the speedup's over the device ratio); the
+    baseline's is exact (1 by definition: a bar of no width)."""
+    if row.scaling_efficiency is None:
+        return None
+    if row.devices == row.baseline_devices:
+        return Rate(row.scaling_efficiency, row.scaling_efficiency, row.scaling_efficiency)
+    return Rate(row.scaling_efficiency, row.scaling_efficiency_low, row.scaling_efficiency_high)
+
+
 def _rows(label: str, summary: Record, cells: dict[int, Record]) -> list[tuple[str, ...]]:
     rows = []
-    for row in summary.typed.rows or []:
+    scale_rows = summary.typed.rows or []
+    base = next((r for r in scale_rows if r.devices == r.baseline_devices), None)
+    for row in scale_rows:
         cell = cells.get(row.devices)
         tokens = _global_rate(row, cell)
         ok = row.status == "ok"
         rows.append((label, str(row.devices), "does not fit" if row.status == "oom"
                      else str(row.status), tokens.text() if tokens else "-",
-                     num(row.tokens_per_s_per_device),
-                     num(row.speedup, ".2f"), pct(row.scaling_efficiency),
+                     num(row.tokens_per_s_per_device), _speedup(row, base),
+                     pct_interval(row.scaling_efficiency, row.scaling_efficiency_low,
+                                  row.scaling_efficiency_high),
                      pct(row.mfu, 2), str(row.baseline_devices),
                      prediction_text(train_prediction(cell)) if ok and cell else "-"))
     return rows
@@ -87,9 +112,8 @@ def _figure(items: list[tuple[str, Record, dict[int, Record]]]) -> Figure:
     eff, tokens = [], []
     for label, summary, cells in items:
         rows = summary.typed.rows or []
-        eff.append(points_series(label, [(r.devices, Rate(r.scaling_efficiency)
-                                          if r.scaling_efficiency is not None else None,
-                                          r.status == "oom") for r in rows]))
+        eff.append(points_series(label, [(r.devices, _efficiency(r), r.status == "oom")
+                                         for r in rows]))
         tokens.append(points_series(label, [(r.devices, _global_rate(r, cells.get(
             r.devices)), r.status == "oom") for r in rows]))
     return Figure("table2_scaling", "Device scaling: efficiency and throughput",
@@ -98,8 +122,10 @@ def _figure(items: list[tuple[str, Record, dict[int, Record]]]) -> Figure:
                    Panel("throughput", "devices", "tokens/s (all devices)", tuple(tokens), True,
                          "no scale records")),
                   "Table II of the study as a figure: scaling efficiency (speedup over the "
-                  "smallest count that ran, divided by the device ratio) and global tokens/s "
-                  f"with error bars ({SPREAD}); hollow squares: "
+                  "smallest count that ran, divided by the device ratio; error bars: the "
+                  "speedup's 95% interval from both counts' trials over that ratio, where each "
+                  "ran 5 or more, drawn only where every count of the series has one) and "
+                  f"global tokens/s with error bars ({SPREAD}); hollow squares: "
                   f"the efficiencies the paper states at each system's largest count "
                   f"({cite('table II')}).")
 
@@ -120,8 +146,12 @@ def scaling_section(machines: list[Machine]) -> Section:
                                       "MFU", "over devices",
                                       f"planner tokens/s per device {HEADER}"),
                  tuple(row for lab, r, cells in items for row in _rows(lab, r, cells)),
-                 "Speedup over the smallest count that ran ('over devices'); "
-                 f"(low-high) of each count's cell: {SPREAD}; planner: "
+                 "Speedup over the smallest count that ran ('over devices'), with the 95% "
+                 "interval of the ratio of median throughputs from both counts' trials and "
+                 "what it supports ('no significant difference' where it holds 1; too few "
+                 "samples under 5 trials a count; one trial: no interval); scaling "
+                 "efficiency's [low-high] is that interval over the device ratio; "
+                 f"(low-high) of each count's tokens/s: {SPREAD}; planner: "
                  f"{INTERVAL_NOTE}.")
     text = () if items else ("No scale records: the figure shows the paper's published "
                              "efficiencies alone.",)

@@ -21,7 +21,15 @@ from accelbench.config.schema import (
 from accelbench.config.vocab import GIB
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
-from accelbench.report.trials import claim_text, status_text, trials_caption, with_interval
+from accelbench.report.trials import (
+    SCALE_EVIDENCE,
+    claim_text,
+    pct_interval,
+    scale_speedup_text,
+    status_text,
+    trials_caption,
+    with_interval,
+)
 from accelbench.store.record import Record
 
 
@@ -234,6 +242,11 @@ def scale_table(rows: list[ScaleRow], title: str = "Scaling") -> Table:
     for r in rows:
         add_plain_row(table, r.devices, r.global_batch, r.status,
                       _num(r.tokens_per_s_global, ",.0f"), _num(r.tokens_per_s_per_device, ",.0f"),
-                      _num(r.speedup, ".2f"), _pct(r.scaling_efficiency), _pct(r.mfu),
-                      r.reason or "")
+                      scale_speedup_text(r), pct_interval(r.scaling_efficiency,
+                                                          r.scaling_efficiency_low,
+                                                          r.scaling_efficiency_high),
+                      _pct(r.mfu), r.reason or "")
+    trials = sorted({r.trials for r in rows if r.trials})
+    shown = "/".join(map(str, trials)) if trials else "1"
+    table.caption = Text(f"{shown} trial(s) a count; {SCALE_EVIDENCE}")
     return table

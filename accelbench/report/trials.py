@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelbench.analytics.stats import FASTER, NOT_A_GAIN, SLOWER
-from accelbench.config.schema import TrialFields
+from accelbench.config.schema import ScaleRow, TrialFields
 from accelbench.store.record import Record
 
 DISTURBED_MARK = "!"
@@ -44,6 +44,30 @@ def claim_text(ratio: float | None, low: float | None, high: float | None,
     if verdict == NOT_A_GAIN:
         return f"noise {shown}"
     return shown if verdict in (FASTER, SLOWER) else f"n.s. {shown}"
+
+
+def pct_interval(value: float | None, low: float | None, high: float | None) -> str:
+    """A fraction as a percentage with its 95% interval where it has one: '92.5% [85.1-99.0%]'
+    (scaling efficiency); '-' without a value."""
+    if value is None:
+        return "-"
+    shown = f"{100 * value:.1f}%"
+    return shown if low is None or high is None else \
+        f"{shown} [{100 * low:.1f}-{100 * high:.1f}%]"
+
+
+def scale_speedup_text(row: ScaleRow) -> str:
+    """A scaling row's speedup with its evidence (claim_text); the baseline count's is 1 by
+    definition: '1.00x (baseline)'."""
+    if row.speedup is not None and row.devices == row.baseline_devices:
+        return f"{row.speedup:.2f}x (baseline)"
+    return claim_text(row.speedup, row.speedup_low, row.speedup_high, row.speedup_verdict)
+
+
+# What a scaling table's speedup and efficiency intervals are, in its caption.
+SCALE_EVIDENCE = ("speedup: ratio of median tokens/s over the baseline count; [low-high] its "
+                  "95% interval from both counts' trials (bootstrap, 5 or more trials a count), "
+                  "efficiency's that over the device ratio; n.s.: no significant difference")
 
 
 def status_text(status: str, disturbed: bool | None) -> str:

@@ -104,7 +104,7 @@ def test_the_runner_records_the_load_and_the_all_to_all():
     cfg = get_preset("moe-tiny").with_changes(n_positions=64, vocab_size=1024,
                                               capacity_factor=1.0)
     spec = TrainSpec(model=cfg, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp32",),
-                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600,
+                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600, trials=1,
                      layout="ep=2", peaks=(SweepPeak("fp32", 1e11, "fp32", "given"),))
     outcome = run_train_sweep(spec, lambda o: None)[0]
     assert outcome.status == "ok", outcome.reason

@@ -26,7 +26,7 @@ REFERENCE_LAYOUT = "dp=2,zero=3"
 
 def _spec(layout: str, dtype: str, recipe: str | None = None) -> TrainSpec:
     return TrainSpec(model=TINY, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=(dtype,),
-                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600,
+                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600, trials=1,
                      layout=layout, lr=1e-2, lr_warmup_steps=0, fp8_recipe=recipe,
                      peaks=(SweepPeak("bf16", 1e11, "bf16", "test"),))
 

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.dist
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, vocab_size=1024, n_positions=64)
 CLI_ARGS = ["train", "--model", "gpt2-tiny:n_layer=2,vocab_size=1024,n_positions=64", "--seq",
             "16", "--warmup-steps", "1", "--dtype", "fp32", "--device", "cpu", "--nproc", "2",
-            "--quiet", "--cell-timeout", "120"]
+            "--quiet", "--cell-timeout", "120", "--trials", "1"]
 MARKER = "ACCELBENCH_TEST_MARKER"
 
 
@@ -126,7 +126,7 @@ def _recorded(db: Path, kind: str) -> int:
 
 def _spec(**changes) -> TrainSpec:
     base = dict(model=TINY, seq_lens=(16,), micro_batches=(1,), gas=(1,), dtypes=("fp32",),
-                steps=4, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=120,
+                steps=4, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=120, trials=1,
                 peaks=(SweepPeak("fp32", 1e11, "fp32", "given"),))  # no GEMM peak measured
     return TrainSpec(**{**base, **changes})
 

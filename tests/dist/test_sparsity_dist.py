@@ -28,7 +28,7 @@ def sparse_cell(layout: str) -> tuple[Outcome, list[Outcome]]:
     ranks under `layout`: 3 steps (1 warm-up) of 2 x 2 micro-batches of 32 tokens, fp32, a given
     peak; launched the first time a test asks for the layout (launch_cases.shared_sweep)."""
     spec = TrainSpec(model=TINY, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp32",),
-                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600,
+                     steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600, trials=1,
                      layout=layout, sparsities=(LEVEL,), lr=1e-2, lr_warmup_steps=0,
                      peaks=GIVEN_PEAK)
     [outcome], sink = shared_sweep(spec)

@@ -28,7 +28,7 @@ MEASURED_PEAK_LAYOUT = "dp=2"
 def _spec(**changes):
     base = dict(model=TINY, seq_lens=(32,), micro_batches=(2,), gas=(2,), dtypes=("fp32",),
                 steps=3, warmup_steps=1, device="cpu", nproc=2, cell_timeout_s=600,
-                peaks=GIVEN_PEAKS)
+                peaks=GIVEN_PEAKS, trials=1)  # one launch a cell, but where trials are tested
     base.update(changes)
     return TrainSpec(**base)
 
@@ -141,13 +141,45 @@ def test_a_layout_that_does_not_divide_stops_before_launching():
         run_train_sweep(_spec(layout="dp=3"), lambda o: None)
 
 
-def test_scaling_study_runs_every_count_under_torchrun():
+def test_scaling_study_runs_every_count_in_every_round_under_torchrun():
+    """--devices 2,1 --trials 2: four launches, both counts in each round (the baseline
+    measured in every one), each count's record of its 2 trials, the speedup's verdict
+    'too few samples' (an interval needs 5 trials a count)."""
     from accelbench.bench.scale import ScaleSpec, run_scale, scaling_rows
 
-    base = _spec(nproc=1, gas=(1,))
+    base = _spec(nproc=1, gas=(1,), trials=2)
     outcomes = run_scale(ScaleSpec(base, (2, 1), "weak"), lambda o: None)
-    assert [o.status for o in outcomes] == ["ok", "ok"]
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.reason for o in outcomes]
+    for o in outcomes:
+        m = o.typed
+        assert m.trials == 2 and len(m.trial_positions) == 2 and m.trial_cells == 2
+        assert len(o.raw["trial_values"]["tokens_per_s_global"]) == 2
+        assert [sorted(r) for r in o.raw["trial_order"]] == [sorted(
+            ["1 device(s), weak scaling", "2 device(s), weak scaling"])] * 2
+        assert o.spec["trials"] == 2 and len(m.step_time_s_median_per_rank) == \
+            o.spec["scale_devices"]
     rows = scaling_rows(outcomes)
     assert [r["devices"] for r in rows] == [1, 2] and rows[0]["baseline_devices"] == 1
     assert rows[0]["speedup"] == 1.0 and rows[1]["global_batch"] == 2 * rows[0]["global_batch"]
     assert rows[1]["scaling_efficiency"] == pytest.approx(rows[1]["speedup"] / 2)
+    assert rows[1]["trials"] == 2 and rows[1]["speedup_verdict"] == "too few samples"
+    assert "speedup_low" not in rows[1]
+
+
+def test_launched_cells_run_their_trials_interleaved():
+    """--nproc 2 --trials 2 over two cells: each trial its own launch, both cells in every
+    round, each record rank 0's two trials combined (per-trial values, per-rank medians)."""
+    sunk = []
+    outcomes = run_train_sweep(_spec(micro_batches=(1, 2), trials=2), sunk.append)
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.reason for o in outcomes]
+    assert sunk == outcomes  # sunk at the end of the last round, in the sweep's order
+    for o in outcomes:
+        m = o.typed
+        assert m.trials == 2 and m.trial_cells == 2 and len(m.trial_positions) == 2
+        assert len(o.raw["trials"]) == 2 and len(m.step_time_s_median_per_rank) == 2
+        values = o.raw["trial_values"]["step_time_s_median"]
+        assert len(values) == 2 and m.step_time_s_median == pytest.approx(sum(values) / 2)
+        assert m.tokens_per_s_global == pytest.approx(m.tokens_per_step_global
+                                                      / m.step_time_s_median)
+        assert all(len(r) == 2 for r in o.raw["trial_order"]) and len(o.raw["trial_order"]) == 2
+        assert o.spec["trials"] == 2 and o.spec["world_size"] == 2

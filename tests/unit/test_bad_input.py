@@ -72,9 +72,9 @@ CASES = [
     case("train --steps 0", "error: steps: must be a positive number, got 0"),
     case("train --trials 0", "error: trials: must be a whole number >= 1 or auto, got '0'"),
     case("train --trials nan", "error: trials: must be a whole number >= 1 or auto, got 'nan'"),
+    case("scale --trials 0", "error: trials: must be a whole number >= 1 or auto, got '0'"),
     case("study run emani2023 --retry-disturbed -1 --db {dir}/s.db",
          "error: retry-disturbed: must be a whole number >= 0, got -1"),
-    case("train --nproc 2 --trials 3 --device cpu", "error: trials: 3 trials of launched cells"),
     case("train --disturbance-threshold 0", "error: disturbance-threshold: must be a fraction "
          "in (0, 1], got 0.0"),
     case("train --disturbance-threshold nan", "error: disturbance-threshold: must be a fraction "

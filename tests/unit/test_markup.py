@@ -120,12 +120,13 @@ def test_block_prints_a_failed_cell_and_the_results_path_verbatim(tmp_path, monk
 def test_scale_prints_a_failed_rank_verbatim(tmp_path, monkeypatch, capsys) -> None:
     """A launched cell whose rank failed with markup in its text (the launch is stubbed)."""
 
-    def failed_launch(spec, cell):
+    def failed_launch(spec, cell, trial=None):
         return Outcome("train", "error", {"seq_len": cell.seq_len, "micro_batch": 1, "gas": 1,
                                           "dtype": "fp32", "recompute": "none"}, reason=ERROR)
 
-    monkeypatch.setattr("accelbench.bench.scale.launch_cell", failed_launch)
-    monkeypatch.setattr("accelbench.bench.scale.with_launch_peaks", lambda spec, sink: spec)
+    monkeypatch.setattr("accelbench.bench.train.launch.launch_cell", failed_launch)
+    monkeypatch.setattr("accelbench.bench.train.launch.with_launch_peaks",
+                        lambda spec, sink: spec)
     db = _markup_dir(tmp_path) / "s.db"
     code, out, err = _run(monkeypatch, capsys, "scale", "--model", "gpt2-tiny", "--seq", "16",
                           "--micro-batch", "1", "--steps", "2", "--warmup-steps", "1",

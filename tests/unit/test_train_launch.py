@@ -24,10 +24,12 @@ from accelbench.bench.train import launch as train_launch
 from accelbench.bench.train.cell_folder import (
     LAUNCH_FILE,
     OUTCOME_FILE,
+    TRIAL_KEY,
     open_cell_folder,
     recording_into,
 )
 from accelbench.bench.train.spec import TrainSpec, cell_layout
+from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.parallel.launch import LaunchResult, root_cause
@@ -310,3 +312,72 @@ def test_a_sweep_stopped_by_a_signal_says_what_it_kept(tmp_path):
     assert caught.value.exit_code == 143
     assert caught.value.line.endswith("cell 1/1 (only) was running in this process and is "
                                       "not recorded")
+
+
+def _launched_trial(times: dict, launches: list):
+    """A stand-in for launch_cell: rank 0's outcome of two ranks, each trial's step time taken
+    in turn from `times[micro_batch]` (no processes)."""
+    def launch(spec, cell, trial=None):
+        launches.append((cell.micro_batch, trial))
+        step = times[cell.micro_batch].pop(0)
+        tokens = cell.micro_batch * cell.seq_len * 2
+        metrics = {"tokens_per_step_global": tokens, "step_time_s_median": step,
+                   "tokens_per_s_global": tokens / step, "n_devices": 2,
+                   "step_time_s_median_per_rank": [step * 0.9, step],
+                   "step_time_slowest_rank": 1, "step_time_s_min": step / 2,
+                   "step_time_s_max": step * 2, "step_time_s_iqr": 0.01}
+        spec_out = train_launch.launched_cell_spec(spec, cell)
+        return Outcome("train", "ok", spec_out, metrics,
+                       raw={"rank0": {"disturbance": {"disturbed": False}}})
+    return launch
+
+
+def test_launched_cells_run_trials_interleaved_as_one_process_cells(monkeypatch):
+    """--nproc 2 --trials 3 over two cells: each trial a launch, both cells in every round, the
+    record rank 0's trials combined (median step, per-rank medians, per-trial values)."""
+    launches: list = []
+    times = {1: [0.3, 0.1, 0.2], 2: [0.5, 0.4, 0.6]}
+    monkeypatch.setattr(train_launch, "launch_cell", _launched_trial(times, launches))
+    monkeypatch.setattr(train_launch, "with_launch_peaks", lambda spec, sink: spec)
+    sunk: list = []
+    spec = replace(SPEC, micro_batches=(1, 2), trials=3)
+    outcomes = train_launch.run_launched_sweep(spec, sunk.append)
+    assert sorted(launches) == [(mb, (r, 3)) for mb in (1, 2) for r in range(3)]
+    assert [{mb for mb, _ in launches[2 * r:2 * r + 2]} for r in range(3)] == [{1, 2}] * 3
+    one = outcomes[0].typed
+    assert one.trials == 3 and one.step_time_s_median == 0.2 and one.trial_cells == 2
+    assert one.tokens_per_s_global == pytest.approx(64 / 0.2)
+    assert one.step_time_s_median_per_rank == pytest.approx([0.18, 0.2])
+    assert one.step_time_slowest_rank == 1 and len(one.trial_positions) == 3
+    assert outcomes[0].raw["trial_values"]["step_time_s_median"] == [0.3, 0.1, 0.2]
+    assert len(outcomes[0].raw["trial_order"]) == 3 and outcomes[0].spec["trials"] == 3
+    assert [o.spec["micro_batch"] for o in sunk] == [1, 2] and one.disturbed is False
+
+
+def test_one_launched_trial_is_recorded_as_before_trials(monkeypatch):
+    launches: list = []
+    monkeypatch.setattr(train_launch, "launch_cell", _launched_trial({2: [0.3]}, launches))
+    monkeypatch.setattr(train_launch, "with_launch_peaks", lambda spec, sink: spec)
+    [outcome] = train_launch.run_launched_sweep(replace(SPEC, trials=1), lambda o: None)
+    assert launches == [(2, None)] and outcome.typed.trials is None
+    assert outcome.typed.trial_seed is None and "trial_order" not in outcome.raw
+
+
+def test_a_trial_its_parent_died_in_is_recorded_interrupted_whatever_it_holds(tmp_path):
+    """One trial of several is not the cell: recovered as interrupted, so resume reruns it."""
+    db = tmp_path / "r.db"
+    folder = _left_behind(db, Outcome("train", "ok", {"workload": "train", "seq_len": 32},
+                                      {"tokens_per_s_global": 5.0}))
+    meta = json.loads((folder / LAUNCH_FILE).read_text())
+    (folder / LAUNCH_FILE).write_text(json.dumps({**meta, TRIAL_KEY: [1, 3]}))
+    [record] = recover(ResultStore(db))
+    assert record.status == "interrupted" and "trial 2 of 3" in record.reason
+
+
+def test_trials_under_a_users_torchrun_are_refused(monkeypatch):
+    """Under torchrun/srun the one group runs a cell once: a trial needs its own launch."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    with pytest.raises(ConfigError, match="trials: 3 trials under torchrun or srun"):
+        check_sweep(replace(SPEC, trials=3))

@@ -7,7 +7,9 @@ that database, with the environment and run id the dead process had, and then re
 
 - final.json (the launcher's outcome, made just before it died): that outcome;
 - outcome.json (rank 0 finished, the launcher never read it): the measured outcome;
-- neither: status 'interrupted', nothing measured (the ranks stopped with their parent).
+- neither: status 'interrupted', nothing measured (the ranks stopped with their parent);
+- a launch that was one trial of several (launch.json's `trial`): 'interrupted' whatever it
+  holds, since a cell's record is made of all its trials.
 
 A record the dead process did store (it died between storing and removing the folder) is not
 stored again: same run id, kind and spec. Folders launched from another host are left alone.
@@ -30,6 +32,7 @@ from accelbench.bench.train.cell_folder import (
     FOLDER_PREFIX,
     LAUNCH_FILE,
     OUTCOME_FILE,
+    TRIAL_KEY,
     read_outcome,
 )
 from accelbench.config.paths import pending_dir
@@ -104,8 +107,16 @@ def _record(entry: Path, meta: dict, store: ResultStore) -> Record | None:
 
 
 def _outcome(entry: Path, meta: dict) -> Outcome:
-    """The launcher's final outcome, rank 0's, or an interrupted one, noted as recovered."""
+    """The launcher's final outcome, rank 0's, or an interrupted one, noted as recovered; one
+    trial of several is interrupted whatever it holds (a cell's trials are combined by the
+    launcher once all have run: one trial is not the cell's record)."""
     pid = (meta.get("parent") or {}).get("pid")
+    trial = meta.get(TRIAL_KEY)
+    if trial:
+        return Outcome(KIND, "interrupted", meta["record_spec"],
+                       reason=f"the accelbench process (pid {pid}) that launched trial "
+                              f"{trial[0] + 1} of {trial[1]} of this cell died: its trials were "
+                              f"never combined, none is kept (recovered from {entry.name})")
     for name, how in ((FINAL_FILE, "made before"), (OUTCOME_FILE, "finished after")):
         if (entry / name).exists():
             try:

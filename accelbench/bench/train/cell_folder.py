@@ -3,7 +3,8 @@
 
     cell-<id>/launch.json   written before the launch: who launched it (pid, start time, host),
                             the database, environment and run id it is recorded under, the
-                            record spec (for an 'interrupted' record when nothing else exists)
+                            record spec (for an 'interrupted' record when nothing else exists),
+                            and [r, n] when the launch is trial r of n of its cell
     cell-<id>/spec.json     the one-cell TrainSpec the ranks run
     cell-<id>/heartbeat/    each rank's heartbeat (parallel/watchdog.py)
     cell-<id>/errors/       each failed rank's own exception (parallel/launch.py)
@@ -40,6 +41,7 @@ from accelbench.parallel.procs import start_ticks
 LAUNCH_FILE, SPEC_FILE = "launch.json", "spec.json"
 OUTCOME_FILE, FINAL_FILE = "outcome.json", "final.json"
 FOLDER_PREFIX = "cell-"
+TRIAL_KEY = "trial"  # launch.json: [r, n] of a launch that is trial r (0-based) of n
 
 _targets: list[dict[str, Any]] = []  # the recording session's database, environment, run id
 _handed_over: list[Path] = []  # folders whose outcome the caller has (removed once recorded)
@@ -79,9 +81,11 @@ def settle() -> None:
 atexit.register(settle)
 
 
-def open_cell_folder(spec: dict, record_spec: dict, label: str) -> Path:
+def open_cell_folder(spec: dict, record_spec: dict, label: str,
+                     trial: tuple[int, int] | None = None) -> Path:
     """A new cell folder with launch.json and spec.json, in the pending folder of the database
-    being recorded into (the default database's outside a session)."""
+    being recorded into (the default database's outside a session); `trial` (r, of n) where
+    the launch is one trial of several (TRIAL_KEY: recovered as interrupted, pending.py)."""
     settle()  # the previous cell's outcome has been recorded: the loop sank it before this
     target = _targets[-1] if _targets else {"db": None, "environment": None, "run_id": None}
     folder = pending_dir(target["db"]) / f"{FOLDER_PREFIX}{uuid.uuid4().hex[:12]}"
@@ -89,6 +93,7 @@ def open_cell_folder(spec: dict, record_spec: dict, label: str) -> Path:
     write_json(folder / SPEC_FILE, spec)
     write_json(folder / LAUNCH_FILE, {
         **target, "record_spec": record_spec, "label": label,
+        **({TRIAL_KEY: list(trial)} if trial else {}),
         "parent": {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid()),
                    "host": socket.gethostname()},
         "created_utc": datetime.now(UTC).isoformat()})

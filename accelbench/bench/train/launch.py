@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -41,6 +42,8 @@ from accelbench.bench.train.cell_folder import (
 from accelbench.bench.train.nodes import join_nodes, lost_node_outcome, ranks_on_my_node
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
 from accelbench.bench.train.steps import Heartbeat, StepProgress, set_heartbeat
+from accelbench.bench.train.trials import combine_train_trials
+from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.layout import Layout
 from accelbench.config.noise import quiet_if_asked
 from accelbench.config.schema import TRAIN_SWEPT
@@ -213,36 +216,101 @@ def launched_cell_spec(spec: TrainSpec, cell: TrainCell) -> dict:
     return cell_spec(spec, cell, cell_layout(spec, spec.nproc, cell.gas), spec.device)
 
 
+class LaunchPeaks:
+    """The peaks every launch of a sweep divides by: a skipped cell's adopted, the rest decided
+    once, before the first launch (never, when every cell is skipped)."""
+
+    def __init__(self, spec: TrainSpec, sink: Sink) -> None:
+        self.spec, self.sink = spec, sink
+        self.adopted = {p.dtype: p for p in spec.peaks}
+        self._decided: TrainSpec | None = None
+
+    def adopt(self, finished_cell: Outcome) -> None:
+        """Keep the peak a finished (skipped) cell was divided by."""
+        adopt_peak(self.adopted, finished_cell)
+
+    def decided(self) -> TrainSpec:
+        """The sweep's spec with its peaks, decided at the first call."""
+        if self._decided is None:
+            known = replace(self.spec, peaks=tuple(self.adopted.values()))
+            self._decided = with_launch_peaks(known, self.sink)
+        return self._decided
+
+
+def launched_trials(spec: TrainSpec) -> TrainSpec:
+    """The spec with its trials resolved: as asked, or auto for the ranks' kind of device."""
+    return replace(spec, trials=resolve_trials(spec.trials, resolve_device(spec.device)))
+
+
 def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = None,
                        skip: Skip | None = None) -> list[Outcome]:
-    """Each cell as one torchrun launch of `spec.nproc` processes, bounded by cell_timeout_s;
-    the peaks are decided before the first cell that runs (none when `skip` finds them all)."""
-    outcomes = []
+    """Each cell as `spec.trials` torchrun launches of `spec.nproc` processes (auto: per
+    device), each bounded by cell_timeout_s, the cells' trials interleaved round by round
+    (run_rounds); the peaks are decided before the first launch."""
+    spec = launched_trials(spec)
+    peaks = LaunchPeaks(spec, sink)
     cells = spec.cells()
-    with_peaks, adopted = None, {p.dtype: p for p in spec.peaks}
-    for i, cell in enumerate(cells):
-        if on_cell:
-            on_cell(i, len(cells), f"{cell.label} on {spec.nproc} processes")
-        outcome = finished(skip, KIND, launched_cell_spec(spec, cell))
+    done = [finished(skip, KIND, launched_cell_spec(spec, cell)) for cell in cells]
+    to_run = []
+    for cell, outcome in zip(cells, done, strict=True):
         if outcome is not None:
-            adopt_peak(adopted, outcome)
-        else:
-            known = replace(spec, peaks=tuple(adopted.values()))
-            with_peaks = with_peaks or with_launch_peaks(known, sink)
-            outcome = launch_cell(with_peaks, cell)
-            sink(outcome)
-        outcomes.append(outcome)
+            peaks.adopt(outcome)
+            continue
+        run = partial(_trial_of, peaks, cell, spec.trials)
+        to_run.append(CellTrials(f"{cell.label} on {spec.nproc} processes", run,
+                                 combine_train_trials))
+    measured = iter(run_rounds(to_run, spec.trials, spec.seed, sink, on_cell,
+                               len(cells) - len(to_run)))
+    return [o if o is not None else next(measured) for o in done]
+
+
+def _trial_of(peaks: LaunchPeaks, cell: TrainCell, trials: int, trial: int) -> Outcome:
+    """Trial `trial` of a launched cell, on the sweep's spec with its peaks."""
+    return launch_trial(peaks.decided(), cell, trial, trials)
+
+
+def run_rounds(cells: list[CellTrials], trials: int, seed: int, sink: Sink,
+               on_cell: Progress | None, done_before: int) -> list[Outcome]:
+    """Launched cells' trials: interleaved (bench/trials.py) from two trials; one trial is
+    each cell launched once in the sweep's order, sunk as it lands, its record as before
+    trials (no trial fields)."""
+    if trials > 1:
+        return interleave(cells, trials, seed, sink, on_cell, done_before)
+    outcomes = []
+    for k, cell in enumerate(cells):
+        if on_cell:
+            on_cell(done_before + k, done_before + len(cells), cell.label)
+        outcomes.append(cell.run(0))
+        sink(outcomes[-1])
     return outcomes
 
 
-def launch_cell(spec: TrainSpec, cell: TrainCell) -> Outcome:
+def launch_trial(spec: TrainSpec, cell: TrainCell, trial: int, trials: int) -> Outcome:
+    """One trial of a launched cell: its own torchrun launch (a fresh process group, the model
+    built anew from the seed). A signal in a trial of several ends the cell 'interrupted': its
+    trials are combined only once all have run, so none of them is kept as its record."""
+    if trials == 1:
+        return launch_cell(spec, cell)
+    try:
+        return launch_cell(spec, cell, (trial, trials))
+    except CellInterrupted as stop:
+        why = (f"interrupted in trial {trial + 1} of {trials}: a cell's trials are combined "
+               "once all have run, so none of its trials is kept")
+        raise CellInterrupted(stop.signum, Outcome(KIND, "interrupted", stop.outcome.spec,
+                                                   reason=why)) from None
+
+
+def launch_cell(spec: TrainSpec, cell: TrainCell, trial: tuple[int, int] | None = None
+                ) -> Outcome:
     """Run one cell under torchrun; its outcome, or the failed rank's error as the outcome.
-    Every outcome records the cell's layout and world size (nproc). Raises CellInterrupted
-    (after the ranks are stopped) when SIGINT or SIGTERM reached this process."""
+    Every outcome records the cell's layout and world size (nproc). `trial` (r, of n) marks
+    one trial of several in its folder (a dead launcher's trial is never recovered as the
+    cell's record). Raises CellInterrupted (after the ranks are stopped) when SIGINT or
+    SIGTERM reached this process."""
     layout = cell_layout(spec, spec.nproc, cell.gas)
     single = replace(spec, **{key: (getattr(cell, name),) for key, name in TRAIN_SWEPT.items()})
     record_spec = cell_spec(spec, cell, layout, spec.device)
-    folder = open_cell_folder(single.to_dict(), record_spec, cell.label)
+    folder = open_cell_folder(single.to_dict(), record_spec, cell.label, trial)
     try:
         result = launch_torchrun(spec.nproc, ["-m", __name__, str(folder)], spec.cell_timeout_s,
                                  env=rank_env(spec), work_dir=folder,

@@ -67,8 +67,9 @@ class TrainOptions:
     trials: str = _opt("auto", "Independent trials per cell (each builds the model anew from "
                        "--seed and runs its own warm-up and timed steps), interleaved across "
                        "the cells: the figure is their median, with a 95% interval from 6 "
-                       "trials; auto: 6 on an accelerator, 3 on a CPU. One process only: "
-                       "launched cells run one.")
+                       "trials; auto: 6 on an accelerator, 3 on a CPU. A launched cell "
+                       "(--nproc, scale's counts) launches each trial anew; under "
+                       "torchrun/srun: one.")
     disturbance_threshold: float = _opt(0.10, "Share of the CPU capacity other processes may "
                                         "use in a timed window before the cell is flagged "
                                         "disturbed, in (0, 1].")
@@ -106,9 +107,8 @@ class ScaleOptions(TrainOptions):
 # Each command's own defaults over TrainOptions' (also those of a study's experiments).
 GENSLM_DEFAULTS = {"model": "genslm-25m", "data": "default", "seq": "2048"}
 SCALE_DEFAULTS = {"model": "gpt2"}
-# scale lays out each count itself, in launched processes, and launches it once (trials of
-# launched cells: not built)
-SCALE_SKIPS = ("nproc", "layout", "max_micro_batch", "verify_fit", "trials")
+# scale lays out each count itself, in launched processes (a launch a trial)
+SCALE_SKIPS = ("nproc", "layout", "max_micro_batch", "verify_fit")
 
 
 def with_defaults(**defaults: Any) -> TrainOptions:

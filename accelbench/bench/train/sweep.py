@@ -49,11 +49,11 @@ def check_sweep(spec: TrainSpec) -> TrainSpec:
                           f"{world_size(spec)}", f"{world_size(spec)}, or leave it out under "
                           "torchrun or srun")
     check_data(spec)
-    if launched(spec) and spec.trials not in (None, 1):
-        raise ConfigError("trials", f"{spec.trials} trials of launched cells (--nproc, a layout "
-                          "that needs a process group, or under torchrun/srun): not built yet, "
-                          "a launched cell runs once", "1 or auto with several processes; "
-                          "trials on one process")
+    if in_process_group() and spec.trials not in (None, 1):
+        raise ConfigError("trials", f"{spec.trials} trials under torchrun or srun: a trial is "
+                          "its own process group (a fresh launch), and this process is in the "
+                          "launcher's one group", "1 or auto under torchrun/srun; for trials, "
+                          "run accelbench with --nproc N outside them")
     for gas in spec.gas:
         cell_layout(spec, world_size(spec), gas)
     if spec.tokens is not None:
@@ -78,7 +78,7 @@ def run_train_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
         outcomes = run_group_sweep(replace(spec, trials=1), ref.sink(sink), progress, on_cell,
                                    skip)
     elif launched(spec):
-        outcomes = run_launched_sweep(replace(spec, trials=1), ref.sink(sink), on_cell, skip)
+        outcomes = run_launched_sweep(spec, ref.sink(sink), on_cell, skip)
     else:
         outcomes = run_local_sweep(spec, ref.sink(sink), progress, on_cell, skip)
     return [ref.annotate(o) for o in outcomes]

@@ -4,6 +4,7 @@ record is made from all of them once the last has run."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 import torch
@@ -56,19 +57,31 @@ class LocalCell:
         return outcome
 
 
+def per_rank_medians(trials: list[TrainMetrics]) -> dict:
+    """Each rank's median step time over the trials (a launched cell has one a rank), and the
+    rank slowest by it; nothing where a trial lacks them."""
+    per_trial = [m.step_time_s_median_per_rank for m in trials]
+    if any(not ranks or None in ranks for ranks in per_trial) or \
+            len({len(ranks) for ranks in per_trial}) != 1:
+        return {}
+    ranks = [statistics.median(times) for times in zip(*per_trial, strict=True)]
+    return partial_metrics_dict(TrainMetrics, step_time_s_median_per_rank=ranks,
+                                step_time_slowest_rank=ranks.index(max(ranks)))
+
+
 def combine_train_trials(trials: list[Outcome]) -> Outcome:
-    """A cell's record from its ok trials: the median of the trials' median step times and the
-    rates from it, with intervals; the step-time spread over every trial; disturbance; the
-    first trial's losses, memory, energy and the rest (same seed: same model and data)."""
+    """A cell's record from its ok trials (one process's, or rank 0's of a launched cell): the
+    median of the trials' median step times (each the slowest rank's) and the rates from it,
+    with intervals; each rank's median over trials; the step-time spread over every trial;
+    disturbance (rank 0's window); the first trial's losses, memory, energy and the rest
+    (same seed: same model and data)."""
     metrics = [o.metrics for o in trials]
     timed, values = combine_timed(metrics, TIMED)
     combined = {**metrics[0], **timed, **spread(metrics, "step_time_s"),
                 **interval_fields(len(trials)),
                 **disturbance_summary([o.raw.get("rank0", {}).get("disturbance")
                                        for o in trials])}
-    step = read_metrics(KIND, timed).step_time_s_median
-    if step is not None:
-        combined.update(partial_metrics_dict(TrainMetrics, step_time_s_median_per_rank=[step]))
+    combined.update(per_rank_medians([read_metrics(KIND, m) for m in metrics]))
     first = trials[0].reason
     verified = first[first.index(VERIFIED):] if VERIFIED in first else ""  # --verify-fit's note
     reason = "; ".join(r for r in (peak_warning(read_metrics(KIND, combined)), verified) if r)
