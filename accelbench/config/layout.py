@@ -435,13 +435,12 @@ RULES: tuple[Rule, ...] = (
     # ZeroRedundancyOptimizer does not take tensor-parallel (DTensor) parameters; zero 0 with
     # tp averages gradients with its own all-reduce, zero 2/3 is FSDP2 on a 2-D mesh.
     Rule("context parallel", RUNTIME, "layout.cp",
-         lambda lay, t, m: lay.cp > 1 and (lay.pp > 1 or lay.ep > 1
-                                           or t.model.kv_heads % lay.tp != 0),
-         lambda lay, t, m: f"cp={lay.cp} with pp={lay.pp}, ep={lay.ep}, tp={lay.tp} on "
+         lambda lay, t, m: lay.cp > 1 and (lay.ep > 1 or t.model.kv_heads % lay.tp != 0),
+         lambda lay, t, m: f"cp={lay.cp} with ep={lay.ep}, tp={lay.tp} on "
                            f"{t.model.kv_heads} key/value heads: accelbench's runtime builds "
-                           "context parallelism with dp, ZeRO and tp (+sp) dividing the "
+                           "context parallelism with dp, ZeRO, pp and tp (+sp) dividing the "
                            "key/value heads only (the planner models the rest)",
-         lambda lay, t, m: "cp with pp=1, ep=1 and tp dividing the key/value heads, or cp=1"),
+         lambda lay, t, m: "cp with ep=1 and tp dividing the key/value heads, or cp=1"),
     Rule("context model", RUNTIME, "layout.cp",
          lambda lay, t, m: lay.cp > 1 and n_experts(t.model) > 0,
          lambda lay, t, m: f"cp={lay.cp} with model {t.model.name}'s mixture-of-experts "

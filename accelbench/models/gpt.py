@@ -192,6 +192,18 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+def embed_tokens(wte: nn.Embedding, wpe: nn.Embedding | None, idx: torch.Tensor,
+                 positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Token (and learned position) embeddings of ids (batch, seq) at their positions
+    (0..seq-1 unless given): one place for the whole model and a pipeline's first stage."""
+    x = wte(idx)
+    if wpe is not None:
+        if positions is None:
+            positions = torch.arange(idx.shape[1], device=idx.device)
+        x = x + wpe(positions)
+    return x
+
+
 class GPT(nn.Module):
     """Decoder-only language model: logits, plus mean cross-entropy when given targets."""
 
@@ -227,12 +239,7 @@ class GPT(nn.Module):
     def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Token (and learned position) embeddings of ids (batch, seq) at their positions
         (0..seq-1 unless given)."""
-        x = self.wte(idx)
-        if self.wpe is not None:
-            if positions is None:
-                positions = torch.arange(idx.shape[1], device=idx.device)
-            x = x + self.wpe(positions)
-        return x
+        return embed_tokens(self.wte, self.wpe, idx, positions)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """Logits (batch, seq, vocab), or (logits, loss) when targets are given. Under context

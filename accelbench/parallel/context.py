@@ -133,11 +133,13 @@ class ContextShard:
 
 
 def cp_groups(layout: Layout) -> list[list[int]]:
-    """The cp groups (pp = 1): tp innermost, then cp, then dp (Megatron's order), so group
-    (d, t) holds ranks (d x cp + c) x tp + t for c < cp."""
+    """The cp groups: tp innermost, then cp, then dp, pipeline stages outermost (Megatron's
+    order, the (pp, dp x cp, tp) mesh of `placement`), so group (p, d, t) holds ranks
+    p x stage + (d x cp + c) x tp + t for c < cp, stage = dp x cp x tp ranks."""
     cp, tp = layout.cp, layout.tp
-    return [[(d * cp + c) * tp + t for c in range(cp)]
-            for d in range(layout.dp) for t in range(tp)]
+    stage = layout.dp * cp * tp
+    return [[p * stage + (d * cp + c) * tp + t for c in range(cp)]
+            for p in range(layout.pp) for d in range(layout.dp) for t in range(tp)]
 
 
 def context_shard(layout: Layout) -> ContextShard:

@@ -10,6 +10,11 @@ and at zero 2/3 FSDP2 shards each stage module (the schedule defers its reduce-s
 output head (GPT-2) is a second copy on the last stage whose gradient is summed with the
 embedding's after every step, as Megatron's embedding group does.
 
+Context parallelism (parallel/context.py) runs inside the stages: the runner is built on the
+placed layout (cp ranks folded into dp), every stage's attention gathers over its cp group,
+each rank feeds its own tokens (so stages send activations of the local length) and the last
+stage's loss is the mean over them; gradients are averaged over dp x cp as without pp.
+
 The MoE load-balancing loss: each MoE layer's AuxLossAutoScaler (models/moe.py) backpropagates
 coef / L x 1 / n_micro into its aux loss during its stage's backward (what the one-process
 loss, cross-entropy plus coef x the mean over the L MoE layers, averaged over the
@@ -37,7 +42,14 @@ from torch.distributed.pipelining import (
 
 from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import moe_layer_count
-from accelbench.models.gpt import GPT, Block, fresh_compile_cache, set_recompute, vocab_logits
+from accelbench.models.gpt import (
+    GPT,
+    Block,
+    embed_tokens,
+    fresh_compile_cache,
+    set_recompute,
+    vocab_logits,
+)
 from accelbench.models.moe import logged_aux_loss_sum, set_aux_grad_scale, start_aux_log
 from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.dist import expert_groups
@@ -61,6 +73,7 @@ class GPTStage(nn.Module):
         super().__init__()
         self.wte = model.wte if first else None
         self.wpe = model.wpe if first else None
+        self.context = model.context if first else None  # cp: the positions of this rank's tokens
         self.h = nn.ModuleList(model.h[i] for i in layers)
         self.ln_f = model.ln_f if last else None
         self.lm_head = model.lm_head if last else None
@@ -70,12 +83,12 @@ class GPTStage(nn.Module):
             setattr(self.lm_head.weight, TIED_COPY_ATTR, True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Token ids (first stage) or hidden states in; hidden states or logits out."""
+        """Token ids (first stage; under cp this rank's tokens) or hidden states in; hidden
+        states or logits out."""
         if self.wte is not None:
-            ids = x
-            x = self.wte(ids)
-            if self.wpe is not None:
-                x = x + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+            positions = (self.context.positions(x.shape[1], x.device)
+                         if self.context is not None else None)
+            x = embed_tokens(self.wte, self.wpe, x, positions)
         for block in self.h:
             x = block(x)
         if self.lm_head is not None:
@@ -125,6 +138,7 @@ class PipelineRunner:
         self.is_last = n_stages - 1 in self.stage_ids
         self.tied = model.cfg.tie_embeddings
         self.device = device
+        self.context = model.context  # cp: each rank's share of every sequence (context.py)
         self.aux_loss_coef = model.cfg.aux_loss_coef if model.cfg.is_moe else 0.0
         self.n_moe_layers = moe_layer_count(model.cfg)
         self.modules: list[nn.Module] = []
@@ -179,8 +193,13 @@ class PipelineRunner:
         """Forward and backward of this dp rank's batch in n_microbatches micro-batches.
 
         inputs and targets: (batch, seq) with batch divisible by n_microbatches, the same on
-        every rank of a pipeline. Returns the mean loss on the last stage, None elsewhere.
+        every rank of a pipeline (and of a cp group). Under cp each rank feeds and scores its
+        own tokens (ContextShard.shard), so stages send local-length activations and the loss
+        is the mean over this rank's share, as without pp. Returns the mean loss on the last
+        stage, None elsewhere.
         """
+        if self.context is not None:
+            inputs, targets = self.context.shard(inputs), self.context.shard(targets)
         losses: list[torch.Tensor] = []
         args = (inputs,) if self.is_first else ()
         kwargs = {"target": targets, "losses": losses} if self.is_last else {}

@@ -1,8 +1,8 @@
-"""Context parallelism reproduces one process: cp=2 and cp=4, alone and with dp, ZeRO and tp
-(+sp), for the GPT-2 form (learned positions) and the Llama form (rotary, grouped-query heads):
-5 AdamW steps with clipping, every rank's global loss and gradient norm within the tolerance of
-the other layouts (tests/dist/test_parallel.py). The cases run in the shared launches of
-tests/dist/worker.py (one per world size)."""
+"""Context parallelism reproduces one process: cp=2 and cp=4, alone and with dp, ZeRO, tp
+(+sp) and pp (1F1B and interleaved), for the GPT-2 form (learned positions) and the Llama
+form (rotary, grouped-query heads): 5 AdamW steps with clipping, every rank's global loss and
+gradient norm within the tolerance of the other layouts (tests/dist/test_parallel.py). The
+cases run in the shared launches of tests/dist/worker.py (one per world size)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ CASES_2 = {"cp2": "cp=2", "llama_cp2": "cp=2"}
 CASES_4 = {"cp4": "cp=4", "dp_cp": "dp=2,cp=2", "dp_cp_zero3": "dp=2,cp=2,zero=3",
            "tp_cp": "tp=2,cp=2", "tp_sp_cp_zero2": "tp=2,sp=1,cp=2,zero=2",
            "llama_cp4": "cp=4", "llama_dp_cp_zero2": "dp=2,cp=2,zero=2",
-           "llama_tp_sp_cp": "tp=2,sp=1,cp=2"}
+           "llama_tp_sp_cp": "tp=2,sp=1,cp=2", "pp_cp": "pp=2,cp=2", "llama_pp_cp": "pp=2,cp=2",
+           "llama_pp_cp_interleaved": "pp=2,vp=2,schedule=interleaved_1f1b,cp=2"}
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
 want("worker.py", LAUNCHES)
 

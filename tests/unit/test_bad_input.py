@@ -150,9 +150,9 @@ CASES = [
          "each sequence into 2 x cp = 4 load-balanced chunks, which do not divide sequence 30"),
     case("train --nproc 2 --device cpu --layout cp=3", "error: layout: tp*pp*cp = 3 does not "
          "divide the 2 devices"),
-    case("train --model gpt2-tiny --seq 64 --gas 2 --nproc 4 --device cpu --layout pp=2,cp=2",
-         "error: layout.cp: cp=2 with pp=2, ep=1, tp=1 on 4 key/value heads: accelbench's "
-         "runtime builds context parallelism with dp, ZeRO and tp (+sp)"),
+    case("train --model llama-tiny --seq 64 --nproc 8 --device cpu --layout tp=4,cp=2",
+         "error: layout.cp: cp=2 with ep=1, tp=4 on 2 key/value heads: accelbench's "
+         "runtime builds context parallelism with dp, ZeRO, pp and tp (+sp)"),
     case("train --model moe-tiny --nproc 2 --device cpu --layout cp=2", "error: layout.cp: cp=2 "
          "with model moe-tiny's mixture-of-experts layers"),
     case("train --nproc 2 --device cpu --max-micro-batch", "error: max-micro-batch: the "

@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from accelbench.config.layout import Layout
 from accelbench.models.gpt import _causal_attention
-from accelbench.parallel.context import ContextShard
+from accelbench.parallel.context import ContextShard, cp_groups
 
 
 @pytest.mark.parametrize("cp, kv_heads", [(2, 4), (4, 4), (4, 2)])
@@ -48,3 +49,17 @@ def test_on_cuda_the_bias_is_torchs_lower_right_causal_bias_with_no_tensor():
     bias = ContextShard(None, 2, 1)._causal_bias(4, 12, torch.device("cuda"), torch.bfloat16)
     assert isinstance(bias, CausalBias) and bias.variant == CausalVariant.LOWER_RIGHT
     assert (bias.seq_len_q, bias.seq_len_kv) == (4, 12)
+
+
+@pytest.mark.parametrize("dp, cp, tp, pp", [(2, 2, 1, 1), (1, 2, 2, 2), (2, 2, 2, 2), (1, 4, 1, 3)])
+def test_cp_groups_are_the_placed_meshs_dp_runs(dp, cp, tp, pp):
+    """Each cp group is `cp` neighbouring ranks of one replica on the (pp, dp x cp, tp) mesh that
+    `placement` builds, at one pipeline stage and tensor rank; context_shard's rank is the
+    place in it."""
+    layout = Layout(dp=dp, cp=cp, tp=tp, pp=pp)
+    mesh = torch.arange(layout.world_size).reshape(pp, dp * cp, tp)
+    want = [mesh[p, d * cp:(d + 1) * cp, t].tolist()
+            for p in range(pp) for d in range(dp) for t in range(tp)]
+    assert cp_groups(layout) == want
+    for members in cp_groups(layout):
+        assert [(r // tp) % cp for r in members] == list(range(cp))

@@ -77,8 +77,7 @@ def test_uneven_stages_and_context_parallel_rules() -> None:
         "uneven stages"
     cp = parse_layout("dp=2,cp=4", PLANNER_KEYS)
     assert cp.world_size == 8 and first_broken(cp, Target(model, 8, 64), 1) is None
-    assert first_broken(parse_layout("pp=2,cp=4"), Target(model, 8, 64), 2).key == \
-        "context parallel"  # the runtime builds cp with dp, ZeRO and tp only
+    assert first_broken(parse_layout("pp=2,cp=4"), Target(model, 8, 64), 2) is None
     assert first_broken(cp, Target(model, 8, 36), 1).key == "context"  # 36 % 8
     with pytest.raises(ConfigError, match="layout.pp_first"):
         parse_layout("pp=2,pp_first=-1")
@@ -197,7 +196,8 @@ def test_planner_and_runtime_agree_on_a_grid() -> None:
     rule is, and marks iff only runtime rules are; every rule but the batch's is exercised."""
     # the ep rules need experts, and the planner does not model ep yet: they are exercised by
     # test_expert_parallel_rules instead
-    seen: set[str] = set(EP_RULES) | {"context model"}  # experts too: test_context_rules
+    # cp's runtime rules need experts or grouped-query heads: test_context_rules
+    seen: set[str] = set(EP_RULES) | {"context model", "context parallel"}
     extra = [(1, 1, pp, 1, 0, False, "1f1b", 4, cp, first, last)
              for cp, pp, first, last in GRID_EXTRA]
     for dp, tp, pp, vp, zero, sp, schedule, m, *more in [(*g, 1, 0, 0) for g in GRID] + extra:
@@ -366,13 +366,15 @@ def test_the_device_count_rule_names_cp_in_its_product() -> None:
 
 
 def test_context_rules() -> None:
-    """The runtime builds cp with dp, ZeRO and tp dividing the key/value heads; with pp or ep,
-    or on a model with experts, it refuses (a runtime rule: the planner ranks such layouts,
+    """The runtime builds cp with dp, ZeRO, pp and tp dividing the key/value heads; with ep, or
+    on a model with experts, it refuses (a runtime rule: the planner ranks such layouts,
     marked). Under sp, tp divides each cp rank's share of the sequence."""
     target = Target(TINY, 4, 64)
     assert first_broken(Layout(dp=2, cp=2, zero=3), target, 1) is None
     assert first_broken(Layout(tp=2, cp=2, sp=True), target, 1) is None
-    assert first_broken(Layout(pp=2, cp=2), target, 2).key == "context parallel"
+    assert first_broken(Layout(pp=2, cp=2), target, 2) is None
+    assert first_broken(Layout(dp=2, pp=2, cp=2, ep=2), Target(get_preset("moe-tiny"), 8, 64),
+                        2).key == "context parallel"
     gqa = get_preset("llama-tiny").with_changes(n_kv_head=1)
     assert first_broken(Layout(tp=2, cp=2), Target(gqa, 4, 64), 1).key == "context parallel"
     assert first_broken(Layout(tp=4, cp=2, sp=True), Target(TINY, 8, 36), 1).key == "sequence"
