@@ -427,10 +427,12 @@ def _cp_calls(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int, 
 
 def _tied_calls(cfg: ModelConfig, layout: Layout, pp_rank: int) -> list[CommCall]:
     """Under pp a tied head's copy and the embedding sum their gradients once per step between
-    the first and last stage (each tensor rank whole; each dp rank its shard under ZeRO 2/3)."""
+    the first and last stage (each tensor rank whole; under ZeRO 2/3 each rank its shard of
+    the dp x cp ranks FSDP2 shards over)."""
     if not cfg.tie_embeddings or layout.pp == 1 or 0 < pp_rank < layout.pp - 1:
         return []
-    grad = FP32_BYTES * cfg.padded_vocab * cfg.d_model / (layout.dp if layout.zero >= 2 else 1)
+    shards = placement(layout).dp if layout.zero >= 2 else 1
+    grad = FP32_BYTES * cfg.padded_vocab * cfg.d_model / shards
     return [CommCall("tied", "all_reduce", grad, 1, 2)]
 
 

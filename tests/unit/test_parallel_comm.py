@@ -72,6 +72,9 @@ def test_pipeline_with_zero_defers_the_reduce_scatter():
         assert out["tied_bytes_per_step"] == 4 * V * H / 2
     out = comm_bytes_per_step(TINY, Layout(dp=2, pp=2, zero=1), 32, 2, M, "fp32")
     assert out["dp_bytes_per_step"] == stage0 + stage0 / 2
+    # cp ranks are FSDP2's data-parallel ranks too: the shard is 1 / (dp x cp) of the embedding
+    out = comm_bytes_per_step(TINY, Layout(dp=2, cp=2, pp=2, zero=2), 32, 2, M, "fp32")
+    assert out["tied_bytes_per_step"] == 4 * V * H / 4
 
 
 def test_tensor_parallel_dtypes_and_sequence_parallel_edges():
