@@ -1,9 +1,11 @@
 """The CPU memory estimate against what the cells measured: the quick study's training cells
 (its seqlen, gas, sparsity and genslm experiments) run through `accelbench train`/`genslm` on
 this CPU, and each cell's estimate (mem_estimate_bytes_per_rank) set beside the memory it added
-(mem_added_bytes_per_rank_max: sampled RSS above the cell's start). Target (issue 28): every
-error within 15%. The cells run one after another in one process per command; the RSS sampler
-misses spikes shorter than its interval, so a measured figure is a lower bound.
+(mem_added_bytes_per_rank_max: malloc's bytes in use above the cell's start, sampled; RSS
+without glibc). Target (issue 28): every error within 15%. The cells run one after another in
+one process per command, so only the first to run GEMMs counts MKL's kept packing buffers
+(docs/metrics.md); the sampler misses spikes shorter than its interval, so a measured figure is
+a lower bound.
 
     python benchmarks/cpu_memory_estimate.py [--db PATH] [--keep]
 """

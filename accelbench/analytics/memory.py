@@ -185,10 +185,13 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
 # SGD: momentum) plus an fp32 master copy when the weights are narrower than fp32.
 OPTIMIZER_MOMENTS = {"adam": 2, "sgd": 1}
 WORKSPACE_BYTES = 1 * GB  # runtime context, GEMM workspaces, collective buffers: an assumption
-# A CPU process has no device context to pay for: what a CPU cell adds beyond the estimate is the
-# allocator's arenas and torch's temporaries, 0.02-0.11 GiB over the quick study's gpt2-tiny
-# cells on a 2-core VM (benchmarks/cpu_memory_estimate.py, docs/benchmarks.md).
-CPU_WORKSPACE_BYTES = 64 * 2**20
+# A CPU process has no device context to pay for, and its measured memory is malloc's bytes in
+# use (bench/memory.py), not RSS with the freed blocks glibc keeps: beyond the tensors it counts
+# only MKL's GEMM packing buffers, which MKL's memory manager allocates on a process's first GEMMs
+# and keeps (18 MiB for gpt2-tiny's head, measured; 0 with MKL_DISABLE_FAST_MM), so only the
+# first cell of a process pays them. Counted as none: the quick study's cells then measure within
+# 10% of the estimate, first cells included (benchmarks/cpu_memory_estimate.py, docs/metrics.md).
+CPU_WORKSPACE_BYTES = 0
 USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
 
 

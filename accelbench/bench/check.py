@@ -98,7 +98,7 @@ def probe_device(s: CheckSettings) -> Found:
 
 
 def probe_memory(s: CheckSettings) -> Found:
-    """The allocator's peak counter sees a 64 MiB tensor (RSS on a CPU)."""
+    """The allocator's peak counter sees a 64 MiB tensor (malloc's bytes in use on a CPU)."""
     from accelbench.hardware import device as devices
 
     how = devices.memory_reporting(s.device)
@@ -111,7 +111,7 @@ def probe_memory(s: CheckSettings) -> Found:
     peak = devices.max_allocated_bytes(s.device)
     now = devices.allocated_bytes(s.device)
     del held
-    if peak is None:  # the CPU: PeakMemory samples RSS, there is no counter to reset
+    if peak is None:  # the CPU: PeakMemory samples host memory, there is no counter to reset
         return f"{how}: {now / 2**20:.0f} MiB now", {"method": how, "allocated_bytes": now}
     if peak < size:
         raise RuntimeError(f"peak {peak} B is below the 64 MiB tensor just made ({how})")

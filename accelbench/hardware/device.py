@@ -4,14 +4,17 @@ peak reset, cache release and event timing, for CPU, CUDA (ROCm too), XPU, HPU a
 Each call first asks `torch.accelerator` when the installed torch has the function and the
 device is the current accelerator (checked at call time: torch 2.11 and 2.13 differ in what
 it holds), else the backend's own module (torch.cuda, torch.xpu, torch.hpu, torch.mps).
-On a CPU the process is the device, so its memory is the host RSS; that is the only place host
-RSS stands for device memory. A device that cannot report a peak says so (None), never RSS.
+On a CPU the process is the device, so its memory is what the host's malloc has handed out
+(glibc's mallinfo2; the host RSS where there is none); that is the only place host memory stands
+for device memory. A device that cannot report a peak says so (None), never RSS.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +29,7 @@ _AUTO_ORDER = ("cuda", "xpu", "hpu", "mps")  # what 'auto' tries when torch.acce
 _PER_DEVICE_SYNC = ("cuda", "xpu")  # backends whose synchronize() takes the device
 _MPS_OWN = ("empty_cache", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats")
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+HEAP_METHOD = "sampled heap in use (glibc mallinfo2)"  # a CPU's memory_reporting with glibc
 
 
 def backend(kind: str) -> ModuleType | None:
@@ -150,9 +154,45 @@ def timing_event(device: torch.device) -> Any:
 
 
 def rss_bytes() -> int:
-    """Resident set size of this process now: a CPU device's memory."""
+    """Resident set size of this process now: a CPU device's memory where malloc cannot say."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * _PAGE_BYTES
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (malloc.h, glibc 2.33+): the malloc heap's counts in bytes."""
+
+    _fields_ = [(field, ctypes.c_size_t) for field in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+@cache
+def _mallinfo2() -> Callable[[], _MallInfo2] | None:
+    """glibc's mallinfo2, or None (another C library, or glibc before 2.33)."""
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+def heap_in_use_bytes() -> int | None:
+    """Bytes malloc has handed out and not had back (heap blocks in use, every arena, plus its
+    mmapped blocks): CPU tensors and library buffers, not the freed blocks glibc keeps resident;
+    the CPU's counterpart of an accelerator allocator's memory_allocated. None without glibc."""
+    fn = _mallinfo2()
+    if fn is None:
+        return None
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
+
+
+def host_memory_bytes() -> int:
+    """A CPU device's memory now: malloc's bytes in use where glibc reports them, else RSS."""
+    in_use = heap_in_use_bytes()
+    return rss_bytes() if in_use is None else in_use
 
 
 def _peak_fn(kind: str) -> tuple[str, Callable[..., Any]] | None:
@@ -166,7 +206,7 @@ def _peak_fn(kind: str) -> tuple[str, Callable[..., Any]] | None:
 def memory_reporting(device: torch.device) -> str | None:
     """How a window's peak memory is read here, or None when the device cannot report it."""
     if device.type == "cpu":
-        return "sampled RSS"
+        return HEAP_METHOD if _mallinfo2() is not None else "sampled RSS"
     found = _peak_fn(device.type)
     return f"{found[0]}.max_memory_allocated ({device.type})" if found else None
 
@@ -191,9 +231,10 @@ def reset_peak(device: torch.device) -> None:
 
 
 def allocated_bytes(device: torch.device) -> int | None:
-    """Memory held by tensors now (host RSS on the CPU); None when the device cannot say."""
+    """Memory held by tensors now (host_memory_bytes on the CPU); None when the device cannot
+    say."""
     if device.type == "cpu":
-        return rss_bytes()
+        return host_memory_bytes()
     if device.type == "mps":
         found = _fn("mps", "current_allocated_memory")
         return int(found[1]()) if found else None
@@ -203,7 +244,7 @@ def allocated_bytes(device: torch.device) -> int | None:
 
 def max_allocated_bytes(device: torch.device) -> int | None:
     """The allocator's peak since the last reset_peak; None where there is no such counter
-    (the CPU, whose peak PeakMemory samples from RSS; MPS; unknown backends)."""
+    (the CPU, whose peak PeakMemory samples from host_memory_bytes; MPS; unknown backends)."""
     found = _peak_fn(device.type)
     return int(found[1](device)) if found else None
 

@@ -1,4 +1,5 @@
-"""hardware.device on the CPU: selection, no-op synchronisation, RSS as the CPU's memory, and
+"""hardware.device on the CPU: selection, no-op synchronisation, malloc's bytes in use (RSS
+without glibc) as the CPU's memory, and
 the lookup (torch.accelerator first, then the backend, else "unavailable") with fake backends."""
 
 from types import SimpleNamespace
@@ -7,7 +8,6 @@ import pytest
 import torch
 
 from accelbench.bench import guard
-from accelbench.bench import memory as memory_mod
 from accelbench.bench.dtypes import TORCH_DTYPES, parse_dtype
 from accelbench.bench.memory import PeakMemory
 from accelbench.bench.timing import PhaseTimer
@@ -59,12 +59,21 @@ def test_cpu_sync_reset_and_cache_are_no_ops():
     assert environment(CPU)["device_count"] == 1
 
 
-def test_cpu_memory_is_the_process_rss():
-    assert devices.memory_reporting(CPU) == "sampled RSS"
+def test_cpu_memory_is_what_malloc_holds():
+    assert devices.memory_reporting(CPU) == devices.HEAP_METHOD  # this project's CI is glibc
     assert devices.memory_unavailable_reason(CPU) is None
-    rss = devices.allocated_bytes(CPU)
-    assert rss > 10 * 2**20 and abs(rss - devices.rss_bytes()) < 64 * 2**20
+    before = devices.allocated_bytes(CPU)
+    block = torch.ones(16 * 2**20 // 4)  # 16 MiB through torch's CPU allocator (malloc)
+    held = devices.allocated_bytes(CPU) - before
+    del block
+    assert 16 * 2**20 <= held < 17 * 2**20
+    assert devices.allocated_bytes(CPU) - before < 2**20  # freed: glibc may keep it, not count it
     assert devices.max_allocated_bytes(CPU) is None  # no counter: PeakMemory samples instead
+
+
+def test_cpu_memory_without_glibc_is_the_process_rss(monkeypatch):
+    monkeypatch.setattr(devices, "heap_in_use_bytes", lambda: None)
+    assert devices.host_memory_bytes() == pytest.approx(devices.rss_bytes(), abs=64 * 2**20)
 
 
 def test_peak_memory_on_cpu_measures_an_allocation():
@@ -73,17 +82,17 @@ def test_peak_memory_on_cpu_measures_an_allocation():
         block = torch.ones(size // 4, dtype=torch.float32)  # written, so resident
         inside = peak.current_peak_bytes()
     assert block.numel() * 4 == size
-    assert peak.method == "sampled RSS"
+    assert peak.method == devices.HEAP_METHOD
     assert peak.peak_bytes - peak.base_bytes >= 0.9 * size
     assert inside >= 0.9 * size
 
 
 def _no_rss(monkeypatch):
-    """Make any reading of host RSS fail the test."""
+    """Make any reading of host memory (malloc's or RSS) fail the test."""
     def fail() -> int:
-        raise AssertionError("host RSS read for a device that is not the CPU")
-    monkeypatch.setattr(devices, "rss_bytes", fail)
-    monkeypatch.setattr(memory_mod, "rss_bytes", fail)
+        raise AssertionError("host memory read for a device that is not the CPU")
+    for name in ("rss_bytes", "heap_in_use_bytes", "host_memory_bytes"):
+        monkeypatch.setattr(devices, name, fail)
 
 
 def test_a_device_without_memory_statistics_records_unavailable_not_rss(monkeypatch):
