@@ -10,6 +10,7 @@ from accelbench.bench.train.fit import ONE_DEVICE
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.steps import run_rank_steps
 from accelbench.config.presets import get_preset
+from accelbench.hardware.device import heap_in_use_bytes
 
 CPU = torch.device("cpu")
 
@@ -21,6 +22,9 @@ def _added_bytes(spec: TrainSpec) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(heap_in_use_bytes() is None,
+                    reason="no glibc mallinfo2 here: the CPU measure is RSS, which the estimate "
+                           "does not model (freed blocks the C library keeps)")
 def test_gas8_micro_batch_1_cell_is_within_15_percent_of_its_estimate():
     spec = TrainSpec(model=get_preset("gpt2-tiny"), seq_lens=(128,), micro_batches=(1,),
                      gas=(8,), dtypes=("fp32",), steps=2, warmup_steps=1, device="cpu")

@@ -59,8 +59,10 @@ def test_cpu_sync_reset_and_cache_are_no_ops():
     assert environment(CPU)["device_count"] == 1
 
 
+@pytest.mark.skipif(devices.heap_in_use_bytes() is None,
+                    reason="no glibc mallinfo2 here (another C library or glibc < 2.33): RSS")
 def test_cpu_memory_is_what_malloc_holds():
-    assert devices.memory_reporting(CPU) == devices.HEAP_METHOD  # this project's CI is glibc
+    assert devices.memory_reporting(CPU) == devices.HEAP_METHOD
     assert devices.memory_unavailable_reason(CPU) is None
     before = devices.allocated_bytes(CPU)
     block = torch.ones(16 * 2**20 // 4)  # 16 MiB through torch's CPU allocator (malloc)
