@@ -1,7 +1,7 @@
-"""Print docs/planner.md's validation tables (per run, per source, and the 80% intervals'
-coverage and left-out error by device generation, precision, limiter and scale) from the
-planner itself, so the page shows what `accelbench plan --validate` computes rather than
-figures copied by hand.
+"""Print docs/planner.md's validation tables (per run, per source, the 80% intervals'
+coverage and left-out error by device generation, precision, limiter and scale, and the found
+runs, validation only, apart) from the planner itself, so the page shows what `accelbench
+plan --validate` computes rather than figures copied by hand.
 
 Usage: .venv/bin/python scripts/planner_tables.py > /tmp/tables.md
 """
@@ -34,11 +34,8 @@ def run_table(data: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["published"]:
         out = left[(r["run_id"], r["name"])]
-        value = r["oracle_value"] * (100 if r["oracle_kind"] == "mfu" else 1)
-        shown = ORACLE[r["oracle_kind"]].format(r["oracle_value"] if r["oracle_kind"] == "mfu"
-                                                else value)
         lines.append(
-            f"| {r['run_id'] or '-'} | {r['name']} | {r['device']} | {shown} "
+            f"| {r['run_id'] or '-'} | {r['name']} | {r['device']} | {_figure(r)} "
             f"| {r['observed_mfu']:.1%} | {r['predicted_mfu']:.1%} | {r['error']:+.1%} "
             f"| {out['error']:+.1%} | {r['memory_gb']:.0f} | {'yes' if r['fits'] else 'no'} "
             f"| {r['limiter']} | {r['overlap']} | {r['oracle_tag']} | {r['setup_tag']} |")
@@ -90,11 +87,38 @@ def interval_runs(data: dict) -> list[str]:
     return lines
 
 
+def _figure(r: dict) -> str:
+    """A row's published figure as its source states it."""
+    value = r["oracle_value"] * (100 if r["oracle_kind"] == "mfu" else 1)
+    return ORACLE[r["oracle_kind"]].format(r["oracle_value"] if r["oracle_kind"] == "mfu"
+                                           else value)
+
+
+def found_table(data: dict) -> list[str]:
+    """The runs found outside the shipped csv (never fitted): each with its error and the 80%
+    interval a plan gives it, then |error| by precision and coverage."""
+    lines = ["| Run | Device | Precision | Published | Published MFU | Predicted MFU | Error "
+             "| 80% interval of MFU | Inside | Set-up |", "|---" * 10 + "|"]
+    for r, c in zip(data["found"], data["found_intervals"]["runs"], strict=True):
+        low, high = (r["predicted_mfu"] * c[k] for k in ("low_factor", "high_factor"))
+        lines.append(f"| {r['name']} | {r['device']} | {r['dtype']} | {_figure(r)} "
+                     f"| {r['observed_mfu']:.1%} | {r['predicted_mfu']:.1%} | {r['error']:+.1%} "
+                     f"| {low:.1%}-{high:.1%} | {'yes' if c['inside'] else 'no'} "
+                     f"| {r['setup_tag']} |")
+    lines += ["", "| Precision | Runs | Median |error| | Worst |error| |", "|---|---|---|---|"]
+    for key, e in data["by_precision_found"].items():
+        lines.append(f"| {key} | {e['n']} | {e['median_abs_error']:.1%} "
+                     f"| {e['worst_abs_error']:.1%} |")
+    c = data["found_intervals"]["coverage"]["generation"]["overall"]
+    return lines + ["", f"Inside their 80% interval: {c['inside']} of {c['n']} "
+                        f"({c['coverage']:.0%})."]
+
+
 def main() -> None:
     """The tables, a blank line between."""
     data = _validation()
     print("\n".join(run_table(data) + [""] + source_table(data) + [""] + interval_table(data)
-                    + [""] + interval_runs(data)))
+                    + [""] + interval_runs(data) + [""] + found_table(data)))
 
 
 if __name__ == "__main__":

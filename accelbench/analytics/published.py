@@ -2,7 +2,9 @@
 source and overall, the runs it does not model listed with their reasons; no torch.
 
 The runs themselves (the packaged csv's 49 rows and a few others, with their shapes, layouts,
-oracles and tags) are in accelbench.analytics.published_runs.
+oracles and tags) are in accelbench.analytics.published_runs. Only the csv's scored rows
+(PUBLISHED_RUNS) are fitted and make the intervals' residuals; the runs found elsewhere
+(FOUND_RUNS) and the MoE runs are predicted with those curves and reported apart.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from accelbench.analytics.intervals import (
 from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.published_runs import (
+    FOUND_RUNS,
     MOE_NOT_MODELLED,
     MOE_RUNS,
     NOT_MODELLED,
@@ -50,7 +53,8 @@ from accelbench.config.schema import TrainFigure
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
-__all__ = ["NOT_MODELLED", "PUBLISHED_RUNS", "SHAPES", "PublishedRun", "UnmodelledRun", "shape"]
+__all__ = ["FOUND_RUNS", "NOT_MODELLED", "PUBLISHED_RUNS", "SHAPES", "PublishedRun",
+           "UnmodelledRun", "shape"]
 
 # --- Validation: predictions against the published runs and against measured runs ---
 
@@ -319,30 +323,45 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, float]:
 def errors_by_source(rows: list[ValidationRow]) -> dict[str, dict[str, float]]:
     """error_summary of the rows of each source (source_key), in order of first appearance,
     then of all of them under "overall"."""
-    keys = list(dict.fromkeys(r.source_key for r in rows))
-    out = {key: error_summary([r for r in rows if r.source_key == key]) for key in keys}
+    return _errors_by(rows, lambda r: r.source_key)
+
+
+def errors_by_precision(rows: list[ValidationRow]) -> dict[str, dict[str, float]]:
+    """error_summary of the rows of each precision family (16-bit, fp8), then overall: the
+    issue's targets are per precision."""
+    return _errors_by(rows, lambda r: precision_family(r.dtype))
+
+
+def _errors_by(rows: list[ValidationRow], key: Callable[[ValidationRow], str]
+               ) -> dict[str, dict[str, float]]:
+    """error_summary of the rows of each `key`, in order of first appearance, then overall."""
+    keys = list(dict.fromkeys(map(key, rows)))
+    out = {k: error_summary([r for r in rows if key(r) == k]) for k in keys}
     out["overall"] = error_summary(rows)
     return out
 
 
 @dataclass(frozen=True)
 class Validation:
-    """Every check of the planner: published runs in-sample, the same with each source left out
-    of the fit (only with the built-in curves), measured runs, and the published runs it does
-    not model; `summary` gives each list's errors, `by_source` the published runs' per source
-    (in-sample and left out)."""
+    """Every check of the planner: the shipped (fitted) runs in-sample, the same with each
+    source left out of the fit (only with the built-in curves), measured runs, the published
+    runs it does not model, the MoE runs and the runs found outside the shipped csv (both
+    validation only, never fitted); `summary` gives each list's errors, `by_source` the shipped
+    runs' per source (in-sample and left out)."""
 
     published: list[ValidationRow]
     leave_one_out: list[ValidationRow]
     measured: list[ValidationRow]
     not_modelled: tuple[UnmodelledRun, ...] = NOT_MODELLED
     moe: list[ValidationRow] = field(default_factory=list)  # MOE_RUNS: checked, not fitted
+    found: list[ValidationRow] = field(default_factory=list)  # FOUND_RUNS: never fitted
 
     def summary(self) -> dict[str, dict[str, float]]:
         """error_summary of each list, by name."""
         return {"published": error_summary(self.published),
                 "leave_one_source_out": error_summary(self.leave_one_out),
-                "measured": error_summary(self.measured), "moe": error_summary(self.moe)}
+                "measured": error_summary(self.measured), "moe": error_summary(self.moe),
+                "found": error_summary(self.found)}
 
     def by_source(self) -> dict[str, dict[str, float]]:
         """The published runs' errors per source and overall."""
@@ -359,6 +378,9 @@ class Validation:
                 "measured": [r.to_dict() for r in self.measured],
                 "moe": [r.to_dict() for r in self.moe],
                 "by_source_moe": errors_by_source(self.moe),
+                "found": [r.to_dict() for r in self.found],
+                "by_source_found": errors_by_source(self.found),
+                "by_precision_found": errors_by_precision(self.found),
                 "not_modelled": [r.to_dict() for r in self.not_modelled],
                 "summary": self.summary(), "by_source": self.by_source(),
                 "by_source_left_out": self.by_source_left_out()}
@@ -366,13 +388,21 @@ class Validation:
 
 def validate_all(measured_runs: list[MeasuredRun | Mapping[str, Any]],
                  efficiency: float | None = None) -> Validation:
-    """Published runs, leave-one-source-out (with the built-in curves), the measured
+    """The shipped runs, leave-one-source-out (with the built-in curves), the measured
     runs given (MeasuredRun, or mappings with MEASURED_RUN_KEYS), the published
-    mixture-of-experts runs (checked only) and every run not modelled with its reason."""
+    mixture-of-experts runs and the found runs (both checked only) and every run not modelled
+    with its reason."""
     return Validation(validate_published(efficiency),
                       validate_leave_one_source_out() if efficiency is None else [],
                       validate_measured_runs(measured_runs, efficiency),
-                      NOT_MODELLED + MOE_NOT_MODELLED, validate_published(efficiency, MOE_RUNS))
+                      NOT_MODELLED + MOE_NOT_MODELLED, validate_published(efficiency, MOE_RUNS),
+                      validate_found(efficiency))
+
+
+def validate_found(efficiency: float | None = None) -> list[ValidationRow]:
+    """The runs found outside the shipped csv, predicted with the curves fitted on every
+    shipped run (or `efficiency`): out of sample by construction, as none of them is fitted."""
+    return validate_published(efficiency, FOUND_RUNS)
 
 
 # --- Intervals and the envelope: what the planner has been validated on ---
@@ -425,6 +455,13 @@ def validated_envelope(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS) -> Envel
         ValidatedRun(f"{run.run_id} {run.name}".strip(), device_class(run.device),
                      precision_family(run.dtype), float(active_params(run.model)),
                      run.n_devices, run.seq_len, run.published_mfu()) for run in runs))
+
+
+def found_check(checked: Validation) -> list[Covered]:
+    """Each found run against the interval a plan would give it: the shipped runs'
+    leave-one-source-out residuals (none of them its own; the found runs add none)."""
+    model = interval_model(checked.leave_one_out)
+    return [Covered(r, model.interval(r.where)) for r in map(row_residual, checked.found)]
 
 
 def interval_check(checked: Validation, extra: tuple[Residual, ...] = ()) -> list[Covered]:

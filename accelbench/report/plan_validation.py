@@ -1,7 +1,8 @@
 """`accelbench plan --validate`'s output: each published and measured run's predicted against
-observed MFU, the errors per source and overall, the published runs not modelled, this
-machine's measured cells against the planner through its profiles, and the prediction
-intervals' coverage; gathered as a PlanView (report/plan_table.py) the command prints."""
+observed MFU, the errors per source and overall, the published runs not modelled, the runs
+found outside the shipped csv apart (validation only, never fitted), this machine's measured
+cells against the planner through its profiles, and the prediction intervals' coverage;
+gathered as a PlanView (report/plan_table.py) the command prints."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from accelbench.analytics.published import (
     METHOD,
     Validation,
     ValidationRow,
+    errors_by_precision,
     errors_by_source,
+    found_check,
     interval_check,
     interval_report,
     validate_all,
@@ -179,6 +182,26 @@ def _moe_shown(checked: Validation) -> list[Table | str]:
                     for key, s in errors_by_source(checked.moe).items()]
 
 
+FOUND_TITLE = "validation only: runs not shipped, never fitted"
+
+
+def _found_shown(checked: Validation, covered: list[Covered]) -> list[Table | str]:
+    """The runs found outside the shipped csv, apart: predicted with the curves fitted on every
+    shipped run, each with the 80% interval a plan gives it, and their errors by precision."""
+    if not checked.found:
+        return []
+    return [_validation_table(checked.found, checked.found if covered else [],
+                              f"{FOUND_TITLE.capitalize()}: predicted vs published MFU (error "
+                              "and left out alike: no fit has seen them; interval from the "
+                              "shipped runs' residuals)", covered),
+            _source_lines(checked.found), "\n".join(["notes:"] + _run_notes(checked.found)),
+            *[f"{FOUND_TITLE}, {key}: n={e['n']:.0f}, median |error| "
+              f"{e['median_abs_error']:.1%}, worst {e['worst_abs_error']:.1%}"
+              for key, e in errors_by_precision(checked.found).items()],
+            *([f"{FOUND_TITLE}: inside their 80% interval {sum(c.inside for c in covered)} of "
+               f"{len(covered)}"] if covered else [])]
+
+
 def _published_shown(checked: Validation, covered: list[Covered]) -> list[Table | str]:
     """The published runs: predicted against published MFU, sources, notes, errors by source,
     those not modelled, and the mixture-of-experts runs."""
@@ -229,10 +252,12 @@ def validation_view(efficiency: float | None, db: Path | None, json_out: bool) -
     # intervals rest on the built-in curves' leave-one-source-out (none with --efficiency)
     covered = (interval_check(checked, tuple(step_residual(r) for r in steps))
                if checked.leave_one_out else [])
+    found = found_check(checked) if checked.leave_one_out else []
     if json_out:
         return PlanView(data=json.dumps(
             {**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
              "measured_steps_summary": step_errors(steps), "measured_steps_left_out": left,
-             **dict(intervals=interval_report(covered) if covered else None)}, indent=2))
-    return PlanView(shown=_published_shown(checked, covered)
+             **dict(intervals=interval_report(covered) if covered else None,
+                    found_intervals=interval_report(found) if found else None)}, indent=2))
+    return PlanView(shown=_published_shown(checked, covered) + _found_shown(checked, found)
                     + _measured_shown(checked, steps, left, covered))

@@ -256,3 +256,30 @@ def test_a_profiles_collectives_time_the_data_parallel_reduction_by_hand() -> No
     half = grads / 2
     bucket_busbw = 1e8 + (1e10 - 1e8) * math.log(half / 1e3) / math.log(1e6)
     assert step.dp_comm_exposed_s == pytest.approx(2 * max(1e-3, volume / 2 / bucket_busbw))
+
+
+def test_the_found_runs_are_never_fitted(monkeypatch) -> None:
+    """Fitting discipline: the tops, the interval residuals (by source and by class) and the
+    envelope come from the shipped csv's runs only; doubling every found run's oracle moves
+    the found runs' errors and nothing else."""
+    from accelbench.analytics import published, published_runs
+
+    shipped_ids = {run.run_id for run in published_runs.CSV_RUNS}
+    assert PUBLISHED_RUNS == published_runs.CSV_RUNS and all(shipped_ids)
+    assert not {run.name for run in published_runs.FOUND_RUNS} & {r.name for r in PUBLISHED_RUNS}
+
+    def fitted() -> tuple:
+        published._SHIPPED.clear()
+        return (fit_gemm_top(needed_by_run()), published.shipped_interval_model().residuals,
+                published.unseen_class_interval_model().residuals,
+                published.validated_envelope().runs)
+
+    before, found_before = fitted(), published.validate_found()
+    altered = tuple(replace(run, oracle_value=2 * run.oracle_value)
+                    for run in published_runs.FOUND_RUNS)
+    monkeypatch.setattr(published_runs, "FOUND_RUNS", altered)
+    monkeypatch.setattr(published, "FOUND_RUNS", altered)
+    assert fitted() == before
+    assert all(after.error != row.error for after, row
+               in zip(published.validate_found(), found_before, strict=True))
+    published._SHIPPED.clear()

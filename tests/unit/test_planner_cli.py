@@ -140,7 +140,9 @@ def test_validate_json_is_clean_stdout() -> None:
                                            "summary", "by_source", "by_source_left_out",
                                            "not_modelled", "measured_steps",
                                            "measured_steps_summary", "moe", "by_source_moe",
-                                           "measured_steps_left_out", "intervals"}
+                                           "measured_steps_left_out", "intervals",
+                                           "found", "by_source_found", "by_precision_found",
+                                           "found_intervals"}
 
 
 def test_validate_reads_the_store_without_making_one(tmp_path, monkeypatch) -> None:
@@ -149,3 +151,24 @@ def test_validate_reads_the_store_without_making_one(tmp_path, monkeypatch) -> N
     out = CliRunner().invoke(app, ["plan", "--validate", "--json", "--db", str(db)])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["measured"] == [] and not db.exists()
+
+
+def test_validate_reports_the_found_runs_apart_text_and_json() -> None:
+    """The runs found outside the shipped csv come under their own heading, each with its 80%
+    interval, and never among the shipped (fitted) runs or their intervals."""
+    from accelbench.analytics.published_runs import FOUND_RUNS
+    from accelbench.report.plan_validation import FOUND_TITLE
+
+    found, sources = {run.name for run in FOUND_RUNS}, {run.source for run in FOUND_RUNS}
+    text = CliRunner().invoke(app, ["plan", "--validate"])
+    assert text.exit_code == 0, text.output
+    shipped_part, _, found_part = text.stdout.partition(FOUND_TITLE.capitalize())
+    assert found_part and all(source in found_part for source in sources)  # the footnotes
+    assert not any(source in shipped_part for source in sources)
+    assert f"{FOUND_TITLE}: inside their 80% interval" in found_part
+    data = json.loads(CliRunner().invoke(app, ["plan", "--validate", "--json"]).stdout)
+    assert {r["name"] for r in data["found"]} == found
+    shipped = data["published"] + data["leave_one_source_out"] + data["intervals"]["runs"]
+    assert not {r["name"] for r in shipped} & found
+    assert not any(name in r["name"] for r in data["intervals"]["runs"] for name in found)
+    assert len(data["found_intervals"]["runs"]) == len(found) == data["summary"]["found"]["n"]

@@ -259,4 +259,6 @@ def test_a_device_class_never_validated_takes_the_wider_unseen_class_interval() 
     assert unseen["interval"]["group"] == "pooled"
     width = {name: row["interval"]["high_factor"] / row["interval"]["low_factor"]
              for name, row in (("seen", seen), ("unseen", unseen))}
-    assert width["unseen"] > 1.5 * width["seen"]
+    # 1.43 times as wide with the shipped runs only (1.5 and more while the found runs were
+    # in the residuals too)
+    assert width["unseen"] > 1.25 * width["seen"]

@@ -15,7 +15,7 @@ from accelbench.analytics.flops import (
     recompute_flops_per_token,
 )
 from accelbench.analytics.memory import Kernels, activation_bytes_per_layer
-from accelbench.analytics.published import validate_published
+from accelbench.analytics.published import validate_found
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
@@ -74,7 +74,7 @@ def test_the_step_reruns_the_policy_s_share() -> None:
 def test_memory_against_torchtitan_s_published_peaks() -> None:
     """torchtitan's Table 1 and 3 (reserved peak, GiB): the estimate is 91-100% of it, as the
     8% allocator margin says the allocated part is (the one compiled Float8 run saves more)."""
-    rows = [r for r in validate_published() if r.published_memory_gib]
+    rows = [r for r in validate_found() if r.published_memory_gib]
     assert len(rows) == 3
     for row in rows:
         estimate_gib = row.memory_gb * 1e9 / 2**30
