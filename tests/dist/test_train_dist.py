@@ -167,19 +167,20 @@ def test_scaling_study_runs_every_count_in_every_round_under_torchrun():
 
 
 def test_launched_cells_run_their_trials_interleaved():
-    """--nproc 2 --trials 2 over two cells: each trial its own launch, both cells in every
-    round, each record rank 0's two trials combined (per-trial values, per-rank medians)."""
+    """--nproc 2 --trials 2: each trial its own launch, the record rank 0's two trials
+    combined (per-trial values, per-rank medians). One cell (two launches): the interleaving of
+    several cells is test_train_launch's, with faked launches, and the scaling study's above."""
     sunk = []
-    outcomes = run_train_sweep(_spec(micro_batches=(1, 2), trials=2), sunk.append)
-    assert [o.status for o in outcomes] == ["ok", "ok"], [o.reason for o in outcomes]
+    outcomes = run_train_sweep(_spec(micro_batches=(1,), trials=2), sunk.append)
+    assert [o.status for o in outcomes] == ["ok"], [o.reason for o in outcomes]
     assert sunk == outcomes  # sunk at the end of the last round, in the sweep's order
     for o in outcomes:
         m = o.typed
-        assert m.trials == 2 and m.trial_cells == 2 and len(m.trial_positions) == 2
+        assert m.trials == 2 and m.trial_cells == 1 and len(m.trial_positions) == 2
         assert len(o.raw["trials"]) == 2 and len(m.step_time_s_median_per_rank) == 2
         values = o.raw["trial_values"]["step_time_s_median"]
         assert len(values) == 2 and m.step_time_s_median == pytest.approx(sum(values) / 2)
         assert m.tokens_per_s_global == pytest.approx(m.tokens_per_step_global
                                                       / m.step_time_s_median)
-        assert all(len(r) == 2 for r in o.raw["trial_order"]) and len(o.raw["trial_order"]) == 2
+        assert all(len(r) == 1 for r in o.raw["trial_order"]) and len(o.raw["trial_order"]) == 2
         assert o.spec["trials"] == 2 and o.spec["world_size"] == 2
