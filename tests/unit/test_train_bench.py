@@ -168,7 +168,7 @@ def test_loss_falls_over_20_steps_on_the_default_corpus(tmp_path, monkeypatch):
     model = get_preset("gpt2-tiny").with_changes(n_positions=64)
     spec = TrainSpec(model, data="default", seq_lens=(64,), micro_batches=(8,), dtypes=("fp32",),
                      steps=20, warmup_steps=1, lr=3e-3, lr_warmup_steps=5, device="cpu",
-                     peaks=GIVEN)
+                     peaks=GIVEN, trials=1)  # learning is the point: one trial, not auto's 3
     outcome = run_train_sweep(spec, lambda o: None)[0]
     assert outcome.status == "ok", outcome.reason
     losses = outcome.raw["rank0"]["loss"]
