@@ -404,7 +404,7 @@ def _typed(value: Scalar, option: OptionField, path: str) -> Any:
     kind = option.type
     if kind == "bool" and isinstance(value, bool):
         return value
-    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+    if kind in ("int", "int | None") and isinstance(value, int) and not isinstance(value, bool):
         return value
     if kind in ("float", "float | None") and isinstance(value, int | float) \
             and not isinstance(value, bool):
