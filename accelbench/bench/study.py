@@ -347,7 +347,14 @@ def _plan_longest(spec: TrainSpec, planner: Planner, title: str) -> SweepPlan:
 
 
 def plan_train(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    return _plan_training(build_spec(TrainOptions(**values)), planner, longest=False)
+    spec = build_spec(TrainOptions(**values))
+    present, what = available_devices(planner.device)
+    if spec.nproc > present and not in_process_group():  # as plan_scale leaves counts out
+        title = f"{spec.model.name} {spec.benchmark} on {spec.nproc} device(s)"
+        return SweepPlan(title, (), lambda *args: [], note=(
+            f"layout {spec.layout or spec.nproc} left out: {spec.nproc} device(s), this "
+            f"machine has {what}"))
+    return _plan_training(spec, planner, longest=False)
 
 
 def plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:
