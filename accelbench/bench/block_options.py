@@ -30,4 +30,4 @@ class BlockOptions:
         "window before the cell is flagged disturbed, in (0, 1].")
     compile: bool = option(False, "torch.compile the block.", "--compile/--no-compile")
     tf32: bool = option(False, "Allow TF32 for fp32 matmuls.", "--tf32/--no-tf32")
-    mem_limit: str = option("", "Refuse cells estimated above this, e.g. 8GiB.")
+    mem_limit: str = option("", "Refuse cells estimated above this a device (a rank), e.g. 8GiB.")

@@ -19,24 +19,31 @@ _OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 CPU_AVAILABLE_FRACTION = 0.8  # leave room for the interpreter and whatever shares the machine
 
 
-def memory_budget_bytes(device: torch.device, mem_limit_bytes: int | None) -> int | None:
-    """Bytes a cell may use: the user's limit, and on a CPU never more than 80% of available."""
+def memory_budget_bytes(device: torch.device, mem_limit_bytes: int | None,
+                        ranks_on_host: int = 1) -> int | None:
+    """Bytes one rank may use. The user's limit is a budget per device, and on a CPU a launched
+    rank is the device (as the scaling study counts one core a device), so it bounds one rank;
+    the host's memory (80% of what is available) is shared by the ranks on the host."""
     if device.type == "cpu":
         available = int(available_cpu_memory_bytes() * CPU_AVAILABLE_FRACTION)
-        return min(available, mem_limit_bytes) if mem_limit_bytes else available
+        share = available // max(ranks_on_host, 1)
+        return min(share, mem_limit_bytes) if mem_limit_bytes else share
     return mem_limit_bytes
 
 
 def refuse_if_too_big(estimate_bytes: float, device: torch.device,
-                      mem_limit_bytes: int | None) -> str | None:
-    """A reason to refuse before allocating, or None when the estimate fits the budget; the
-    reason says what decided it (config/fit.py): the user's --mem-limit, or the estimate."""
-    budget_bytes = memory_budget_bytes(device, mem_limit_bytes)
+                      mem_limit_bytes: int | None, ranks_on_host: int = 1) -> str | None:
+    """A reason to refuse before allocating, or None when one rank's estimate fits one rank's
+    budget (memory_budget_bytes); the reason says what decided it (config/fit.py): the user's
+    --mem-limit (per device), or the estimate against the device's (the host's share)."""
+    budget_bytes = memory_budget_bytes(device, mem_limit_bytes, ranks_on_host)
     if budget_bytes is None or estimate_bytes <= budget_bytes:
         return None
     by_user = mem_limit_bytes is not None and budget_bytes == mem_limit_bytes
-    usable = ("80% of the host's available memory" if device.type == "cpu"
-              else "the device's memory")
+    usable = "the device's memory"
+    if device.type == "cpu":
+        usable = "80% of the host's available memory" + (
+            f", shared by its {ranks_on_host} ranks" if ranks_on_host > 1 else "")
     return refusal_reason(estimate_bytes, budget_bytes, by_user, usable)
 
 

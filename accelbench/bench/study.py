@@ -193,10 +193,11 @@ class Planner:
         self.labels: dict[str, str] = {}
         self.decided: set[tuple[str, bool, bool]] = set()  # (dtype, tf32, local) peaks decided
 
-    def budget(self, mem_limit_bytes: int | None) -> tuple[float | None, bool]:
-        """The guard's budget and whether the run refuses by it (a CPU, or --mem-limit); on
-        an accelerator without a limit, its memory (the run tries the cell)."""
-        budget = memory_budget_bytes(self.device, mem_limit_bytes)
+    def budget(self, mem_limit_bytes: int | None,
+               ranks_on_host: int = 1) -> tuple[float | None, bool]:
+        """The guard's budget of one rank and whether the run refuses by it (a CPU, or
+        --mem-limit); on an accelerator without a limit, its memory (the run tries the cell)."""
+        budget = memory_budget_bytes(self.device, mem_limit_bytes, ranks_on_host)
         if budget is not None:
             return budget, True
         return devices.total_memory_bytes(self.device), False
@@ -249,11 +250,10 @@ class Planner:
     def cell(self, label: str, dtype: str, need: float, mem_limit_bytes: int | None,
              flops: float, tf32: bool, steps: int, local: bool = True,
              ranks_on_host: int = 1) -> PlannedCell:
-        """A planned cell (`need` per rank; on a CPU the ranks share the host's memory). A cell
-        the run refuses before it allocates costs no time."""
-        budget, enforced = self.budget(mem_limit_bytes)
-        shared = ranks_on_host if self.device.type == "cpu" else 1
-        verdict = self.verdict(dtype, need * shared, budget)
+        """A planned cell (`need` and the budget per rank, the run's rule: bench/guard.py). A
+        cell the run refuses before it allocates costs no time."""
+        budget, enforced = self.budget(mem_limit_bytes, ranks_on_host)
+        verdict = self.verdict(dtype, need, budget)
         refused = verdict.startswith("unsupported") or (verdict != FITS and enforced)
         time = 0.0 if refused else self.time_s(flops, dtype, tf32, steps, local)
         return PlannedCell(label, need, budget, verdict, time)
@@ -347,7 +347,14 @@ def _plan_longest(spec: TrainSpec, planner: Planner, title: str) -> SweepPlan:
 
 
 def plan_train(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    return _plan_training(build_spec(TrainOptions(**values)), planner, longest=False)
+    spec = build_spec(TrainOptions(**values))
+    present, what = available_devices(planner.device)
+    if spec.nproc > present and not in_process_group():  # as plan_scale leaves counts out
+        title = f"{spec.model.name} {spec.benchmark} on {spec.nproc} device(s)"
+        return SweepPlan(title, (), lambda *args: [], note=(
+            f"layout {spec.layout or spec.nproc} left out: {spec.nproc} device(s), this "
+            f"machine has {what}"))
+    return _plan_training(spec, planner, longest=False)
 
 
 def plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:
@@ -404,7 +411,7 @@ def _typed(value: Scalar, option: OptionField, path: str) -> Any:
     kind = option.type
     if kind == "bool" and isinstance(value, bool):
         return value
-    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+    if kind in ("int", "int | None") and isinstance(value, int) and not isinstance(value, bool):
         return value
     if kind in ("float", "float | None") and isinstance(value, int | float) \
             and not isinstance(value, bool):

@@ -124,8 +124,8 @@ def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
     out.print(f"estimated time: {_minutes(total)} ({ROUGH_TIME})")
     for dtype, label in plan.peaks.items():
         out.print(f"  {dtype} peak: {label}")
-    out.print("GiB are per device (per rank); on a CPU the ranks of a cell share the budget. "
-              "Nothing was run and no database was opened.")
+    out.print("GiB are per device (per rank): mem_limit bounds each rank; on a CPU the ranks "
+              "of a cell share the host's memory. Nothing was run and no database was opened.")
 
 
 # --- running ------------------------------------------------------------------------------------

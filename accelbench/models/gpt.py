@@ -34,6 +34,7 @@ from accelbench.models.moe import (
     share_aux_grad_scale,
     with_aux_term,
 )
+from accelbench.models.prefix_attention import prefix_causal_attention
 
 __all__ = ["GPT", "MLP", "Block", "set_recompute"]
 
@@ -115,9 +116,18 @@ def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     gqa = k.shape[1] != q.shape[1]
     if not spans:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    return torch.cat([F.scaled_dot_product_attention(
-        q[:, :, start:end], k[:, :, :keys], v[:, :, :keys], attn_mask=bias, enable_gqa=gqa)
-        for start, end, keys, bias in spans], dim=2)
+    return torch.cat([_span_attention(q[:, :, start:end], k[:, :, :keys], v[:, :, :keys], bias,
+                                      gqa) for start, end, keys, bias in spans], dim=2)
+
+
+def _span_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: object,
+                    gqa: bool) -> torch.Tensor:
+    """Queries aligned at the end of the keys, attending causally: under the bias given, or
+    (bias None: on a CPU, where a bias is a mask tensor kept for the backward) with no mask at
+    all (models/prefix_attention.py: the flash kernel's memory, linear in the keys)."""
+    if bias is None:
+        return prefix_causal_attention(q, k, v)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=gqa)
 
 
 class Attention(nn.Module):
@@ -153,7 +163,7 @@ class Attention(nn.Module):
         if self.context is not None:  # the cp group's keys and values, in sequence order
             k, v = self.context.gather(k), self.context.gather(v)
             positions = self.context.positions(t, q.device)
-            spans = self.context.spans(t, q.device, q.dtype)
+            spans = self.context.spans(t, q.device)
         if self.rotary is not None:
             q, k = self.rotary(q, k, positions)
         if self.recompute_core and torch.is_grad_enabled():

@@ -7,14 +7,17 @@ keys and values of its cp group (all_gather_into_tensor; in the backward a reduc
 sums each gathered piece's gradient back to the rank that holds it) and attends this rank's
 queries to the keys before them: each of its two chunks in one attention call over the keys up
 to its end, under a lower-right causal bias (on CUDA torch's causal_lower_right, with no mask
-tensor, so flash attention stays usable; elsewhere an additive mask of the chunk's shape).
+tensor, so flash attention stays usable; on a CPU no mask at all: the keys before the chunk
+attended whole and its own square causally, two flash calls merged by their log-sum-exp,
+models/prefix_attention.py).
 
 Why an all-gather and not ring attention: the same bytes per rank ((cp-1)/cp of the sequence's
 keys and values per pass), one collective per layer and pass (a small autograd function around
 torch's own collectives), and any attention kernel that takes a causal bias; the price is that
-a rank holds the whole sequence's keys and values of one layer at a time (not 2/cp of them) and that
-nothing overlaps the gather with compute. The weights are replicated over cp, so gradients are
-averaged over dp x cp ranks (one data-parallel group of dp x cp: `placement`).
+autograd keeps every layer's gathered keys and values of the whole sequence for the backward
+(docs/parallel.md, measured) and that nothing overlaps the gather with compute. The weights
+are replicated over cp, so gradients are averaged over dp x cp ranks (one data-parallel group
+of dp x cp: `placement`).
 """
 
 from __future__ import annotations
@@ -78,7 +81,6 @@ class ContextShard:
 
     def __init__(self, group: dist.ProcessGroup | None, cp: int, rank: int) -> None:
         self.group, self.cp, self.rank = group, cp, rank
-        self._masks: dict[tuple[int, int, torch.device, torch.dtype], torch.Tensor] = {}
         self._positions: dict[tuple[int, torch.device], torch.Tensor] = {}
 
     def positions(self, local_len: int, device: torch.device) -> torch.Tensor:
@@ -92,8 +94,8 @@ class ContextShard:
         """This rank's tokens of (batch, seq) ids or targets."""
         return t[:, self.positions(t.shape[1] // self.cp, t.device)]
 
-    def spans(self, local_len: int, device: torch.device,
-              dtype: torch.dtype) -> tuple[tuple[int, int, int, object], ...]:
+    def spans(self, local_len: int,
+              device: torch.device) -> tuple[tuple[int, int, int, object], ...]:
         """(query start, query end, keys seen, causal bias) of this rank's two chunks: chunk c
         of the sequence attends the first (c + 1) x chunk keys, causally aligned at its end,
         one attention call each (`_causal_bias`)."""
@@ -102,24 +104,15 @@ class ContextShard:
         for i, c in enumerate(chunk_order(self.cp)[self.rank]):
             keys = (c + 1) * chunk
             spans.append((i * chunk, (i + 1) * chunk, keys,
-                          self._causal_bias(chunk, keys, device, dtype)))
+                          self._causal_bias(chunk, keys, device)))
         return tuple(spans)
 
-    def _causal_bias(self, queries: int, keys: int, device: torch.device,
-                     dtype: torch.dtype) -> object:
-        """A lower-right causal bias: on CUDA torch's CausalBias, which flash and
-        memory-efficient attention take with no mask tensor; elsewhere (where SDPA would
-        materialize it in every call and keep a float copy for the backward) an additive
-        0 / -inf mask made once per shape, device and dtype."""
-        if device.type == "cuda":
-            return causal_lower_right(queries, keys)
-        key = (queries, keys, device, dtype)
-        if key not in self._masks:
-            allowed = torch.ones(queries, keys, dtype=torch.bool, device=device).tril(
-                keys - queries)
-            self._masks[key] = torch.zeros(queries, keys, dtype=dtype,
-                                           device=device).masked_fill_(~allowed, float("-inf"))
-        return self._masks[key]
+    def _causal_bias(self, queries: int, keys: int, device: torch.device) -> object:
+        """A lower-right causal bias: torch's CausalBias, which CUDA's flash and
+        memory-efficient attention take with no mask tensor; None on a CPU, where SDPA would
+        materialize it and keep it for the backward (quadratic in the sequence), and the model
+        attends without a mask instead (models/prefix_attention.py)."""
+        return None if device.type == "cpu" else causal_lower_right(queries, keys)
 
     def gather(self, z: torch.Tensor) -> torch.Tensor:
         """(batch, heads, local_len, d) keys or values -> the whole sequence's, in order."""

@@ -109,12 +109,19 @@ TABLE_CAPTION = (f"Throughput at the median step, (low-high) after it: {SPREAD};
                  f"{FP8_CAPTION[0].upper()}{FP8_CAPTION[1:]}.")
 
 
-def best_by(cells: list[tuple[Machine, Record]], x: Callable[[Record], float]
-            ) -> dict[tuple, dict[float, list[Record]]]:
-    """(machine, model, precision) -> x -> that x's records (for one series each)."""
+def cp_label(record: Record) -> str:
+    """'cp=N': the cell's context-parallel ranks (1 where its layout has none)."""
+    return f"cp={(record.spec.get('layout') or {}).get('cp') or 1}"
+
+
+def best_by(cells: list[tuple[Machine, Record]], x: Callable[[Record], float],
+            by_cp: bool = False) -> dict[tuple, dict[float, list[Record]]]:
+    """(machine, model, precision[, cp]) -> x -> that x's records (for one series each;
+    `by_cp`: each context-parallel degree its own series)."""
     groups: dict[tuple, dict[float, list[Record]]] = {}
     for m, r in cells:
-        key = (m.index, m.label, str(r.spec.get("model_name")), str(r.spec.get("dtype")))
+        key = (m.index, m.label, str(r.spec.get("model_name")), str(r.spec.get("dtype")),
+               cp_label(r) if by_cp else "")
         groups.setdefault(key, {}).setdefault(x(r), []).append(r)
     return groups
 
@@ -128,10 +135,11 @@ def best_rate(records: list[Record], value: Callable[[Record], Rate | None]
 
 
 def best_series(cells: list[tuple[Machine, Record]], x: Callable[[Record], float],
-                value: Callable[[Record], Rate | None]) -> list[Series]:
-    """One series per machine, model and precision: at each x, the best ok cell's value."""
-    groups = best_by(cells, x)
-    labels = varying_label([{"machine": k[1], "model": k[2], "precision": k[3]}
+                value: Callable[[Record], Rate | None], by_cp: bool = False) -> list[Series]:
+    """One series per machine, model and precision (and cp degree with `by_cp`): at each x,
+    the best ok cell's value."""
+    groups = best_by(cells, x, by_cp)
+    labels = varying_label([{"machine": k[1], "model": k[2], "precision": k[3], "cp": k[4]}
                             for k in groups])
     return [points_series(label, [(xv, *best_rate(rs, value)) for xv, rs in by_x.items()])
             for label, by_x in zip(labels, groups.values(), strict=True)]
@@ -144,17 +152,18 @@ def mfu_rate(r: Record) -> Rate | None:
 
 
 def seq_figure(name: str, title: str, cells: list[tuple[Machine, Record]], unit: str,
-               caption: str) -> Figure:
-    """Throughput and MFU against sequence length, the best cell at each length."""
+               caption: str, by_cp: bool = False) -> Figure:
+    """Throughput and MFU against sequence length, the best cell at each length (`by_cp`:
+    of each context-parallel degree, a series each)."""
     xlog = wide_range(r.spec.get("seq_len") or 0 for _, r in cells)
 
     def seq(r: Record) -> float:
         return float(r.spec["seq_len"])
 
     panels = (Panel("throughput", "sequence length (tokens)", f"{unit}s/s per device",
-                    tuple(best_series(cells, seq, train_rate)), xlog),
+                    tuple(best_series(cells, seq, train_rate, by_cp)), xlog),
               Panel("model FLOPs utilisation", "sequence length (tokens)",
-                    "MFU (fraction of dense peak)", tuple(best_series(cells, seq, mfu_rate)),
+                    "MFU (fraction of dense peak)", tuple(best_series(cells, seq, mfu_rate, by_cp)),
                     xlog))
     return Figure(name, title, panels, caption + f" x at the axis: {DOES_NOT_FIT}.")
 

@@ -184,3 +184,25 @@ def test_launched_cells_run_their_trials_interleaved():
                                                       / m.step_time_s_median)
         assert all(len(r) == 1 for r in o.raw["trial_order"]) and len(o.raw["trial_order"]) == 2
         assert o.spec["trials"] == 2 and o.spec["world_size"] == 2
+
+
+def test_a_length_refused_on_one_rank_fits_over_two_with_context_parallelism():
+    """--mem-limit is a budget per device (a CPU rank): a length whose one-rank estimate is over
+    it is refused before anything runs, and over cp=2 (half the sequence a rank) it fits each
+    rank's budget and runs (one launch). The limit lies between the two estimates."""
+    from accelbench.bench.train.cell import estimate_bytes
+    from accelbench.config.layout import Layout
+
+    spec = _spec(model=TINY.with_changes(n_positions=256), seq_lens=(256,), gas=(1,),
+                 nproc=1, layout="dp=1")
+    cell = spec.cells()[0]
+    one, two = (estimate_bytes(spec, cell, Layout(cp=cp)) for cp in (1, 2))
+    limit = int((one + two) / 2)
+    refused = run_train_sweep(_spec(**{**vars(spec), "mem_limit_bytes": limit}),
+                              lambda o: None)[0]
+    assert refused.status == "oom" and refused.reason.startswith("does not fit (user budget)")
+    ran = run_train_sweep(_spec(**{**vars(spec), "mem_limit_bytes": limit, "nproc": 2,
+                                   "layout": "cp=2"}), lambda o: None)[0]
+    assert ran.status == "ok", ran.reason
+    assert ran.spec["world_size"] == 2 and ran.spec["layout"]["cp"] == 2
+    assert ran.typed.mem_estimate_bytes_per_rank == pytest.approx(two)

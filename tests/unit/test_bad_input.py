@@ -134,7 +134,8 @@ CASES = [
     case("train --data {dir}/bad-ids", "error: data: shard {dir}/bad-ids/shard_00000.bin "
          "holds token id 60000"),
     case("train --nproc 0", "error: nproc: must be a positive number, got 0"),
-    case("train --layout tp=2", "error: layout: tp*pp*cp = 2 does not divide the 1 devices"),
+    case("train --nproc 1 --layout tp=2", "error: layout: tp*pp*cp = 2 does not divide the 1 "
+         "devices"),  # an --nproc that contradicts the layout (without one: the layout's ranks)
     case("train --nproc 2 --device cpu --layout tp=3", "error: layout: tp*pp*cp = 3 does not "
          "divide the 2 devices"),
     case("train --nproc 2 --device cpu --layout dp=2,zero=9", "error: layout.zero: unknown "

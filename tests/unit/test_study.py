@@ -157,16 +157,18 @@ def test_the_built_in_quick_profile_plans_the_papers_experiments(tmp_path, monke
         "figures 3-4", "table III", "figure 6", "figure 7", "table II", "table IV", "table IV"]
     block = [c.label for c in by_name["block"].cells]
     assert block == [f"batch {b} {d}" for d in ("fp32", "fp16", "bf16") for b in (1, 2, 4, 8)]
-    seq = by_name["seqlen"].cells
-    assert [c.label.split(" mb")[0] for c in seq] == [f"seq {n}" for n in (64, 128, 256, 512,
-                                                                            1024)]
-    assert [c.verdict for c in seq] == ["fits"] * 3 + ["does not fit"] * 2  # under 1 GiB
-    assert [c.time_s for c in seq[3:]] == [0.0, 0.0]  # refused before they allocate
+    seq = by_name["seqlen"].cells  # one device, then cp=2 where 2 devices (cores) are here
+    cores, _ = available_devices(plan.device)
+    layouts = ["dp=1", "cp=2"][:min(cores, 2)]
+    assert [c.label.split(" mb")[0] for c in seq] == [
+        f"layout {lay}: seq {n}" for lay in layouts for n in (128, 256, 512, 1024)]
+    fit = {"dp=1": ["fits"] * 2 + ["does not fit"] * 2, "cp=2": ["fits"] * 3 + ["does not fit"]}
+    assert [c.verdict for c in seq] == [v for lay in layouts for v in fit[lay]]  # 1 GiB a rank
+    assert [c.time_s for c in seq[2:4]] == [0.0, 0.0]  # refused before they allocate
     assert [c.label.split(" fp32")[0] for c in by_name["gas"].cells] == [
         f"seq 128 mb 1 gas {g}" for g in (1, 2, 4, 8)]
     sparsity = by_name["sparsity"]
     assert len(sparsity.cells) == 4 and not sparsity.skipped
-    cores, _ = available_devices(plan.device)
     assert [c.label for c in by_name["scaling"].cells] == [
         f"{n} device(s)" for n in (1, 2, 4, 8) if n <= cores]
     genslm = by_name["genslm"].cells

@@ -70,15 +70,15 @@ def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> 
 
 def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
             local_ranks: int) -> Outcome | None:
-    """An outcome without running: a dtype the device lacks, or an estimate over the budget
-    (on a CPU all local ranks share the host's memory). None when the cell may run."""
+    """An outcome without running: a dtype the device lacks, or one rank's estimate over one
+    rank's budget (bench/guard.py: --mem-limit per device; on a CPU the local ranks share the
+    host's memory). None when the cell may run."""
     record_spec = cell_spec(spec, cell, layout, str(device))
     unsupported = dtype_support(device, cell.dtype)
     if unsupported:
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
     estimate = estimate_bytes(spec, cell, layout)
-    shared_host = local_ranks if device.type == "cpu" else 1
-    reason = refuse_if_too_big(estimate * shared_host, device, spec.mem_limit_bytes)
+    reason = refuse_if_too_big(estimate, device, spec.mem_limit_bytes, local_ranks)
     if reason is None:
         return None
     metrics = TrainMetrics(mem_estimate_bytes_per_rank=estimate)

@@ -73,9 +73,11 @@ class TrainOptions:
     disturbance_threshold: float = _opt(0.10, "Share of the CPU capacity other processes may "
                                         "use in a timed window before the cell is flagged "
                                         "disturbed, in (0, 1].")
-    mem_limit: str = _opt("", "Refuse cells estimated above this, e.g. 8GiB.")
-    nproc: int = _opt(1, "Processes to start with torchrun (gloo on CPU, NCCL on GPUs); under "
-                      "torchrun or srun the launcher's processes are used.")
+    mem_limit: str = _opt("", "Refuse cells estimated above this a device (a rank), e.g. 8GiB.")
+    nproc: int | None = _opt(None, "Processes to start with torchrun (gloo on CPU, NCCL on "
+                             "GPUs); default: the ranks --layout asks for (dp x tp x pp x cp, "
+                             "dp 1 unless given), else 1; under torchrun or srun the "
+                             "launcher's processes are used.")
     layout: str = _opt("", "dp=..,tp=..,pp=..,vp=..,zero=0-3,sp=0|1,schedule=gpipe|1f1b|"
                        "interleaved_1f1b (default: data parallel over all processes).")
     cell_timeout: float = _opt(3600.0, "Seconds before a launched cell is killed.")
@@ -141,6 +143,20 @@ def _fp8_recipe(options: TrainOptions) -> str | None:
     return FP8_RECIPES[0] if fp8 else None
 
 
+def resolve_nproc(nproc: int | None, layout: str) -> int:
+    """--nproc as given, else the ranks the --layout asks for (dp x tp x pp x cp, dp 1 unless
+    given: a study sweeps layouts without a matching nproc), else 1; under torchrun or srun
+    the launcher's processes (1: the group this process is in)."""
+    from accelbench.bench.train.launch import in_process_group
+    from accelbench.config.layout import RUNTIME_KEYS, parse_layout
+
+    if nproc is not None:
+        return nproc
+    if not layout.strip() or in_process_group():
+        return 1
+    return parse_layout(layout, RUNTIME_KEYS).world_size
+
+
 def build_spec(options: TrainOptions, benchmark: str = "train",
                tokenizer: str = "gpt2") -> TrainSpec:
     """Command-line values to a checked TrainSpec: fields, data and layouts (ConfigError on the
@@ -166,7 +182,7 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         mem_limit_bytes=(parse_bytes("mem-limit", options.mem_limit) if options.mem_limit
                          else None),
         max_micro_batch=options.max_micro_batch, verify_fit=options.verify_fit,
-        nproc=options.nproc, layout=options.layout,
+        nproc=resolve_nproc(options.nproc, options.layout), layout=options.layout,
         cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
         hang_timeout_s=options.hang_timeout, trials=parse_trials(options.trials),
         disturbance_threshold=options.disturbance_threshold)
