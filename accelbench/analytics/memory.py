@@ -54,9 +54,14 @@ class Kernels:
     dropout: bool = True
     fused_loss: bool = False
     selective: str = "attention"
+    # context parallelism: False, Megatron's ring (chunk buffers only: ring_buffer_bytes); True,
+    # the whole sequence's keys and values all-gathered in every layer and kept for its backward
+    # (accelbench's runtime, parallel/context.py): cp_gathered_kv_bytes a layer
+    cp_gathered: bool = False
 
 
 EAGER = Kernels()
+RUNTIME_KERNELS = Kernels(cp_gathered=True)  # accelbench's own runtime (bench/train/cell.py)
 
 
 def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False,
@@ -151,7 +156,18 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
         kept += moe_activation_delta(cfg, seq_len * micro_batch, tp, kernels.fused_mlp, sp)
     if recompute == "none" and not fused_attention:
         kept += scores / tp
-    return kept * scale
+    gathered = 0.0  # the rest of the sequence's K and V, beside this rank's s/cp
+    if kernels.cp_gathered:
+        gathered = cp_gathered_kv_bytes(cfg, seq_len, micro_batch, tp, cp) * bytes_per_value / 2
+    return kept * scale + gathered
+
+
+def cp_gathered_kv_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int,
+                         cp: int) -> float:
+    """16-bit bytes of the other cp ranks' keys and values a layer keeps when they are
+    all-gathered and saved for the backward: 2 x 2 x s x (1 - 1/cp) x b x kv width / tp (zero
+    without cp); full recompute gathers them again and keeps none."""
+    return 4.0 * seq_len * (1 - 1 / cp) * micro_batch * kv_width_per_rank(cfg, tp) / tp
 
 
 def selective_op_terms(cfg: ModelConfig, tokens: int) -> tuple[float, float]:

@@ -152,3 +152,24 @@ def test_first_fits_takes_the_best_cell_at_the_fewest_ranks():
     best, fewer = first_fits(records)
     assert best is records[2] and fewer == [records[3]]
     assert first_fits([records[3]]) == (None, [records[3]])
+
+
+def test_the_runtime_estimate_counts_the_gathered_keys_and_values_the_planner_a_ring():
+    from accelbench.analytics.memory import (
+        EAGER,
+        RUNTIME_KERNELS,
+        activation_bytes_per_layer,
+        cp_gathered_kv_bytes,
+    )
+    from accelbench.config.presets import resolve_model
+
+    cfg = resolve_model("gpt2-tiny:d_model=256,n_head=4,vocab_size=1024,n_positions=8192")
+    # 2 (K and V) x 2 bytes x 8192 x (1 - 1/4) x 1 x 256 wide
+    assert cp_gathered_kv_bytes(cfg, 8192, 1, 1, 4) == 2 * 2 * 8192 * 0.75 * 256
+    assert cp_gathered_kv_bytes(cfg, 8192, 1, 1, 1) == 0.0
+    for recompute, extra in (("none", 2 * 2 * 8192 * 0.75 * 256 * 2), ("full", 0.0)):
+        ring = activation_bytes_per_layer(cfg, 8192, 1, 4, recompute=recompute, cp=4,
+                                          kernels=EAGER)
+        gathered = activation_bytes_per_layer(cfg, 8192, 1, 4, recompute=recompute, cp=4,
+                                              kernels=RUNTIME_KERNELS)
+        assert gathered - ring == extra  # fp32: twice the 16-bit bytes

@@ -12,6 +12,7 @@ import torch.distributed as dist
 from accelbench.analytics.flops import FORMULA
 from accelbench.analytics.memory import (
     CPU_WORKSPACE_BYTES,
+    RUNTIME_KERNELS,
     WORKSPACE_BYTES,
     memory_per_device,
 )
@@ -48,7 +49,7 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas,
                              spec.precision(cell).compute,
                              fused_attention=True, vocab_parallel=False,
-                             workspace_bytes=CPU_WORKSPACE_BYTES if on_cpu
+                             kernels=RUNTIME_KERNELS, workspace_bytes=CPU_WORKSPACE_BYTES if on_cpu
                              else WORKSPACE_BYTES).total
 
 
