@@ -36,6 +36,12 @@ class PeakFields:
     peak_precision: str | None = None
 
 
+# a CPU's mem_method without glibc, and every CPU record before 2026-11-27: the process's
+# resident memory, freed blocks the C library keeps included (not comparable with the heap in
+# use that hardware/device.py's HEAP_METHOD reads)
+RSS_METHOD = "sampled RSS"
+
+
 @dataclass(frozen=True)
 class MemoryFields:
     """Estimated and measured memory of one cell, per rank (a single device is rank 0)."""

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.schema import RSS_METHOD
 
 KINDS = ("cpu", "cuda", "xpu", "mps", "hpu")  # cuda covers ROCm (torch.version.hip)
 DEVICE_CHOICES = ("auto", *KINDS)
@@ -206,7 +207,7 @@ def _peak_fn(kind: str) -> tuple[str, Callable[..., Any]] | None:
 def memory_reporting(device: torch.device) -> str | None:
     """How a window's peak memory is read here, or None when the device cannot report it."""
     if device.type == "cpu":
-        return HEAP_METHOD if _mallinfo2() is not None else "sampled RSS"
+        return HEAP_METHOD if _mallinfo2() is not None else RSS_METHOD
     found = _peak_fn(device.type)
     return f"{found[0]}.max_memory_allocated ({device.type})" if found else None
 

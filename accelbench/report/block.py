@@ -11,9 +11,11 @@ from accelbench.report.cells import (
     Rate,
     gib,
     latest,
+    measured_gib,
     pct,
     phase_rate,
     points_series,
+    rss_note,
     status_text,
     varying_label,
     wide_range,
@@ -134,7 +136,7 @@ def _row(label: str, r: Record) -> tuple[str, ...]:
     return (label, str(r.spec.get("batch")), status_text(r),
             *(c.text(".3g") if ok and c else "-" for c in cells),
             tokens.text() if ok and tokens else "-", pct(m.forward_backward.mfu, 2),
-            gib(m.mem_added_bytes_per_rank_max), gib(m.mem_estimate_bytes_per_rank),
+            measured_gib(m), gib(m.mem_estimate_bytes_per_rank),
             prediction_text(block_prediction(r), ".3g") if ok else "-")
 
 
@@ -153,5 +155,6 @@ def block_section(machines: list[Machine]) -> Section:
                   f"Throughput at the median repetition, (low-high) after it: {SPREAD}; mem: "
                   "measured peak above the cell's start; est.: the analytics estimate; "
                   "planner: its compute efficiency times the datasheet's dense peak; "
-                  f"{INTERVAL_NOTE} (that of one compute-limited device).")
+                  f"{INTERVAL_NOTE} (that of one compute-limited device)."
+                  + rss_note(r for rs in groups.values() for r in rs))
     return Section("block", title, SOURCE, (), _figures(groups, labels), (table,))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.config.fit import fit_text
-from accelbench.config.schema import PhaseTimed, ShownFigure
+from accelbench.config.schema import RSS_METHOD, MemoryFields, PhaseTimed, ShownFigure
 from accelbench.config.vocab import GIB
 from accelbench.report.content import MEASURED, Series
 from accelbench.store.record import Record
@@ -140,6 +140,25 @@ def pct(value: float | None, digits: int = 1) -> str:
 def gib(value: float | None) -> str:
     """Bytes in GiB (measured and estimated memory)."""
     return "-" if value is None else f"{value / GIB:.2f}"
+
+
+RSS_MARK = " (RSS)"
+RSS_NOTE = ("(RSS): measured as the process's resident memory (a CPU record from before "
+            "2026-11-27, or a machine without glibc), which counts freed blocks the C library "
+            "keeps: not comparable with the other CPU figures, malloc's bytes in use")
+
+
+def rss_note(records: Iterable[Record]) -> str:
+    """RSS_NOTE (with a leading space) when some of these records measured RSS, else ''."""
+    measured = (r.typed for r in records)
+    return f" {RSS_NOTE}." if any(isinstance(m, MemoryFields) and m.mem_method == RSS_METHOD
+                                  for m in measured) else ""
+
+
+def measured_gib(m: MemoryFields) -> str:
+    """A cell's measured memory in GiB, marked where it was the process's RSS (RSS_NOTE)."""
+    shown = gib(m.mem_added_bytes_per_rank_max)
+    return shown + RSS_MARK if shown != "-" and m.mem_method == RSS_METHOD else shown
 
 
 def duration(seconds: float | None) -> str:

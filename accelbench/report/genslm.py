@@ -4,7 +4,7 @@ cells (kind 'train', benchmark genslm), and the longest sequence that fits, from
 
 from __future__ import annotations
 
-from accelbench.report.cells import SPREAD, latest, train_rate
+from accelbench.report.cells import SPREAD, latest, rss_note, train_rate
 from accelbench.report.content import Section, Table
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
@@ -69,7 +69,7 @@ def genslm_section(machines: list[Machine]) -> Section:
         return Section("genslm", title, SOURCE, ("No GenSLM records.",))
     tables = [Table("GenSLM cells", CELL_HEADER + measure_header("codon"),
                     tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
-                    TABLE_CAPTION)]
+                    TABLE_CAPTION + rss_note(r for _, r in cells))]
     if searches:
         tables.append(Table(
             "Longest sequence that fits", ("machine", "model", "precision", "micro-batch",

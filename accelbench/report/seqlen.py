@@ -6,7 +6,7 @@ whose cell ran, a context-parallel layout (cp=2, 4) taking a length one device c
 from __future__ import annotations
 
 from accelbench.config.fit import DOES_NOT_FIT
-from accelbench.report.cells import SPREAD, layout_text, status_text, train_rate
+from accelbench.report.cells import SPREAD, layout_text, rss_note, status_text, train_rate
 from accelbench.report.content import Section, Table
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
@@ -42,7 +42,7 @@ def seq_section(machines: list[Machine]) -> Section:
         return Section("seq", title, SOURCE, ("No dense training records.", *note))
     table = Table("Training cells by sequence length", CELL_HEADER + measure_header("token"),
                   tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
-                  TABLE_CAPTION)
+                  TABLE_CAPTION + rss_note(r for _, r in cells))
     fits = first_fits_table(cells)
     figure = seq_figure("table3_seq_tokens", "Training throughput against sequence length",
                         cells, "token",

@@ -19,6 +19,7 @@ from accelbench.config.schema import (
     TrainMetrics,
 )
 from accelbench.config.vocab import GIB
+from accelbench.report.cells import measured_gib
 from accelbench.report.fit import KEY, FitTable
 from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
 from accelbench.report.trials import (
@@ -105,7 +106,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
             _num(m.backward.tflops_per_device, ".2f"),
             with_interval(m.forward_backward.tokens_per_s_per_device,
                           m.interval(ShownFigure.BLOCK_TOKENS_PER_S), ",.0f"),
-            _pct(m.forward_backward.mfu), _gib(m.mem_added_bytes_per_rank_max),
+            _pct(m.forward_backward.mfu), measured_gib(m),
             _gib(m.mem_estimate_bytes_per_rank), *_energy_cells(records, m), r.reason,
         )
     peaks = peak_captions(records)
@@ -220,7 +221,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
             with_interval(m.tokens_per_s_global, m.interval(ShownFigure.TOKENS_PER_S_GLOBAL),
                           ",.0f"),
             _num(m.tflops_per_device, ".2f"),
-            _pct(m.mfu), _pct(m.hfu), _gib(m.mem_added_bytes_per_rank_max),
+            _pct(m.mfu), _pct(m.hfu), measured_gib(m),
             _gib(m.mem_estimate_bytes_per_rank), loss, *vs_dense,
             _pct(m.data_wait_fraction), *_energy_cells(records, m), r.reason)
     peaks = peak_captions(records)

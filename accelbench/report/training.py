@@ -16,6 +16,7 @@ from accelbench.report.cells import (
     is_training_cell,
     latest,
     layout_text,
+    measured_gib,
     pct,
     points_series,
     status_text,
@@ -91,7 +92,7 @@ def measure_columns(r: Record) -> tuple[str, ...]:
     m, ok = r.typed, r.status == "ok"
     tokens = train_rate(r)
     return (tokens.text() if ok and tokens else "-", pct(m.mfu, 2),
-            gib(m.mem_added_bytes_per_rank_max), gib(m.mem_estimate_bytes_per_rank),
+            measured_gib(m), gib(m.mem_estimate_bytes_per_rank),
             prediction_text(train_prediction(r)) if ok else "-")
 
 
