@@ -114,6 +114,20 @@ def test_a_rank_out_of_memory_is_an_oom_record(monkeypatch):
     assert outcome.status == "oom" and "rank 1" in outcome.reason
 
 
+def test_a_cell_its_ranks_would_refuse_is_refused_without_a_launch(monkeypatch):
+    """Under a --mem-limit a rank's estimate exceeds, the record is the one the ranks would
+    write (run_cell's refusal), made before any torchrun: a dry run's 0 s is then true."""
+    def launch(*args, **kwargs):
+        raise AssertionError("a refused cell was launched")
+
+    monkeypatch.setattr(train_launch, "launch_torchrun", launch)
+    small = replace(SPEC, mem_limit_bytes=2**20)
+    outcome = train_launch.launch_cell(small, small.cells()[0])
+    assert outcome.status == "oom" and outcome.reason.startswith("does not fit (user budget)")
+    assert outcome.spec == train_launch.launched_cell_spec(small, small.cells()[0])
+    assert outcome.typed.mem_estimate_bytes_per_rank > 2**20
+
+
 @pytest.mark.parametrize("changes, field", [
     ({"max_micro_batch": True}, "max-micro-batch"),
     ({"dtypes": ("fp16",), "layout": "tp=2"}, "dtype"),

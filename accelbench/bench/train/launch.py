@@ -29,7 +29,7 @@ import torch.distributed as dist
 from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import SweepPeak, SweepPeaks, peak_of
-from accelbench.bench.train.cell import KIND, cell_spec, run_cell
+from accelbench.bench.train.cell import KIND, cell_spec, refusal, run_cell
 from accelbench.bench.train.cell_folder import (
     FINAL_FILE,
     OUTCOME_FILE,
@@ -308,6 +308,9 @@ def launch_cell(spec: TrainSpec, cell: TrainCell, trial: tuple[int, int] | None 
     cell's record). Raises CellInterrupted (after the ranks are stopped) when SIGINT or
     SIGTERM reached this process."""
     layout = cell_layout(spec, spec.nproc, cell.gas)
+    refused = refusal(spec, cell, layout, resolve_device(spec.device), spec.nproc)
+    if refused is not None:  # its ranks would refuse it alike (run_cell): no launch
+        return refused
     single = replace(spec, **{key: (getattr(cell, name),) for key, name in TRAIN_SWEPT.items()})
     record_spec = cell_spec(spec, cell, layout, spec.device)
     folder = open_cell_folder(single.to_dict(), record_spec, cell.label, trial)
