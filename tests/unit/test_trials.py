@@ -171,8 +171,8 @@ def test_a_cpu_hog_beside_a_block_cell_gets_it_flagged_disturbed():
     try:
         time.sleep(0.5)  # the hogs are up and spinning
         spec = BlockSpec(get_preset("gpt2-tiny"), seq_len=64, batches=(4,), dtypes=("fp32",),
-                         device="cpu", repeats=20, warmup=1, trials=1, peaks=KNOWN)
-        (o,) = run_block_sweep(spec, lambda o: None)
+                         device="cpu", repeats=60, warmup=1, trials=1, peaks=KNOWN)
+        (o,) = run_block_sweep(spec, lambda o: None)  # 60 repetitions: a window of 0.5 s
     finally:
         for pid in hogs:
             with contextlib.suppress(ProcessLookupError):
