@@ -1,55 +1,95 @@
-"""Context parallelism on CPU processes: tokens/s and memory per rank at a long sequence for
-cp = 1, 2, 4 (each a torchrun launch of cp ranks, one thread each), beside the planner's memory
-estimate of one rank (the record's mem_estimate_bytes_per_rank, analytics.memory with the cp
-layout). Ratios are against cp=1 of the same run.
+"""Context parallelism on CPU processes: tokens/s, step time and memory per rank at a long
+sequence for cp = 1, 2, 4 (each a torchrun launch of cp one-thread ranks) beside the planner's
+step time and memory for the same cell. Each cp gets its own store: `accelbench calibrate
+--threads 1 --nproc cp --concurrent` measures the machine as its cp ranks see it (all at once,
+one thread each, gloo collectives among them), then `accelbench train` runs the cell, and the
+planner times the cell through that profile (`plan --validate`'s path for this machine's own
+cells). Ratios are against cp=1 of the same run.
 
-    python benchmarks/context_parallel.py --seq 2048 --cp 1,2,4
+    python benchmarks/context_parallel.py --seq 8192 --cp 1,2,4
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
-from accelbench.bench.train.launch import run_launched_sweep
-from accelbench.bench.train.spec import TrainSpec
-from accelbench.config.presets import resolve_model
+from accelbench.analytics.measured_steps import validate_measured_steps
+from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
+from accelbench.store.store import ResultStore
 
 GIB = 2**30
+MODEL = "gpt2-tiny:d_model=256,n_head=4,vocab_size=1024,n_positions=8192"
 
 
-def measure(base: TrainSpec, cp: int) -> dict:
-    """The metrics of one launched cell of cp ranks."""
-    spec = TrainSpec(**{**vars(base), "nproc": cp, "layout": f"cp={cp}" if cp > 1 else "dp=1"})
-    outcome = run_launched_sweep(spec, lambda o: None)[0]
-    if outcome.status != "ok":
-        raise SystemExit(f"cp={cp}: {outcome.status}: {outcome.reason}")
-    return outcome.metrics
+def accelbench(*args: str) -> None:
+    """One accelbench command at one torch thread (cp=1 runs in its process, so one thread
+    there too, as a launched rank has); its output to stderr, a failure ends the benchmark."""
+    done = subprocess.run([sys.executable, "-m", "accelbench", *args], stdout=sys.stderr,
+                          stderr=sys.stderr, check=False,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode:
+        raise SystemExit(f"accelbench {args[0]} exited {done.returncode}")
+
+
+def measure(args: argparse.Namespace, cp: int, db: Path) -> dict:
+    """Calibrate as cp ranks, run the cell, and read back its metrics and prediction."""
+    rows = ",".join(str(n) for n in sorted({args.seq // cp, args.seq}))
+    ops = "gemm,attention,memory,loss,embedding,optimizer" + (",collective" if cp > 1 else "")
+    ranks = ("--nproc", str(cp), "--concurrent") if cp > 1 else ()  # one rank: one process
+    accelbench("calibrate", "--model", args.model, "--dtype", "fp32", "--tokens", rows,
+               "--seq", rows, "--threads", "1", *ranks, "--ops", ops, "--db", str(db))
+    accelbench("train", "--model", args.model, "--seq", str(args.seq), "--micro-batch", "1",
+               "--dtype", "fp32", "--steps", str(args.steps), "--warmup-steps", "1",
+               "--nproc", str(cp), "--layout", f"cp={cp}" if cp > 1 else "dp=1",
+               "--trials", "1", "--db", str(db))
+    store = ResultStore(db, write=False)
+    try:
+        (record,) = store.query(kind="train", status="ok")
+        (row,) = validate_measured_steps(measured_step_runs(store), profiles_by_threads(store))
+    finally:
+        store.close()
+    return {**record.metrics, "predicted_step_s": row.predicted_s,
+            "measured_step_s": row.measured_s}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="gpt2-tiny:vocab_size=1024,n_positions=8192")
-    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--seq", type=int, default=8192)
     parser.add_argument("--cp", default="1,2,4")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--keep", type=Path, help="keep each cp's store here (cpN.db), for "
+                        "`accelbench plan --validate --db` and `accelbench report`")
     args = parser.parse_args()
-    cfg = resolve_model(args.model)
-    base = TrainSpec(cfg, seq_lens=(args.seq,), micro_batches=(1,), gas=(1,), dtypes=("fp32",),
-                     steps=args.steps, warmup_steps=1, device="cpu", cell_timeout_s=1200)
-    print(f"model {cfg.name}, seq {args.seq}, micro-batch 1, fp32, CPU ranks of 1 thread, "
+    print(f"model {args.model}, seq {args.seq}, micro-batch 1, fp32, CPU ranks of 1 thread, "
           f"{args.steps} steps (1 warm-up)")
-    print(f"{'cp':>3} {'tokens/s':>9} {'vs cp=1':>8} {'mem GiB/rank':>13} {'vs cp=1':>8} "
-          f"{'planner GiB/rank':>17} {'cp MB/step':>11}")
+    print(f"{'cp':>3} {'tokens/s':>9} {'vs cp=1':>8} {'step s':>7} {'planner s':>10} "
+          f"{'error':>7} {'GiB/rank':>9} {'vs cp=1':>8} {'planner GiB':>12} {'cp MB/step':>11}")
     first = None
-    for cp in (int(v) for v in args.cp.split(",")):
-        m = measure(base, cp)
-        first = first or m
-        mem, mem0 = m["mem_added_bytes_per_rank_max"], first["mem_added_bytes_per_rank_max"]
-        sent = (m["comm_bytes_per_step_per_rank"] or {}).get("cp_bytes_per_step", 0.0)
-        print(f"{cp:>3} {m['tokens_per_s_global']:>9,.0f} "
-              f"{m['tokens_per_s_global'] / first['tokens_per_s_global']:>8.2f} "
-              f"{mem / GIB:>13.3f} {mem / mem0:>8.2f} "
-              f"{m['mem_estimate_bytes_per_rank'] / GIB:>17.3f} {sent / 1e6:>11.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for cp in (int(v) for v in args.cp.split(",")):
+            m = measure(args, cp, folder / f"cp{cp}.db")
+            first = first or m
+            print_row(cp, m, first)
+
+
+def print_row(cp: int, m: dict, first: dict) -> None:
+    """One cp's line: measured, the planner's, and the ratios against cp=1."""
+    mem, mem0 = m["mem_added_bytes_per_rank_max"], first["mem_added_bytes_per_rank_max"]
+    sent = (m.get("comm_bytes_per_step_per_rank") or {}).get("cp_bytes_per_step", 0.0)
+    error = m["predicted_step_s"] / m["measured_step_s"] - 1
+    print(f"{cp:>3} {m['tokens_per_s_global']:>9,.0f} "
+          f"{m['tokens_per_s_global'] / first['tokens_per_s_global']:>8.2f} "
+          f"{m['measured_step_s']:>7.3f} {m['predicted_step_s']:>10.3f} {error:>+7.1%} "
+          f"{mem / GIB:>9.3f} {mem / mem0:>8.2f} "
+          f"{m['mem_estimate_bytes_per_rank'] / GIB:>12.3f} {sent / 1e6:>11.1f}", flush=True)
 
 
 if __name__ == "__main__":
