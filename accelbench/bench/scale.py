@@ -28,12 +28,11 @@ from accelbench.bench.train.launch import (
     launch_trial,
     launched_cell_spec,
     launched_trials,
-    run_rounds,
 )
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.bench.train.trials import combine_train_trials
-from accelbench.bench.trials import CellTrials
+from accelbench.bench.trials import CellTrials, interleave
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 from accelbench.config.schema import ScaleMetrics, ScaleRow, StepTimed, metrics_dict
 from accelbench.config.trials import trial_samples
@@ -103,7 +102,7 @@ def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None,
             continue
         to_run.append(CellTrials(f"{n} device(s), {scale.mode} scaling",
                                  partial(_count_trial, scale, peaks, n), combine_train_trials))
-    measured = iter(run_rounds(to_run, scale.base.trials, scale.base.seed, sink, on_cell,
+    measured = iter(interleave(to_run, scale.base.trials, scale.base.seed, sink, on_cell,
                                len(done) - len(to_run)))
     return [o if o is not None else next(measured) for o in done]
 

@@ -368,13 +368,19 @@ def test_launched_cells_run_trials_interleaved_as_one_process_cells(monkeypatch)
     assert [o.spec["micro_batch"] for o in sunk] == [1, 2] and one.disturbed is False
 
 
-def test_one_launched_trial_is_recorded_as_before_trials(monkeypatch):
+def test_one_launched_trial_is_recorded_as_a_one_process_cell_of_one_trial(monkeypatch):
+    """One launch, no trial marker on it; the record carries what a one-process cell of one
+    trial carries (the same interleave): trials 1, no interval, no round order in raw."""
     launches: list = []
     monkeypatch.setattr(train_launch, "launch_cell", _launched_trial({2: [0.3]}, launches))
     monkeypatch.setattr(train_launch, "with_launch_peaks", lambda spec, sink: spec)
-    [outcome] = train_launch.run_launched_sweep(replace(SPEC, trials=1), lambda o: None)
-    assert launches == [(2, None)] and outcome.typed.trials is None
-    assert outcome.typed.trial_seed is None and "trial_order" not in outcome.raw
+    sunk: list = []
+    [outcome] = train_launch.run_launched_sweep(replace(SPEC, trials=1), sunk.append)
+    assert launches == [(2, None)] and sunk == [outcome]
+    one = outcome.typed
+    assert one.trials == 1 and one.trial_positions == [0] and one.trial_cells == 1
+    assert not (one.intervals or {}).get("tokens_per_s_global") and one.step_time_s_median == 0.3
+    assert "trial_order" not in outcome.raw and "trial_values" not in outcome.raw
 
 
 def test_a_trial_its_parent_died_in_is_recorded_interrupted_whatever_it_holds(tmp_path):

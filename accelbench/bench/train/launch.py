@@ -246,7 +246,9 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = N
                        skip: Skip | None = None) -> list[Outcome]:
     """Each cell as `spec.trials` torchrun launches of `spec.nproc` processes (auto: per
     device), each bounded by cell_timeout_s, the cells' trials interleaved round by round
-    (run_rounds); the peaks are decided before the first launch."""
+    (bench/trials.py interleave, as one-process cells run theirs: one trial is one round in
+    the cells' order, each record sunk as it lands); the peaks are decided before the first
+    launch."""
     spec = launched_trials(spec)
     peaks = LaunchPeaks(spec, sink)
     cells = spec.cells()
@@ -259,7 +261,7 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = N
         run = partial(_trial_of, peaks, cell, spec.trials)
         to_run.append(CellTrials(f"{cell.label} on {spec.nproc} processes", run,
                                  combine_train_trials))
-    measured = iter(run_rounds(to_run, spec.trials, spec.seed, sink, on_cell,
+    measured = iter(interleave(to_run, spec.trials, spec.seed, sink, on_cell,
                                len(cells) - len(to_run)))
     return [o if o is not None else next(measured) for o in done]
 
@@ -267,22 +269,6 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = N
 def _trial_of(peaks: LaunchPeaks, cell: TrainCell, trials: int, trial: int) -> Outcome:
     """Trial `trial` of a launched cell, on the sweep's spec with its peaks."""
     return launch_trial(peaks.decided(), cell, trial, trials)
-
-
-def run_rounds(cells: list[CellTrials], trials: int, seed: int, sink: Sink,
-               on_cell: Progress | None, done_before: int) -> list[Outcome]:
-    """Launched cells' trials: interleaved (bench/trials.py) from two trials; one trial is
-    each cell launched once in the sweep's order, sunk as it lands, its record as before
-    trials (no trial fields)."""
-    if trials > 1:
-        return interleave(cells, trials, seed, sink, on_cell, done_before)
-    outcomes = []
-    for k, cell in enumerate(cells):
-        if on_cell:
-            on_cell(done_before + k, done_before + len(cells), cell.label)
-        outcomes.append(cell.run(0))
-        sink(outcomes[-1])
-    return outcomes
 
 
 def launch_trial(spec: TrainSpec, cell: TrainCell, trial: int, trials: int) -> Outcome:
