@@ -21,7 +21,7 @@ from typing import Any
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
 from accelbench.analytics.intervals import Residual, conditions
-from accelbench.analytics.memory import Kernels
+from accelbench.analytics.memory import RUNTIME_KERNELS
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.config.errors import ConfigError, checked_fields
@@ -58,8 +58,7 @@ def step_run_of(run: StepRun | Mapping[str, Any], required: tuple[str, ...] = ()
     if isinstance(run, StepRun):
         return run
     return checked_fields(StepRun, run, required, "measured run", keep_none=False)
-# accelbench's own model: SDPA attention, no dropout, eager SwiGLU and loss
-ACCELBENCH_KERNELS = Kernels(dropout=False)
+
 # This machine's cells ran one torch thread per core (a launched rank: one thread, as many
 # ranks as cores); gloo's reduction then has no idle core to overlap on: nothing is hidden.
 CPU_OVERLAP = "none"
@@ -149,7 +148,7 @@ def predict_step_s(run: StepRun | Mapping[str, Any], profile: MachineProfile) ->
     cluster = ClusterSpec(profile_device(profile), n, 1, 1.0, 0.0, 1.0, 0.0, profile=profile)
     setup = TrainSetup(layout.dp * layout.mb * int(run.gas), int(run.seq_len),
                        dtype, fused_attention=True, overlap=CPU_OVERLAP,
-                       kernels=ACCELBENCH_KERNELS)
+                       kernels=RUNTIME_KERNELS)
     return estimate_step(cfg, cluster, setup, layout).step_s
 
 

@@ -61,7 +61,12 @@ class Kernels:
 
 
 EAGER = Kernels()
-RUNTIME_KERNELS = Kernels(cp_gathered=True)  # accelbench's own runtime (bench/train/cell.py)
+# accelbench's own runtime (bench/train/cell.py; the planner's view of this machine's cells,
+# analytics/measured_steps.py): SDPA attention, eager GELU/SwiGLU and loss, keys and values
+# all-gathered under cp. Its model has no dropout, yet `dropout` stays True: the masks' 2sbh
+# stand in for what the count leaves out, the fp32 residual the norms save (4 bytes, not 2)
+# and, under rotary embeddings, the attention output's copy (the census in docs/metrics.md)
+RUNTIME_KERNELS = Kernels(cp_gathered=True)
 
 
 def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False,
