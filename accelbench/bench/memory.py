@@ -11,13 +11,15 @@ from types import TracebackType
 
 import torch
 
+from accelbench.config.schema import RSS_METHOD
 from accelbench.hardware import device as devices
 
 
 def trim_host_heap() -> None:
     """Hand freed heap pages back to the OS (glibc malloc_trim), so that where RSS is the
-    measure (no mallinfo2) the growth a window adds is not hidden by memory an earlier cell
-    freed but the allocator kept."""
+    measure the growth a window adds is not hidden by memory an earlier cell freed but the
+    allocator kept (PeakMemory calls it only then: malloc's bytes in use do not count kept
+    pages, and a trim walks the whole heap)."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: RSS growth may then under-read
@@ -57,7 +59,8 @@ class PeakMemory:
             self.base_bytes = devices.allocated_bytes(self.device) or 0
         elif self._host:
             gc.collect()
-            trim_host_heap()
+            if self.method == RSS_METHOD:
+                trim_host_heap()
             self.base_bytes = self._max_host = devices.host_memory_bytes()
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
