@@ -27,6 +27,21 @@ def _env(field: str) -> Callable[[Record], str]:
     return lambda r: "-" if r.environment.get(field) is None else str(r.environment.get(field))
 
 
+def gpu_clock(record: Record) -> str:
+    """The GPU's SM clock at the timed window's edges and the reasons NVML gave for it (an
+    NVIDIA GPU's, rank 0's for a launched cell): a card held at its power cap runs below the
+    clock its datasheet peak assumes, which an MFU comparison should say."""
+    raw = record.raw
+    disturbance = raw.get("disturbance") or (raw.get("rank0") or {}).get("disturbance") or {}
+    edges = [(disturbance.get("gpu") or {}).get(e) or {} for e in ("start", "end")]
+    clocks = [e["sm_clock_mhz"] for e in edges if e.get("sm_clock_mhz")]
+    if not clocks:
+        return "-"
+    reasons = sorted({r for e in edges for r in e.get("clock_reasons", [])})
+    text = " to ".join(f"{c:,}" for c in clocks) + " MHz"
+    return text + (f" ({', '.join(reasons)})" if reasons else "")
+
+
 FIELDS: tuple[tuple[str, Callable[[Record], str]], ...] = (
     ("precision", _spec("dtype")),
     ("batch (block)", _spec("batch")),
@@ -46,6 +61,7 @@ FIELDS: tuple[tuple[str, Callable[[Record], str]], ...] = (
     ("CUDA runtime", _env("cuda_runtime")),
     ("HIP runtime", _env("hip_runtime")),
     ("driver", _env("driver_version")),
+    ("GPU SM clock at the window's edges", gpu_clock),
     ("python", _env("python")),
     ("CPU threads", _env("torch_threads")),
     ("accelbench", _env("accelbench")),
