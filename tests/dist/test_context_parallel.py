@@ -1,6 +1,5 @@
 """Context parallelism reproduces one process: cp=2 and cp=4, alone and with dp, ZeRO, tp
-(+sp) and pp (1F1B and interleaved), and cp=2 with three axes on 8 ranks (dp x pp at ZeRO 3,
-tp + sp x pp), for the GPT-2 form (learned positions) and the Llama
+(+sp) and pp (1F1B and interleaved), for the GPT-2 form (learned positions) and the Llama
 form (rotary, grouped-query heads): 5 AdamW steps with clipping, every rank's global loss and
 gradient norm within the tolerance of the other layouts (tests/dist/test_parallel.py). The
 cases run in the shared launches of tests/dist/worker.py (one per world size)."""
@@ -20,16 +19,15 @@ CASES_4 = {"cp4": "cp=4", "dp_cp": "dp=2,cp=2", "dp_cp_zero3": "dp=2,cp=2,zero=3
            "llama_cp4": "cp=4", "llama_dp_cp_zero2": "dp=2,cp=2,zero=2",
            "llama_tp_sp_cp": "tp=2,sp=1,cp=2", "pp_cp": "pp=2,cp=2", "llama_pp_cp": "pp=2,cp=2",
            "llama_pp_cp_interleaved": "pp=2,vp=2,schedule=interleaved_1f1b,cp=2"}
-# three axes with cp on 8 ranks (one launch of about 25 s on 2 idle cores; the Llama form's
-# dp=2,pp=2,cp=2 at ZeRO 2 ran once by hand, docs/parallel.md)
-CASES_8 = {"dp_pp_cp_zero3": "dp=2,pp=2,cp=2,zero=3", "tp_sp_pp_cp": "tp=2,sp=1,pp=2,cp=2"}
-LAUNCHES = ((2, CASES_2), (4, CASES_4), (8, CASES_8))
+# Three axes with cp need 8 ranks: that launch (about 25 s on 2 idle cores, 40-50 s of the
+# suite beside the other test process) ran by hand instead, its command in docs/parallel.md
+LAUNCHES = ((2, CASES_2), (4, CASES_4))
 want("worker.py", LAUNCHES)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    """The cases' results: 2 processes, then 4, then 8 (launched once per session)."""
+    """The cases' results: 2 processes, then 4 (launched once per session)."""
     tmp = tmp_path_factory.mktemp("cp")
     return {k: v for n, _ in LAUNCHES for k, v in shared_results("worker.py", n, tmp).items()}
 
@@ -38,7 +36,7 @@ def _rel(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
-@pytest.mark.parametrize("case", [*CASES_2, *CASES_4, *CASES_8])
+@pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
 def test_context_parallel_equals_one_process(results, case):
     ref = results[case]["reference"]
     assert min(ref["grad_norm"]) > 0.5 and len({round(a, 6) for a in ref["loss"]}) == 5
