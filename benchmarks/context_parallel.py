@@ -18,11 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from accelbench.analytics.measured_steps import validate_measured_steps
+from accelbench.analytics.measured_steps import StepRow, validate_measured_steps
+from accelbench.config.schema import TrainMetrics
+from accelbench.config.vocab import GIB
 from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
 from accelbench.store.store import ResultStore
 
-GIB = 2**30
 MODEL = "gpt2-tiny:d_model=256,n_head=4,vocab_size=1024,n_positions=8192"
 
 
@@ -36,8 +37,9 @@ def accelbench(*args: str) -> None:
         raise SystemExit(f"accelbench {args[0]} exited {done.returncode}")
 
 
-def measure(args: argparse.Namespace, cp: int, db: Path) -> dict:
-    """Calibrate as cp ranks, run the cell, and read back its metrics and prediction."""
+def measure(args: argparse.Namespace, cp: int, db: Path) -> tuple[TrainMetrics, StepRow]:
+    """Calibrate as cp ranks, run the cell, and read back its metrics and the planner's step
+    time beside the measured one."""
     rows = ",".join(str(n) for n in sorted({args.seq // cp, args.seq}))
     ops = "gemm,attention,memory,loss,embedding,optimizer" + (",collective" if cp > 1 else "")
     ranks = ("--nproc", str(cp), "--concurrent") if cp > 1 else ()  # one rank: one process
@@ -53,8 +55,7 @@ def measure(args: argparse.Namespace, cp: int, db: Path) -> dict:
         (row,) = validate_measured_steps(measured_step_runs(store), profiles_by_threads(store))
     finally:
         store.close()
-    return {**record.metrics, "predicted_step_s": row.predicted_s,
-            "measured_step_s": row.measured_s}
+    return record.typed, row
 
 
 def main() -> None:
@@ -75,21 +76,20 @@ def main() -> None:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for cp in (int(v) for v in args.cp.split(",")):
-            m = measure(args, cp, folder / f"cp{cp}.db")
+            m, row = measure(args, cp, folder / f"cp{cp}.db")
             first = first or m
-            print_row(cp, m, first)
+            print_row(cp, m, row, first)
 
 
-def print_row(cp: int, m: dict, first: dict) -> None:
+def print_row(cp: int, m: TrainMetrics, row: StepRow, first: TrainMetrics) -> None:
     """One cp's line: measured, the planner's, and the ratios against cp=1."""
-    mem, mem0 = m["mem_added_bytes_per_rank_max"], first["mem_added_bytes_per_rank_max"]
-    sent = (m.get("comm_bytes_per_step_per_rank") or {}).get("cp_bytes_per_step", 0.0)
-    error = m["predicted_step_s"] / m["measured_step_s"] - 1
-    print(f"{cp:>3} {m['tokens_per_s_global']:>9,.0f} "
-          f"{m['tokens_per_s_global'] / first['tokens_per_s_global']:>8.2f} "
-          f"{m['measured_step_s']:>7.3f} {m['predicted_step_s']:>10.3f} {error:>+7.1%} "
+    mem, mem0 = m.mem_added_bytes_per_rank_max, first.mem_added_bytes_per_rank_max
+    sent = (m.comm_bytes_per_step_per_rank or {}).get("cp_bytes_per_step", 0.0)
+    print(f"{cp:>3} {m.tokens_per_s_global:>9,.0f} "
+          f"{m.tokens_per_s_global / first.tokens_per_s_global:>8.2f} "
+          f"{row.measured_s:>7.3f} {row.predicted_s:>10.3f} {row.error:>+7.1%} "
           f"{mem / GIB:>9.3f} {mem / mem0:>8.2f} "
-          f"{m['mem_estimate_bytes_per_rank'] / GIB:>12.3f} {sent / 1e6:>11.1f}", flush=True)
+          f"{m.mem_estimate_bytes_per_rank / GIB:>12.3f} {sent / 1e6:>11.1f}", flush=True)
 
 
 if __name__ == "__main__":
