@@ -324,6 +324,16 @@ def probe_fp8(s: CheckSettings) -> Found:
     return f"{mode}: {why}", {"mode": mode}
 
 
+def memory_order(t: torch.Tensor) -> str:
+    """How a matrix's rows lie in memory, so a check line never calls a transposed output row-major."""
+    if t.is_contiguous():
+        return "row-major"
+    rows = t.flatten(0, -2)  # a view where the leading dims merge; a copy (row-major) if not
+    if rows.stride(0) == 1 and rows.stride(1) == rows.shape[0]:
+        return "column-major"
+    return "neither row- nor column-major"
+
+
 def probe_two_four(s: CheckSettings) -> Found:
     """torch's 2:4 semi-structured kernels: a compressed linear equals the dense one."""
     from accelbench.models.semi_structured import device_problem, kernel_backend
@@ -339,7 +349,7 @@ def probe_two_four(s: CheckSettings) -> Found:
     err = (y - F.linear(x, w)).abs().max().item()
     if not err < 0.5:
         raise RuntimeError(f"sparse result differs from dense by {err:.3g}")
-    layout = "contiguous" if y.is_contiguous() else f"strides {tuple(y.stride())}"
+    layout = f"{memory_order(y)}, strides {tuple(y.stride())}"
     return (f"{kernel_backend()}: bf16 linear, max error {err:.2g}, output {layout}",
             {"backend": kernel_backend(), "output_contiguous": y.is_contiguous()})
 
