@@ -325,7 +325,7 @@ def probe_fp8(s: CheckSettings) -> Found:
 
 
 def memory_order(t: torch.Tensor) -> str:
-    """How a matrix's rows lie in memory, so a check line never calls a transposed output row-major."""
+    """How a matrix's rows lie in memory: a check line never calls a transposed output row-major."""
     if t.is_contiguous():
         return "row-major"
     rows = t.flatten(0, -2)  # a view where the leading dims merge; a copy (row-major) if not
