@@ -34,7 +34,9 @@ loss itself in one process, 1 / micro-batches by a pipeline stage), so the same 
 on a pipeline stage that never sees the loss. The loss's value still includes the term.
 
 Load: `tokens_routed` and `tokens_dropped` (per expert, this process's tokens) add up over
-forwards until `reset_load`; the rerun forward of full recompute does not count twice.
+forwards until `reset_load`; the rerun forward of full recompute does not count twice. They
+live on the layer's device and are read on the host only when the steps end (expert_load), so
+counting adds no host sync to a timed step.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Routing:
     gate: torch.Tensor  # (A,) float32: its gate
     tokens_per_expert: torch.Tensor  # (E,) long: kept assignments per expert
     dropped_per_expert: torch.Tensor  # (E,) long: assignments over capacity, per expert
-    n_tokens: int
+    n_tokens: int | torch.Tensor  # a tensor once summed over sp shards (whole_sequence)
 
     def counts(self) -> list[int]:
         """Kept assignments per expert as Python ints (the split sizes of the sorted rows)."""
@@ -230,10 +232,15 @@ class MoE(nn.Module):
     @torch.no_grad()
     def _count(self, routing: Routing) -> None:
         """Add this forward's per-expert load (not during a recompute's rerun)."""
-        if not _counting_paused:
-            dropped = routing.dropped_per_expert.detach().cpu()
-            self.tokens_routed += routing.tokens_per_expert.detach().cpu() + dropped
-            self.tokens_dropped += dropped
+        if _counting_paused:
+            return
+        routed = routing.tokens_per_expert.detach()
+        if self.tokens_routed.device != routed.device:  # once: the counters join the layer
+            self.tokens_routed = self.tokens_routed.to(routed.device)
+            self.tokens_dropped = self.tokens_dropped.to(routed.device)
+        dropped = routing.dropped_per_expert.detach()
+        self.tokens_routed += routed + dropped  # on the device: no host sync in the step
+        self.tokens_dropped += dropped
 
     def reset_load(self) -> None:
         """Start counting the per-expert load afresh."""
@@ -360,7 +367,7 @@ def whole_sequence(routing: Routing, sequence_sum: Callable[[torch.Tensor], torc
     rank then holds its replica's load, as without sp) and the auxiliary loss."""
     load = sequence_sum(torch.stack((routing.tokens_per_expert, routing.dropped_per_expert)))
     return replace(routing, tokens_per_expert=load[0], dropped_per_expert=load[1],
-                   n_tokens=int(load.sum()) // top_k)
+                   n_tokens=load.sum() // top_k)  # a tensor: read on the host would sync
 
 
 def moe_layers(model: nn.Module) -> list[MoE]:

@@ -65,12 +65,35 @@ def read_env(env: dict[str, str] | None = None) -> DistEnv:
     return DistEnv(0, 1, 0, "127.0.0.1", port, "single")
 
 
+VISIBLE_DEVICES_VARS = {"cuda": ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"),
+                        "xpu": ("ZE_AFFINITY_MASK",), "hpu": ("HABANA_VISIBLE_MODULES",)}
+
+
+def bound_device_index(local_rank: int, kind: str, count: int,
+                       env: dict[str, str] | None = None) -> int:
+    """The device index a rank should use: 0 when the launcher bound one device to it (srun
+    --gpus-per-task=1 leaves CUDA_VISIBLE_DEVICES naming one), its local rank otherwise; one
+    line naming the variables when that index does not exist among the `count` visible."""
+    env = dict(os.environ if env is None else env)
+    named = [(var, env[var]) for var in VISIBLE_DEVICES_VARS.get(kind, ()) if env.get(var)]
+    bound_one = any(len([d for d in value.split(",") if d.strip()]) == 1 for _, value in named)
+    index = 0 if bound_one else local_rank
+    if not 0 <= index < count:
+        seen = ", ".join(f"{var}={value}" for var, value in named) or "no visible-devices variable"
+        raise ValueError(f"LOCAL_RANK={local_rank} needs {kind} device {index}, but this process "
+                         f"sees {count} ({seen}): bind one device a rank or launch at most "
+                         f"{count} ranks a node")
+    return index
+
+
 def device_for(local_rank: int, device_type: str | None = None) -> torch.device:
-    """This rank's device: cuda:<local_rank> when CUDA is present, else cpu; an asked-for type
-    with several devices a node (cuda, xpu, hpu) is indexed by the local rank too."""
+    """This rank's device: cuda:<index> when CUDA is present, else cpu; an asked-for type with
+    several devices a node (cuda, xpu, hpu) is indexed as the launcher bound it
+    (bound_device_index: 0 when one device is visible to the rank, else the local rank)."""
     kind = device_type or ("cuda" if devices.is_available("cuda") else "cpu")
     if kind in devices.PER_RANK_KINDS:
-        device = torch.device(kind, local_rank)
+        index = bound_device_index(local_rank, kind, devices.device_count(kind))
+        device = torch.device(kind, index)
         devices.set_current(device)
         return device
     return torch.device(kind)

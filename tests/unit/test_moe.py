@@ -355,3 +355,18 @@ def test_dense_models_count_as_before():
     assert active_params(cfg) == total_params(cfg)
     n = 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008) + 32000 * 4096
     assert model_flops_per_token(cfg, 4096).total == 6 * n + 12 * 32 * 4096 * 4096
+
+
+def test_load_counters_stay_on_the_layers_device_during_the_step(monkeypatch):
+    """Counting copies nothing to the host inside a forward (no sync in a timed step): the
+    counters are tensors on the routing's device, read only by expert_load afterwards."""
+    moe, x = _forced_moe(1.0)
+
+    def no_host_copy(self, *args, **kwargs):
+        raise AssertionError("a tensor was copied to the host inside the forward")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(torch.Tensor, "cpu", no_host_copy)
+        moe(x)
+    assert moe.tokens_routed.device == x.device
+    assert expert_load(moe) == ([[20, 20, 0, 0]], [[10, 10, 0, 0]])
