@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from types import ModuleType
+from typing import get_args
 
 import typer
 
@@ -31,6 +33,7 @@ _COMMAND_MODULES = (
     "report",
     "study",
     "check",
+    "publish",
 )
 
 
@@ -85,12 +88,45 @@ def main() -> None:
         print(err.format_message())
         sys.exit(2)
     except _USAGE as err:  # wrong type, unknown option, missing value
-        _fail(f"error: {err.format_message()} (see '{_command(err)} --help')", 2)
+        _fail(f"error: {err.format_message().rstrip('.')} ({_allowed(err)})", 2)
     except _CLICK as err:
         _fail(f"error: {err.format_message()}", err.exit_code)
     except _ABORT:
         _fail("aborted", 130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# What a value of each of the parser's types may be (the type's name -> the allowed values).
+_TYPE_ALLOWED = {"integer": "a whole number", "float": "a number (e.g. 0.5, 1e9)",
+                 "boolean": "true or false", "path": "a path", "text": "text"}
+_ANNOTATION_NAMES = {int: "integer", float: "float", bool: "boolean", str: "text", Path: "path"}
+
+
+def _type_name(param: object) -> str:
+    """The parser's name for a parameter's type: click's `type.name`, or what recent typer
+    keeps instead (`type_descriptor.annotation`, None unwrapped)."""
+    kind = getattr(param, "type", None)
+    if kind is not None:
+        return str(getattr(kind, "name", ""))
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    args = [a for a in get_args(annotation) if a is not type(None)] or [annotation]
+    return _ANNOTATION_NAMES.get(args[0], "") if isinstance(args[0], type) else ""
+
+
+def _allowed(err: Exception) -> str:
+    """'allowed: ...' for a parser error: the parameter's choices, or what its type reads
+    (with its default), then where the command's options are listed."""
+    param = getattr(err, "param", None)
+    help_hint = f"see '{_command(err)} --help'"
+    choices = getattr(getattr(param, "type", None), "choices", None)
+    allowed = (", ".join(str(c) for c in choices) if choices
+               else _TYPE_ALLOWED.get(_type_name(param)) if param is not None else None)
+    if allowed is None:
+        return f"allowed: the options and values '{_command(err)} --help' lists"
+    default = getattr(param, "default", None)
+    if isinstance(default, int | float | str) and not isinstance(default, bool) and default != "":
+        allowed += f", default {default}"
+    return f"allowed: {allowed}; {help_hint}"
 
 
 def _command(err: Exception) -> str:

@@ -48,7 +48,7 @@ class Outputs:
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str, "float | None": float | None,
           "int | None": int | None, "str | None": str | None, "Path | None": Path | None,
           "Path": Path, "list[Path] | None": list[Path], "list[Path]": list[Path],
-          "list[str]": list[str]}
+          "list[str]": list[str], "list[str] | None": list[str]}
 
 
 def _parameter(f: Field, default: Any) -> inspect.Parameter:

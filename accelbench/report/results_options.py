@@ -10,6 +10,7 @@ from pathlib import Path
 
 from accelbench.config.errors import ConfigError, require_choice
 from accelbench.config.options import DB_HELP, REQUIRED, WIDE_TABLE_HELP, argument, option
+from accelbench.report.bundle import bundle_records, is_bundle
 from accelbench.report.export import OUTPUT_ALLOWED, check_output
 from accelbench.report.listing import select
 from accelbench.store.merge import Merged, merge
@@ -61,7 +62,8 @@ class ExportOptions:
 class ImportOptions:
     """`results import FILE`."""
 
-    file: Path = argument(REQUIRED, "<db>.unsaved.jsonl, or a JSON export.")
+    file: Path = argument(REQUIRED, "<db>.unsaved.jsonl, a JSON export, or a bundle "
+                          "('accelbench publish'); checked whole before anything is stored.")
     db: Path | None = option(None, DB_HELP)
 
 
@@ -113,7 +115,8 @@ def exported(given: ExportOptions) -> list[Record]:
 def imported(given: ImportOptions) -> tuple[int, int, Path]:
     """Store the file's records: (how many were added, how many read, the store's path); a
     store that does not take them is one ConfigError line (nothing was stored)."""
-    records = read_records(given.file)
+    records = (bundle_records(given.file) if is_bundle(given.file)
+               else read_records(given.file))
     store = ResultStore(given.db)
     try:
         added = sum(new for _, new in store.add_many(records))

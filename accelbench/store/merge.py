@@ -22,6 +22,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.store.dbfile import connect_read, connect_write, ensure_uid, retry_busy
 from accelbench.store.record import Record, content_uid
 from accelbench.store.store import ResultStore
+from accelbench.store.validate import RecordProblem, check_stored_row
 
 _COLUMNS = "run_id, kind, status, created_utc, schema_version, record_json"
 _INSERT = (f"INSERT INTO results ({_COLUMNS}, uid) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -153,12 +154,26 @@ def _merge_once(target: Path, paths: Sequence[Path]) -> list[Merged]:
     return done
 
 
+def check_rows(paths: Sequence[Path]) -> None:
+    """Every row of every input checked whole (store/validate.py: the record, and its columns
+    against it) before the target is opened: a database another build or another program
+    filled is refused with one line naming the row, and nothing is made or written."""
+    for path in paths:
+        for row in _rows(path):
+            try:
+                check_stored_row(row[1:])
+            except RecordProblem as err:
+                raise ConfigError("db", f"'{path}' record {row[0]} is not a record: {err}; "
+                                  "nothing was merged", INPUT_ALLOWED) from err
+
+
 def merge(inputs: Sequence[Path | str], into: Path | str) -> list[Merged]:
     """Copy every record of `inputs` into `into` that it does not hold yet (by uid), in one
     transaction; returns what each input gave. ConfigError (one line) on a bad input or
     target before anything is written; sqlite3.Error or OSError if the write fails (the target
     is then unchanged)."""
     sources = check_inputs([Path(p) for p in inputs], Path(into))
+    check_rows([s.path for s in sources])
     target = ResultStore(into)
     paths = [s.path for s in sources]
     done = retry_busy(lambda: _merge_once(target.path, paths), target.busy_budget_s)

@@ -28,6 +28,7 @@ from accelbench.store.dbfile import (
     retry_busy,
 )
 from accelbench.store.record import Record
+from accelbench.store.validate import RecordProblem, record_from_text, warn_skipped
 
 _INSERT = ("INSERT INTO results (run_id, kind, status, created_utc, schema_version,"
            " record_json, uid) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(uid) DO NOTHING")
@@ -99,7 +100,8 @@ class ResultStore:
     def get(self, record_id: int) -> Record | None:
         """One record by id, or None."""
         rows = self._read("SELECT id, record_json FROM results WHERE id = ?", (record_id,))
-        return Record.from_json(rows[0][1], rows[0][0]) if rows else None
+        records = self._records(rows)
+        return records[0] if records else None
 
     def query(self, kind: str | None = None, run_id: str | None = None,
               status: str | None = None, limit: int | None = None) -> list[Record]:
@@ -116,8 +118,31 @@ class ResultStore:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ConfigError("limit", f"must be at least 1, got {limit!r}", ">= 1")
             sql = f"SELECT * FROM ({sql} ORDER BY id DESC LIMIT {limit})"
-        rows = self._read(sql + " ORDER BY id", args)
-        return [Record.from_json(text, rid) for rid, text in rows]
+        return self._records(self._read(sql + " ORDER BY id", args))
+
+    def stored_texts(self) -> list[tuple[int, str]]:
+        """(id, stored JSON text) of every row a reader can read, oldest first (a bundle
+        carries them byte for byte); a row it cannot is skipped with a warning, as in query."""
+        kept = []
+        for rid, text in self._read("SELECT id, record_json FROM results ORDER BY id"):
+            try:
+                record_from_text(text)
+            except RecordProblem as err:
+                warn_skipped(self.path, rid, str(err))
+                continue
+            kept.append((rid, text))
+        return kept
+
+    def _records(self, rows: list[tuple]) -> list[Record]:
+        """The rows as records; a row an older build let in that this one cannot read (wrong
+        types, too deep, not JSON: store/validate.py) is skipped with a warning naming it."""
+        kept = []
+        for rid, text in rows:
+            try:
+                kept.append(Record.from_dict(record_from_text(text), rid))
+            except RecordProblem as err:
+                warn_skipped(self.path, rid, str(err))
+        return kept
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.query())

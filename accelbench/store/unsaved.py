@@ -10,7 +10,6 @@ array of `results export --format json`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import replace
@@ -18,11 +17,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from accelbench.config.errors import ConfigError
-from accelbench.store.jsontext import loads
 from accelbench.store.record import Record, content_uid
+from accelbench.store.validate import MAX_DEPTH, RecordProblem, check_record, parse_json
 
 SUFFIX = ".unsaved.jsonl"
 IMPORTABLE = "a file of records: <db>.unsaved.jsonl, or results export --format json"
+MAX_FILE_BYTES = 2**30  # a file read whole: larger is refused before it is read
 
 
 def unsaved_path(db: Path) -> Path:
@@ -63,23 +63,22 @@ def _entries(path: Path, text: str) -> list[tuple[int, Any]]:
     """(line number, decoded JSON) of each record in a JSONL file or a JSON array."""
     if text.lstrip().startswith("["):
         try:
-            items = loads(text)
-        except json.JSONDecodeError as err:
-            raise ConfigError("FILE", f"'{path}' is not valid JSON ({err})", IMPORTABLE) from err
+            items = parse_json(text, MAX_DEPTH + 1)  # the array, then each record
+        except RecordProblem as err:
+            raise ConfigError("FILE", f"'{path}' is {err}", IMPORTABLE) from err
         return [(n, item) for n, item in enumerate(items, 1)]
     entries = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            entries.append((n, loads(line)))
-        except json.JSONDecodeError as err:
-            raise ConfigError("FILE", f"'{path}' line {n} is not JSON ({err.msg})",
-                              IMPORTABLE) from err
+            entries.append((n, parse_json(line)))
+        except RecordProblem as err:
+            raise ConfigError("FILE", f"'{path}' line {n} is {err}", IMPORTABLE) from err
     return entries
 
 
-def _with_uid(record: Record) -> Record:
+def with_uid(record: Record) -> Record:
     """A record from before uids existed gets one from its content, so importing it twice
     stores it once."""
     if record.uid:
@@ -90,19 +89,33 @@ def _with_uid(record: Record) -> Record:
 def read_records(path: Path) -> list[Record]:
     """Every record of an unsaved file or a JSON export; ConfigError (field FILE) on a file that
     cannot be read or a line that is not a record, before anything is imported."""
+    return records_of(path, _entries(path, read_text(path, IMPORTABLE)))
+
+
+def read_text(path: Path, allowed: str) -> str:
+    """A whole file of UTF-8 text; ConfigError (field FILE) for a folder, a file that cannot be
+    read or one over MAX_FILE_BYTES."""
     if path.is_dir():
-        raise ConfigError("FILE", f"'{path}' is a directory", IMPORTABLE)
+        raise ConfigError("FILE", f"'{path}' is a directory", allowed)
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError("FILE", f"'{path}' is {size:,} bytes; at most {MAX_FILE_BYTES:,} "
+                              "are read", allowed)
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError("FILE", f"'{path}' cannot be read ({err})", IMPORTABLE) from err
+        raise ConfigError("FILE", f"'{path}' cannot be read ({err})", allowed) from err
+
+
+def records_of(path: Path, entries: list[tuple[int, Any]]) -> list[Record]:
+    """Each decoded entry checked whole (store/validate.py) and made a record; ConfigError
+    naming the first that is not one, before anything is written."""
     records = []
-    for n, data in _entries(path, text):
+    for n, data in entries:
         try:
-            if not isinstance(data, dict):
-                raise TypeError("not a JSON object")
-            records.append(_with_uid(Record.from_dict(data)))
-        except (TypeError, ValueError, KeyError) as err:
-            raise ConfigError("FILE", f"'{path}' record {n} is not a record ({err})",
+            check_record(data)
+            records.append(with_uid(Record.from_dict(data)))
+        except (RecordProblem, TypeError, ValueError, KeyError) as err:
+            raise ConfigError("FILE", f"'{path}' record {n} is not a record: {err}",
                               IMPORTABLE) from err
     return records
