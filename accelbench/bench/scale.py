@@ -92,16 +92,17 @@ def run_scale(scale: ScaleSpec, sink: Sink, on_cell: Progress | None = None,
     validate_scale(scale)
     scale = replace(scale, base=launched_trials(scale.base))
     peaks = LaunchPeaks(scale.base, sink)
-    done = [finished(skip, KIND, {**launched_cell_spec(spec_at(scale, n), spec_at(scale, n)
-                                                       .cells()[0]), **_scaled(scale, n)})
-            for n in scale.devices]
+    asked = [{**launched_cell_spec(spec_at(scale, n), spec_at(scale, n).cells()[0]),
+              **_scaled(scale, n)} for n in scale.devices]
+    done = [finished(skip, KIND, spec) for spec in asked]
     to_run = []
-    for n, outcome in zip(scale.devices, done, strict=True):
+    for n, outcome, spec in zip(scale.devices, done, asked, strict=True):
         if outcome is not None:  # one peak for every count, a skipped count's if there is one
             peaks.adopt(outcome)
             continue
         to_run.append(CellTrials(f"{n} device(s), {scale.mode} scaling",
-                                 partial(_count_trial, scale, peaks, n), combine_train_trials))
+                                 partial(_count_trial, scale, peaks, n), combine_train_trials,
+                                 KIND, spec))
     measured = iter(interleave(to_run, scale.base.trials, scale.base.seed, sink, on_cell,
                                len(done) - len(to_run)))
     return [o if o is not None else next(measured) for o in done]

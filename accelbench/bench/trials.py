@@ -14,12 +14,13 @@ docs/metrics.md has the rules; bench/block.py and bench/train/sweep.py use them.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -29,6 +30,8 @@ from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.config.schema import TrialFields, partial_metrics_dict
 from accelbench.config.trials import TRIAL_VALUES, auto_trials
 from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, DisturbanceProbe
+from accelbench.parallel.procs import Interrupted, signal_name
+from accelbench.store.trials import TRIAL_ROWS_KEY, TRIAL_RUNS_KEY
 
 ORDER_SEED = 0  # the block sweep's order seed (a training sweep uses its --seed)
 
@@ -87,11 +90,76 @@ def _nvidia_uuid(device: torch.device) -> str | None:
 @dataclass(frozen=True)
 class CellTrials:
     """One cell of an interleaved sweep: `run(r)` measures its trial r (an ok outcome, or the
-    failure that ends the cell); `finish(ok trials)` makes its record."""
+    failure that ends the cell); `finish(ok trials)` makes its record. With `kind` and `spec`
+    (the cell's record spec as the sweep asks about it) each finished trial is kept by the
+    recording session as it ends, and a resumed sweep runs only the trials not kept."""
 
     label: str
     run: Callable[[int], Outcome]
     finish: Callable[[list[Outcome]], Outcome]
+    kind: str | None = None
+    spec: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class KeptTrial:
+    """A finished trial of a cell: its index, outcome, its place in its round and that round's
+    order (cell labels), and, where a store keeps it, its row id and the run that measured it."""
+
+    trial: int
+    outcome: Outcome
+    position: int
+    order: list[str]
+    row: int | None = None
+    run_id: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        """What the store keeps of the trial (store/trials.py)."""
+        return {"outcome": asdict(self.outcome), "position": self.position,
+                "order": self.order}
+
+    @classmethod
+    def from_data(cls, trial: int, data: dict[str, Any], row: int | None = None,
+                  run_id: str | None = None) -> KeptTrial:
+        """A trial as the store kept it."""
+        names = {f.name for f in fields(Outcome)}
+        outcome = Outcome(**{k: v for k, v in data["outcome"].items() if k in names})
+        return cls(trial, outcome, int(data["position"]), list(data["order"]), row, run_id)
+
+
+class TrialKeeper(Protocol):
+    """Where a sweep's finished trials are kept as they end (bench/recording/resume.py
+    TrialStore: the results store), and found again by a resumed sweep."""
+
+    def kept(self, kind: str, spec: dict[str, Any], trials: int) -> list[KeptTrial]:
+        """The trials of this cell already kept (none to measure again)."""
+
+    def keep(self, kind: str, spec: dict[str, Any], trial: KeptTrial) -> KeptTrial:
+        """Keep one finished trial now; the trial with its row id and run."""
+
+
+_keepers: list[TrialKeeper] = []
+
+
+@contextlib.contextmanager
+def keeping_trials(keeper: TrialKeeper) -> Iterator[None]:
+    """Within the block, interleaved cells that name their kind and spec keep every finished
+    trial through `keeper` and resume from the trials it kept before."""
+    _keepers.append(keeper)
+    try:
+        yield
+    finally:
+        _keepers.remove(keeper)
+
+
+class TrialsInterrupted(Interrupted):
+    """SIGINT or SIGTERM ended an interleaved sweep after its cells were recorded: every
+    finished cell, and every unfinished cell with a finished trial as 'interrupted' with its
+    trials; `lost` names the trial that was running and is not kept ('' when none was)."""
+
+    def __init__(self, signum: int, lost: str) -> None:
+        super().__init__(signum)
+        self.lost = lost
 
 
 def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
@@ -101,77 +169,199 @@ def interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
     (its last, or the one that failed), in the cells' order, so a sparse cell's record follows
     its dense one's. One trial is one round in the cells' order, each record sunk as it is
     made (as before trials). Returns the records in the cells' order.
+    Trials already kept (a resumed sweep, keeping_trials) are not run again: round r runs the
+    cells whose trial r is missing. SIGINT or SIGTERM (Interrupted) records what the sweep has
+    and raises TrialsInterrupted.
     `progress` is told each trial as it starts: (trials started before it, `done_before` +
     trials x cells in all, the cell's label and trial), `done_before` counting the sweep's cells
     finished before (skipped by resume)."""
     with settled_heap():
-        return _interleave(cells, trials, seed, sink, progress, done_before)
+        return _Interleaved(cells, trials, seed, sink, progress, done_before).run()
 
 
-def _interleave(cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
-                progress: Progress | None, done_before: int) -> list[Outcome]:
-    """interleave's rounds (its docstring), under one settled heap."""
-    rng = random.Random(seed)
-    done: dict[int, Outcome] = {}
-    kept: dict[int, list[Outcome]] = {i: [] for i in range(len(cells))}
-    rounds: list[list[int]] = []
-    total, started = done_before + trials * len(cells), done_before
-    for r in range(trials):
-        order = [i for i in range(len(cells)) if i not in done]
+class _Interleaved:
+    """interleave's state: each cell's kept trials, the records made and sunk, what runs."""
+
+    def __init__(self, cells: Sequence[CellTrials], trials: int, seed: int, sink: Sink,
+                 progress: Progress | None, done_before: int) -> None:
+        self.cells, self.trials, self.seed, self.sink = cells, trials, seed, sink
+        self.progress = progress
+        self.keeper = _keepers[-1] if _keepers else None
+        self.kept = [self._resumed(c) for c in cells]
+        self.done: dict[int, Outcome] = {}
+        self.sunk: set[int] = set()
+        self.running: tuple[int, int, int, list[str]] | None = None  # cell, trial, place, order
+        self.total = done_before + trials * len(cells)
+        self.started = done_before + sum(len(k) for k in self.kept)
+
+    def _kept_in_store(self, cell: CellTrials) -> bool:
+        """Whether this cell's trials are kept as they end (several trials, a keeper)."""
+        return self.trials > 1 and self.keeper is not None and cell.kind is not None \
+            and cell.spec is not None
+
+    def _resumed(self, cell: CellTrials) -> dict[int, KeptTrial]:
+        if not self._kept_in_store(cell):
+            return {}
+        return {k.trial: k for k in self.keeper.kept(cell.kind, cell.spec, self.trials)}
+
+    def run(self) -> list[Outcome]:
+        try:
+            for i in range(len(self.cells)):  # every trial kept before: the record at once
+                if len(self.kept[i]) >= self.trials:
+                    self._end(i, self._finish(i))
+            self._sink_ended(sorted(self.done))
+            rng = random.Random(self.seed)
+            for r in range(self.trials):
+                self._round(r, rng)
+        except Interrupted as stop:
+            raise self._stopped(stop) from None
+        return [self.done[i] for i in range(len(self.cells))]
+
+    def _round(self, r: int, rng: random.Random) -> None:
+        order = [i for i in range(len(self.cells)) if i not in self.done and r not in self.kept[i]]
         if not order:
-            break
-        if trials > 1:
+            return
+        if self.trials > 1:
             rng.shuffle(order)
-        rounds.append(order)
+        labels = [self.cells[i].label for i in order]
         ended = []
-        for i in order:
-            if progress:
-                progress(started, total, _trial_label(cells[i].label, r, trials))
-            started += 1
-            outcome = cells[i].run(r)
+        for place, i in enumerate(order):
+            if self.progress:
+                self.progress(self.started, self.total,
+                              _trial_label(self.cells[i].label, r, self.trials))
+            self.started += 1
+            self.running = (i, r, place, labels)
+            outcome = self.cells[i].run(r)
             if outcome.status == "ok":
-                kept[i].append(outcome)
-                if r < trials - 1:
+                self._keep(i, KeptTrial(r, outcome, place, labels))
+                self.running = None
+                if len(self.kept[i]) < self.trials:
                     continue
-                outcome = cells[i].finish(kept[i])
-            elif trials > 1:
-                outcome = _failed_in(outcome, r)
-            done[i] = _with_order(outcome, i, rounds, cells, seed, trials > 1)
-            if trials == 1:
-                sink(done[i])
+                outcome = self._finish(i)
+            else:
+                self.running = None
+                outcome = self._failed(i, r, outcome, place, labels)
+            self._end(i, outcome)
+            if self.trials == 1:
+                self._sink_ended([i])
             else:
                 ended.append(i)
-        for i in sorted(ended):
-            sink(done[i])
-    return [done[i] for i in range(len(cells))]
+        self._sink_ended(sorted(ended))
+
+    def _keep(self, i: int, trial: KeptTrial) -> None:
+        """A finished trial, kept in the store at once where the cell can be resumed."""
+        cell = self.cells[i]
+        if self._kept_in_store(cell):
+            trial = self.keeper.keep(cell.kind, cell.spec, trial)
+        self.kept[i][trial.trial] = trial
+
+    def _end(self, i: int, outcome: Outcome) -> None:
+        self.done[i] = outcome
+
+    def _sink_ended(self, ended: Sequence[int]) -> None:
+        for i in ended:
+            if i not in self.sunk:
+                self.sink(self.done[i])
+                self.sunk.add(i)
+
+    def _trials_of(self, i: int) -> list[KeptTrial]:
+        return [self.kept[i][r] for r in sorted(self.kept[i])]
+
+    def _finish(self, i: int) -> Outcome:
+        """The cell's record from every trial it has."""
+        kept = self._trials_of(i)
+        outcome = self.cells[i].finish([k.outcome for k in kept])
+        return self._with_order(outcome, kept)
+
+    def _failed(self, i: int, r: int, outcome: Outcome, place: int, labels: list[str]
+                ) -> Outcome:
+        """A failure: the record it is today, with the trial it happened in kept raw (and the
+        rows of the trials finished before it: they stay in the store for a rerun)."""
+        if self.trials > 1:
+            outcome = replace(outcome, raw={**outcome.raw, "failed_trial": r})
+        failing = KeptTrial(r, outcome, place, labels)
+        return self._with_order(outcome, [*self._trials_of(i), failing])
+
+    def _with_order(self, outcome: Outcome, kept: list[KeptTrial]) -> Outcome:
+        """The order of every round its trials ran in (raw: cell labels; not for one trial,
+        whose raw data stays as before trials), the seed and this cell's position in each
+        round (metrics, for a record with metrics; raw for a failure of several trials, whose
+        metrics stay as today), and the kept rows it is made of."""
+        several = self.trials > 1
+        positions = [k.position for k in kept]
+        raw = {**outcome.raw, **_rows(kept)}
+        if not several and outcome.status != "ok":
+            return replace(outcome, raw=raw)
+        if several:
+            raw["trial_order"] = [k.order for k in kept]
+        if outcome.status not in ("ok", "interrupted"):
+            return replace(outcome, raw={**raw, **partial_metrics_dict(
+                TrialFields, trial_seed=self.seed, trial_positions=positions)})
+        metrics = {**outcome.metrics, **partial_metrics_dict(
+            TrialFields, trial_seed=self.seed, trial_positions=positions,
+            trial_cells=len(kept[0].order))}
+        return replace(outcome, metrics=metrics, raw=raw)
+
+    def _stopped(self, stop: Interrupted) -> TrialsInterrupted:
+        """Record what the sweep has (cells ended, unfinished cells with their trials as
+        'interrupted'); the exception that says which trial was lost."""
+        lost = self._take_running(stop)
+        self._sink_ended(sorted(self.done))
+        launched = getattr(stop, "outcome", None)  # a launch stopped (train/launch.py)
+        for i in range(len(self.cells)):
+            if i in self.done:
+                continue
+            if self.kept[i]:
+                self.sink(self._interrupted(i, stop.signum))
+            elif launched is not None and self.running is not None and self.running[0] == i:
+                self.sink(_launch_interrupted(launched, self.running[1], self.trials))
+        return TrialsInterrupted(stop.signum, lost)
+
+    def _take_running(self, stop: Interrupted) -> str:
+        """The running trial: kept where its launch had measured it in full before the signal
+        (a CellInterrupted's ok outcome); else what is lost, named."""
+        if self.running is None:
+            return ""
+        i, r, place, labels = self.running
+        measured = getattr(stop, "outcome", None)
+        if measured is not None and measured.status == "ok" and i not in self.done:
+            self._keep(i, KeptTrial(r, measured, place, labels))
+            self.running = None
+            if len(self.kept[i]) >= self.trials:
+                self._end(i, self._finish(i))
+            return ""
+        return _trial_label(self.cells[i].label, r, self.trials)
+
+    def _interrupted(self, i: int, signum: int) -> Outcome:
+        """An unfinished cell's record: its finished trials combined, status 'interrupted'."""
+        kept = self._trials_of(i)
+        k, n = len(kept), self.trials
+        outcome = self.cells[i].finish([t.outcome for t in kept])
+        why = (f"interrupted by {signal_name(signum)} after {k} of {n} trials: this record "
+               f"holds the {k} finished; a resumed sweep measures only the other {n - k}")
+        return self._with_order(replace(outcome, status="interrupted", reason=why), kept)
+
+
+def _rows(kept: Sequence[KeptTrial]) -> dict[str, Any]:
+    """Raw data naming the kept trial rows a record is made of, and each trial's run."""
+    stored = [k for k in kept if k.row is not None]
+    if not stored:
+        return {}
+    return {TRIAL_ROWS_KEY: [k.row for k in stored], TRIAL_RUNS_KEY: [k.run_id for k in stored]}
+
+
+def _launch_interrupted(outcome: Outcome, trial: int, trials: int) -> Outcome:
+    """A launched cell stopped in its first trial: the launch's 'interrupted' outcome, saying
+    which trial where there are several."""
+    if trials == 1:
+        return outcome
+    why = f"interrupted in trial {trial + 1} of {trials}, before any trial of it finished"
+    return replace(outcome, reason=f"{why}; {outcome.reason}" if outcome.reason else why)
 
 
 def _trial_label(label: str, trial: int, trials: int) -> str:
     """A cell's progress label, with the trial when there are several."""
     return label if trials == 1 else f"{label}, trial {trial + 1}/{trials}"
-
-
-def _failed_in(outcome: Outcome, trial: int) -> Outcome:
-    """A failure: the record it is today, with the trial it happened in kept raw."""
-    return replace(outcome, raw={**outcome.raw, "failed_trial": trial})
-
-
-def _with_order(outcome: Outcome, index: int, rounds: list[list[int]],
-                cells: Sequence[CellTrials], seed: int, several: bool) -> Outcome:
-    """The order every round ran in (raw: cell labels; not for one trial, whose raw data stays
-    as before trials), the seed and this cell's position in each round (metrics, for an ok
-    record; raw for a failure of several trials, whose metrics stay as today)."""
-    positions = [rd.index(index) for rd in rounds if index in rd]
-    if not several and outcome.status != "ok":
-        return outcome
-    order = [[cells[i].label for i in rd] for rd in rounds]
-    raw = {**outcome.raw, "trial_order": order} if several else outcome.raw
-    if outcome.status != "ok":
-        return replace(outcome, raw={**raw, **partial_metrics_dict(
-            TrialFields, trial_seed=seed, trial_positions=positions)})
-    metrics = {**outcome.metrics, **partial_metrics_dict(
-        TrialFields, trial_seed=seed, trial_positions=positions, trial_cells=len(rounds[0]))}
-    return replace(outcome, metrics=metrics, raw=raw)
 
 
 # --- one cell's record from its trials ----------------------------------------------------

@@ -28,7 +28,7 @@ T = TypeVar("T")
 BUSY_BUDGET_S = 30.0  # how long busy/locked answers are retried, in all, per operation
 _TIMEOUT_S = 2.0  # SQLite's own busy wait inside one attempt
 SQLITE_HEADER = b"SQLite format 3\x00"
-OUR_TABLES = frozenset({"results", "sqlite_sequence"})
+OUR_TABLES = frozenset({"results", "trials", "sqlite_sequence"})
 OUR_COLUMNS = frozenset({"id", "run_id", "kind", "status", "created_utc", "schema_version",
                          "record_json"})
 ALLOWED = "a new file, or an accelbench results database that can be read and written"
@@ -50,6 +50,24 @@ SCHEMA = (
 BEGIN SELECT RAISE(ABORT, 'result records are immutable'); END""",
     """CREATE TRIGGER IF NOT EXISTS results_undeletable BEFORE DELETE ON results
 BEGIN SELECT RAISE(ABORT, 'result records are immutable: not deleted'); END""",
+)
+# Each finished trial of a cell, stored as it ends (store/trials.py): part of its cell's record
+# once that is made, never a result of its own. Made with the first trial kept (ensure_trials),
+# so that opening a store changes nothing until something is written.
+TRIALS_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    trial INTEGER NOT NULL,
+    created_utc TEXT NOT NULL,
+    trial_json TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS trials_cell ON trials(fingerprint)",
+    """CREATE TRIGGER IF NOT EXISTS trials_immutable BEFORE UPDATE ON trials
+BEGIN SELECT RAISE(ABORT, 'kept trials are immutable'); END""",
+    """CREATE TRIGGER IF NOT EXISTS trials_undeletable BEFORE DELETE ON trials
+BEGIN SELECT RAISE(ABORT, 'kept trials are immutable: not deleted'); END""",
 )
 UID_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS results_uid ON results(uid)"
 
@@ -200,6 +218,12 @@ def ensure_uid(conn: sqlite3.Connection) -> None:
     if not _has_uid(conn):
         conn.execute("ALTER TABLE results ADD COLUMN uid TEXT")
         conn.execute(UID_INDEX)
+
+
+def ensure_trials(conn: sqlite3.Connection) -> None:
+    """The trials table, its index and triggers (inside the caller's write transaction)."""
+    for statement in TRIALS_SCHEMA:
+        conn.execute(statement)
 
 
 def _create_schema(path: Path) -> None:

@@ -22,8 +22,8 @@ def test_a_cell_written_before_the_bookkeeping_is_counted(tmp_path):
     seen = CellSeen(lambda i, total, label: None)
     seen(2, 4, "batch 3")
     line = stopped_sweep(Interrupted(signal.SIGINT), recorder, seen).line
-    assert line.startswith(f"interrupted by SIGINT: 2 cell(s) recorded in {db}; ")
-    assert line.endswith("cell 3/4 (batch 3) was running in this process and is not recorded")
+    assert line == (f"interrupted by SIGINT: 2 finished cell(s) recorded in {db}; lost: "
+                    "cell 3/4 (batch 3), which was running in this process")
 
 
 def test_another_run_in_the_same_store_is_not_counted(tmp_path):
@@ -32,4 +32,5 @@ def test_another_run_in_the_same_store_is_not_counted(tmp_path):
     recorder = Recorder(ResultStore(db), {"device_type": "cpu"})
     seen = CellSeen(lambda i, total, label: None)
     line = stopped_sweep(Interrupted(signal.SIGINT), recorder, seen).line
-    assert line.startswith("interrupted by SIGINT: 0 cell(s) recorded") and "no cell had" in line
+    assert line.startswith("interrupted by SIGINT: 0 finished cell(s) recorded")
+    assert line.endswith("lost: nothing (no cell was running)")

@@ -310,8 +310,9 @@ def test_a_sweep_stopped_by_a_signal_says_what_it_kept(tmp_path):
     with pytest.raises(SweepInterrupted) as caught:
         record_sweep(sweep, recorder, view, "t")
     assert caught.value.exit_code == 130
-    assert caught.value.line == (f"interrupted by SIGINT: 1 cell(s) recorded in {db}; "
-                                 "cell 2/3 (second) recorded as interrupted")
+    assert caught.value.line == (f"interrupted by SIGINT: 1 finished cell(s) and 1 "
+                                 "interrupted cell(s) with 0 of their 1 trial(s) recorded in "
+                                 f"{db}; lost: the running launch of cell 2/3 (second)")
     assert notes[0].startswith("recovered: a train cell of run deadrun") and not left.exists()
     assert [r.status for r in ResultStore(db).query(kind="train")] == [
         "interrupted", "ok", "interrupted"]
@@ -324,8 +325,8 @@ def test_a_sweep_stopped_by_a_signal_says_what_it_kept(tmp_path):
     with pytest.raises(SweepInterrupted) as caught:
         record_sweep(killed, open_recorder(db, "cpu"), view, "t")
     assert caught.value.exit_code == 143
-    assert caught.value.line.endswith("cell 1/1 (only) was running in this process and is "
-                                      "not recorded")
+    assert caught.value.line.endswith("lost: cell 1/1 (only), which was running in this "
+                                      "process")
 
 
 def _launched_trial(times: dict, launches: list):
@@ -384,7 +385,8 @@ def test_one_launched_trial_is_recorded_as_a_one_process_cell_of_one_trial(monke
 
 
 def test_a_trial_its_parent_died_in_is_recorded_interrupted_whatever_it_holds(tmp_path):
-    """One trial of several is not the cell: recovered as interrupted, so resume reruns it."""
+    """One trial of several is not the cell: recovered as interrupted, so resume runs it (only
+    its missing trials: the finished ones are kept apart, tests/unit/test_trials_kept.py)."""
     db = tmp_path / "r.db"
     folder = _left_behind(db, Outcome("train", "ok", {"workload": "train", "seq_len": 32},
                                       {"tokens_per_s_global": 5.0}))

@@ -1,9 +1,12 @@
 """A sweep stopped by SIGINT (Ctrl-C) or SIGTERM: what was kept, in one line.
 
-The launcher has stopped the ranks of the cell that was running (bench/train/launch.py raises
-CellInterrupted with its 'interrupted' outcome); the cells measured before it are in the store
-already. `stopped_sweep` records that outcome and says what the store now holds; the command
-line prints the line and exits with 128 + the signal's number (130, 143).
+An interleaved sweep (bench/trials.py) has recorded, before it raises TrialsInterrupted, every
+cell it finished and every unfinished cell with a finished trial (status 'interrupted', its
+trials in the record; each trial was kept in the store as it ended, so a resumed sweep measures
+only the rest). A launch stopped outside one raises CellInterrupted with its 'interrupted'
+outcome, recorded here. `stopped_sweep` says what the store holds for this run, in cells and
+trials, and what was lost (the trial that was running); the command line prints the line and
+exits with 128 + the signal's number (130, 143).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import PEAK_KIND
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.train.launch import CellInterrupted
+from accelbench.bench.trials import TrialsInterrupted
 from accelbench.parallel.procs import Interrupted, signal_name
 from accelbench.store.record import Record
 
@@ -44,31 +48,45 @@ class CellSeen:
             self.current = None
 
 
-def _kept(recorder: Recorder) -> int:
+def _stored(recorder: Recorder) -> list[Record]:
     """Cells of this run in the store, read back from it: a signal that lands between a
     record's write and the recorder's bookkeeping leaves the store one ahead of
-    `recorder.records`. The bookkeeping's count where the store cannot be read."""
+    `recorder.records`. The bookkeeping where the store cannot be read."""
     try:
         stored = recorder.store.query(run_id=recorder.run_id)
     except (sqlite3.Error, OSError):
         stored = recorder.records
-    return sum(1 for r in stored if r.kind != PEAK_KIND)
+    return [r for r in stored if r.kind != PEAK_KIND]
+
+
+def kept_text(cells: list[Record]) -> str:
+    """'3 finished cell(s)', and '2 interrupted cell(s) with 5 of their 12 trial(s)' where
+    the store holds cells recorded as interrupted (the trials each kept, of those asked)."""
+    stopped = [r for r in cells if r.status == "interrupted"]
+    text = f"{len(cells) - len(stopped)} finished cell(s)"
+    if stopped:
+        kept = sum(int(r.metrics.get("trials") or 0) for r in stopped)
+        asked = sum(int(r.spec.get("trials") or 1) for r in stopped)
+        text += f" and {len(stopped)} interrupted cell(s) with {kept} of their {asked} trial(s)"
+    return text
 
 
 def stopped_sweep(stop: Interrupted, recorder: Recorder, seen: CellSeen,
                   tag: Callable[[Outcome], Outcome] | None = None) -> SweepInterrupted:
-    """Record the interrupted cell's outcome (where the launcher made one) and describe the
-    store: 'interrupted by SIGINT: 3 cell(s) recorded in DB; cell 4/6 (...) recorded as
-    interrupted'."""
-    kept = _kept(recorder)
-    cell = seen.current or "the sweep"
-    if isinstance(stop, CellInterrupted):
-        record = recorder(tag(stop.outcome) if tag else stop.outcome)
-        what = f"{cell} recorded as {record.status}"
+    """Record the interrupted cell's outcome (where a launcher outside an interleaved sweep
+    made one) and say what the store holds and what was lost: 'interrupted by SIGINT: 3
+    finished cell(s) and 1 interrupted cell(s) with 2 of their 6 trial(s) recorded in DB;
+    lost: the running trial (seq 16 mb 2 ..., trial 3/6)'."""
+    if isinstance(stop, TrialsInterrupted):
+        lost = f"the running trial ({stop.lost})" if stop.lost else \
+            "nothing (no trial was running)"
+    elif isinstance(stop, CellInterrupted):
+        recorder(tag(stop.outcome) if tag else stop.outcome)
+        lost = f"the running launch of {seen.current or 'the sweep'}"
     elif seen.current:
-        what = f"{cell} was running in this process and is not recorded"
+        lost = f"{seen.current}, which was running in this process"
     else:
-        what = "no cell was running" if kept else "no cell had started"
-    line = (f"interrupted by {signal_name(stop.signum)}: {kept} cell(s) recorded in "
-            f"{recorder.store.path}; {what}")
+        lost = "nothing (no cell was running)"
+    line = (f"interrupted by {signal_name(stop.signum)}: {kept_text(_stored(recorder))} "
+            f"recorded in {recorder.store.path}; lost: {lost}")
     return SweepInterrupted(line, stop.exit_code)

@@ -8,8 +8,9 @@ that database, with the environment and run id the dead process had, and then re
 - final.json (the launcher's outcome, made just before it died): that outcome;
 - outcome.json (rank 0 finished, the launcher never read it): the measured outcome;
 - neither: status 'interrupted', nothing measured (the ranks stopped with their parent);
-- a launch that was one trial of several (launch.json's `trial`): 'interrupted' whatever it
-  holds, since a cell's record is made of all its trials.
+- a launch that was one trial of several (launch.json's `trial`): 'interrupted', since a cell's
+  record is made of all its trials; the trials the dead process had finished are kept in the
+  store (store/trials.py), and a resumed sweep measures only the missing ones.
 
 A record the dead process did store (it died between storing and removing the folder) is not
 stored again: same run id, kind and spec. Folders launched from another host are left alone.
@@ -108,15 +109,16 @@ def _record(entry: Path, meta: dict, store: ResultStore) -> Record | None:
 
 def _outcome(entry: Path, meta: dict) -> Outcome:
     """The launcher's final outcome, rank 0's, or an interrupted one, noted as recovered; one
-    trial of several is interrupted whatever it holds (a cell's trials are combined by the
-    launcher once all have run: one trial is not the cell's record)."""
+    trial of several is interrupted (a cell's trials are combined by the launcher once all
+    have run: one trial is not the cell's record; its finished trials are kept apart)."""
     pid = (meta.get("parent") or {}).get("pid")
     trial = meta.get(TRIAL_KEY)
     if trial:
         return Outcome(KIND, "interrupted", meta["record_spec"],
                        reason=f"the accelbench process (pid {pid}) that launched trial "
-                              f"{trial[0] + 1} of {trial[1]} of this cell died: its trials were "
-                              f"never combined, none is kept (recovered from {entry.name})")
+                              f"{trial[0] + 1} of {trial[1]} of this cell died: the trials it "
+                              "had finished are kept in the store and a resumed sweep measures "
+                              f"only the missing ones (recovered from {entry.name})")
     for name, how in ((FINAL_FILE, "made before"), (OUTCOME_FILE, "finished after")):
         if (entry / name).exists():
             try:

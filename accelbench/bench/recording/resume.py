@@ -5,11 +5,13 @@ cell; this module answers from the store."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
 
 from accelbench.bench.outcome import Outcome, Skip
 from accelbench.bench.recording.recorder import Recorder
+from accelbench.bench.trials import KeptTrial
 from accelbench.store.fingerprint import (
     FINGERPRINT_KEY,
     FINISHED,
@@ -19,6 +21,7 @@ from accelbench.store.fingerprint import (
 )
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
+from accelbench.store.trials import add_trial, cell_trials, closed_up_to, open_trials
 
 
 def record_fingerprint(record: Record) -> str:
@@ -39,6 +42,7 @@ class FinishedCells:
         self.store, self.environment = store, environment
         self.redo_disturbed = redo_disturbed  # a cell flagged disturbed is not finished
         self._by_kind: dict[str, dict[str, Record]] = {}
+        self._closed: dict[str, dict[str, int]] = {}  # kind -> fingerprint -> last trial row
 
     def find(self, kind: str, spec: dict) -> Record | None:
         """The finished record of this cell on this machine, or None."""
@@ -48,13 +52,30 @@ class FinishedCells:
 
     def add(self, record: Record) -> None:
         """A record stored since the index was read: found from now on if it is finished."""
-        if record.id is not None and record.status in FINISHED and record.kind in self._by_kind \
-                and not self._redone(record):
+        if record.id is None or record.status not in FINISHED or record.kind not in self._by_kind:
+            return
+        self._close(record)
+        if not self._redone(record):
             self._by_kind[record.kind][record_fingerprint(record)] = record
 
+    def closed_trials(self, kind: str, fingerprint: str) -> int:
+        """The last kept trial row a finished record of this cell was made of (0: none): the
+        rows after it are the cell's open trials."""
+        if kind not in self._by_kind:
+            self._by_kind[kind] = self._read(kind)
+        return self._closed.get(kind, {}).get(fingerprint, 0)
+
+    def _close(self, record: Record) -> None:
+        closed = self._closed.setdefault(record.kind, {})
+        fingerprint = record_fingerprint(record)
+        closed[fingerprint] = max(closed.get(fingerprint, 0), closed_up_to(record.raw))
+
     def _read(self, kind: str) -> dict[str, Record]:
-        records = [r for status in FINISHED for r in self.store.query(kind=kind, status=status)
-                   if not self._redone(r)]
+        every = [r for status in FINISHED for r in self.store.query(kind=kind, status=status)]
+        self._closed[kind] = {}
+        for record in every:
+            self._close(record)
+        records = [r for r in every if not self._redone(r)]
         return {record_fingerprint(r): r for r in sorted(records, key=lambda r: r.id or 0)}
 
 
@@ -95,6 +116,49 @@ def skip_line(record: Record) -> str:
             f"record {record.id}, {when} UTC)")
 
 
+class TrialStore:
+    """Keeps a sweep's finished trials in the store as they end (store/trials.py) and finds
+    the ones an earlier run of a cell kept (bench/trials.py TrialKeeper). With `rerun` none is
+    found: every trial is measured again. `tag` is the study's tag of a record spec; `warn`
+    names a trial the store refused (it stays in memory and joins its cell's record)."""
+
+    def __init__(self, recorder: Recorder, finished: FinishedCells | None, rerun: bool = False,
+                 tag: Callable[[Outcome], Outcome] | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.recorder, self.finished, self.rerun, self.tag = recorder, finished, rerun, tag
+        self.warn = warn or recorder.warn
+        self.resumed = 0  # trials found kept by an earlier run, not measured again
+
+    def _fingerprint(self, kind: str, spec: dict) -> str:
+        outcome = Outcome(kind, "ok", spec)
+        tagged = self.tag(outcome).spec if self.tag else spec
+        return cell_fingerprint(kind, tagged, self.recorder.environment)
+
+    def kept(self, kind: str, spec: dict, trials: int) -> list[KeptTrial]:
+        """The open trials of this cell (after its last finished record's), latest per index."""
+        if self.rerun or self.finished is None:
+            return []
+        fingerprint = self._fingerprint(kind, spec)
+        after = self.finished.closed_trials(kind, fingerprint)
+        rows = open_trials(cell_trials(self.recorder.store, fingerprint, after), trials)
+        found = [KeptTrial.from_data(r.trial, r.data, r.id, r.run_id) for r in rows.values()]
+        self.resumed += len(found)
+        return found
+
+    def keep(self, kind: str, spec: dict, trial: KeptTrial) -> KeptTrial:
+        """Write the trial now; where the store refuses it, the trial stays in memory only."""
+        run_id = self.recorder.run_id
+        try:
+            row = add_trial(self.recorder.store, run_id, self._fingerprint(kind, spec),
+                            trial.trial, trial.to_data())
+        except (sqlite3.Error, OSError) as err:
+            self.warn(f"warning: db: trial {trial.trial + 1} of a {kind} cell could not be "
+                      f"kept in '{self.recorder.store.path}' ({err}); it joins its cell's "
+                      "record when the cell ends")
+            return replace(trial, run_id=run_id)
+        return replace(trial, row=row, run_id=run_id)
+
+
 class Resume:
     """A sweep's sink and skip: stores what runs, reports what is finished, and keeps both as
     records in sweep order (what the final table shows). With `rerun` nothing is skipped.
@@ -132,13 +196,16 @@ class Resume:
         self.say(skip_line(record))
         return outcome_of(record)
 
-    def summary(self) -> str | None:
-        """'N cells skipped (finished on this machine), M run', when any was skipped."""
+    def summary(self, resumed_trials: int = 0) -> str | None:
+        """'N cells skipped (finished on this machine), M run', when any was skipped; and the
+        trials an earlier run had kept, when any was (not measured again)."""
+        kept = (f"{resumed_trials} trial(s) of unfinished cells kept by an earlier run, not "
+                "measured again") if resumed_trials else ""
         if not self.skipped:
-            return None
+            return kept or None
         cells = "cell" if self.skipped == 1 else "cells"
-        return (f"{self.skipped} {cells} skipped (finished on this machine), {self.ran} run; "
-                "--rerun measures every cell again")
+        return (f"{self.skipped} {cells} skipped (finished on this machine), {self.ran} run"
+                f"{f' ({kept})' if kept else ''}; --rerun measures every cell again")
 
 
 def stored_summary(recorder: Recorder, outcome: Outcome) -> Record:

@@ -14,9 +14,10 @@ from accelbench.bench.recording.interrupted import CellSeen, stopped_sweep
 from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.bench.recording.pending import recover, recovered_line
 from accelbench.bench.recording.recorder import Recorder
-from accelbench.bench.recording.resume import FinishedCells, Resume
+from accelbench.bench.recording.resume import FinishedCells, Resume, TrialStore
 from accelbench.bench.train.cell_folder import recording_into
 from accelbench.bench.train.metrics import StepReport
+from accelbench.bench.trials import keeping_trials
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.parallel.dist import is_rank_zero
@@ -55,9 +56,11 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
     `finished`: an index of finished cells shared with other sweeps, a study's). A peak to be
     measured reuses the one this machine stored before (recording.peaks), unless
     `remeasure_peak`.
-    Launched cells a dead accelbench process left are recorded first (results.pending); SIGINT
-    or SIGTERM ends the sweep with SweepInterrupted (results.interrupted) once the running cell
-    is recorded as interrupted."""
+    Launched cells a dead accelbench process left are recorded first (results.pending); every
+    finished trial of a cell of several is kept in the store as it ends, and a cell an earlier
+    run left unfinished runs only its missing trials (bench/trials.py, TrialStore); SIGINT
+    or SIGTERM ends the sweep with SweepInterrupted (results.interrupted) once every cell with
+    a finished trial is recorded."""
     if recorder is None:  # a rank other than 0: measure, record nothing, show nothing
         sweep(lambda outcome: None, None, None, None)
         return []
@@ -66,6 +69,7 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
     for recovered in recover(recorder.store):
         view.note(recovered_line(recovered))
     resume = Resume(recorder, view.note, rerun, finished)
+    trials = TrialStore(recorder, resume.finished, rerun, tag)
     seen = CellSeen(view.cell)
 
     def sink(outcome: Outcome) -> Record:
@@ -78,7 +82,7 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
     try:
         lookup = (lambda spec: None) if remeasure_peak else \
             machine_peaks(recorder.store, recorder.environment)
-        with signals_raise(), stored_peaks(lookup), \
+        with signals_raise(), stored_peaks(lookup), keeping_trials(trials), \
                 recording_into(str(recorder.store.path), recorder.environment, recorder.run_id):
             try:
                 sweep(sink, view.step, seen, resume.skip)
@@ -86,7 +90,7 @@ def record_sweep(sweep: Sweep, recorder: Recorder | None, view: SweepView, title
                 raise stopped_sweep(stop, recorder, seen, tag) from None
     finally:  # the .db file alone holds the sweep; the command closes the recorder at its end
         recorder.store.close()
-    summary = resume.summary()
+    summary = resume.summary(trials.resumed)
     if summary:
         view.note(summary)
     return resume.records

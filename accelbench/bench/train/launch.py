@@ -260,7 +260,7 @@ def run_launched_sweep(spec: TrainSpec, sink: Sink, on_cell: Progress | None = N
             continue
         run = partial(_trial_of, peaks, cell, spec.trials)
         to_run.append(CellTrials(f"{cell.label} on {spec.nproc} processes", run,
-                                 combine_train_trials))
+                                 combine_train_trials, KIND, launched_cell_spec(spec, cell)))
     measured = iter(interleave(to_run, spec.trials, spec.seed, sink, on_cell,
                                len(cells) - len(to_run)))
     return [o if o is not None else next(measured) for o in done]
@@ -273,17 +273,10 @@ def _trial_of(peaks: LaunchPeaks, cell: TrainCell, trials: int, trial: int) -> O
 
 def launch_trial(spec: TrainSpec, cell: TrainCell, trial: int, trials: int) -> Outcome:
     """One trial of a launched cell: its own torchrun launch (a fresh process group, the model
-    built anew from the seed). A signal in a trial of several ends the cell 'interrupted': its
-    trials are combined only once all have run, so none of them is kept as its record."""
-    if trials == 1:
-        return launch_cell(spec, cell)
-    try:
-        return launch_cell(spec, cell, (trial, trials))
-    except CellInterrupted as stop:
-        why = (f"interrupted in trial {trial + 1} of {trials}: a cell's trials are combined "
-               "once all have run, so none of its trials is kept")
-        raise CellInterrupted(stop.signum, Outcome(KIND, "interrupted", stop.outcome.spec,
-                                                   reason=why)) from None
+    built anew from the seed). A signal raises CellInterrupted with the launch's outcome: the
+    interleaved sweep keeps it as a trial where rank 0 had measured it in full, and records the
+    cell's finished trials (bench/trials.py)."""
+    return launch_cell(spec, cell, None if trials == 1 else (trial, trials))
 
 
 def launch_cell(spec: TrainSpec, cell: TrainCell, trial: tuple[int, int] | None = None
