@@ -1,10 +1,12 @@
 """How far to trust one planned layout: its 80% prediction interval and its extrapolation flags;
 no torch.
 
-The interval comes from the shipped runs' leave-one-source-out residuals
-(published.shipped_interval_model, conditioned as accelbench.analytics.intervals says), the
-flags from the envelope of the same runs (published.validated_envelope) and the memory
-headroom. Both are estimates about an estimate, and are labelled so.
+The interval comes from the shipped runs' leave-one-source-out residuals with the source as a
+level of its own (published.shipped_interval_model, accelbench.analytics.source_model): an
+unseen stack's, or a named fitted stack's (`plan --stack`). The flags come from the envelope of
+the same runs (published.validated_envelope), the memory headroom and the evidence behind the
+prediction: fewer than MIN_SOURCES shipped sources behind its device generation and precision,
+or behind its named stack. Both are estimates about an estimate, and are labelled so.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, fields
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import class_of_key, device_class
 from accelbench.analytics.envelope import HEADROOM, Envelope, Flag, memory_flag
-from accelbench.analytics.intervals import Interval, IntervalModel, conditions
+from accelbench.analytics.intervals import Interval, conditions, precision_family
 from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult
 from accelbench.analytics.published import (
@@ -22,9 +24,11 @@ from accelbench.analytics.published import (
     unseen_class_interval_model,
     validated_envelope,
 )
+from accelbench.analytics.source_model import MIN_SOURCES, IntervalModel
 from accelbench.analytics.steptime import TrainSetup
 from accelbench.config.model import ModelConfig
 
+EVIDENCE = "evidence"  # the flag of a prediction with fewer than MIN_SOURCES sources behind it
 PROFILE_CLASS = "measured profile"  # the conditions of compute timed by a machine profile
 
 
@@ -91,23 +95,46 @@ def intervals_for(device_class_: str, profiled: bool, envelope: Envelope,
 
 
 def prediction_interval(device_key: str, dtype: str, limiter: str, n_devices: int,
-                        profiled: bool = False) -> Interval:
-    """The 80% interval `plan` gives a prediction on `device_key` in `dtype` with this
-    limiter and device count, from the shipped runs' residuals (each computed once a
-    process); the report's overlays take theirs here: one rule for both."""
-    cls = class_of_key(device_key)
-    model = intervals_for(cls, profiled, validated_envelope(), shipped_interval_model(),
-                          unseen_class_interval_model())
-    return model.interval(conditions(PROFILE_CLASS if profiled else cls, dtype, limiter,
-                                     n_devices))
+                        profiled: bool = False, stack: str | None = None) -> Interval:
+    """The 80% interval `plan` gives a prediction on `device_key` (of `stack` where named and
+    fitted, else an unseen stack's), from the shipped runs' residuals (each computed once a
+    process); the report's overlays take theirs here: one rule for both. The precision,
+    limiter and device count only report the run: the interval does not depend on them."""
+    del dtype, limiter, n_devices
+    model = intervals_for(class_of_key(device_key), profiled, validated_envelope(),
+                          shipped_interval_model(), unseen_class_interval_model())
+    return model.interval(stack)
+
+
+def evidence_flags(intervals: IntervalModel, generation: str, dtype: str, stack: str | None,
+                   device_key: str = "") -> list[Flag]:
+    """Where fewer than MIN_SOURCES shipped sources stand behind a prediction, with the count:
+    its device generation in its precision family, its named stack, and a power- or
+    clock-limited variant (no shipped source states a limit)."""
+    family = precision_family(dtype)
+    n = intervals.sources(lambda r: r.where.generation == generation
+                          and r.where.precision == family)
+    flags = []
+    if n < MIN_SOURCES:
+        flags.append(Flag(EVIDENCE, f"{generation} {family}: fewer than {MIN_SOURCES} shipped "
+                                      "sources", f"{n} source{'' if n == 1 else 's'}"))
+    if stack and stack in intervals.stacks():
+        k = intervals.sources(lambda r: r.stack == stack)
+        if k < MIN_SOURCES:
+            flags.append(Flag(EVIDENCE, f"stack {stack}: fewer than {MIN_SOURCES} shipped "
+                                          "sources", f"{k} source{'' if k == 1 else 's'}"))
+    if "peak_scale" in device_key:
+        flags.append(Flag(EVIDENCE, "a power or clock limit (peak_scale): no shipped source "
+                                      "states one, so none is fitted", "0 sources"))
+    return flags
 
 
 def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
            intervals: IntervalModel, envelope: Envelope, headroom: float = HEADROOM,
-           unseen: IntervalModel | None = None) -> Confidence:
-    """The interval and flags of one layout of `model` on `cluster`: a device class without
-    validated runs, or compute timed by a profile, takes the `unseen` intervals (each class
-    predicted without its own runs) where given."""
+           unseen: IntervalModel | None = None, stack: str | None = None) -> Confidence:
+    """The interval and flags of one layout of `model` on `cluster` (of `stack` where named
+    and fitted): a device class without validated runs, or compute timed by a profile, takes
+    the `unseen` intervals (each class predicted without its own runs) where given."""
     cls = device_class(cluster.device)
     timed_by = PROFILE_CLASS if cluster.profile is not None else cls
     where = conditions(timed_by, setup.dtype, result.limiter, cluster.n_devices)
@@ -115,10 +142,12 @@ def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: 
     if cluster.profile is not None:
         flags.append(Flag("device", "compute timed by a measured profile: no validated run "
                                     "was; the interval of a device class never validated"))
-    intervals = intervals_for(cls, cluster.profile is not None, envelope, intervals, unseen)
+    chosen = intervals_for(cls, cluster.profile is not None, envelope, intervals, unseen)
     mem = memory_flag(result.memory.total, result.memory.usable_bytes, headroom)
     flags += [mem] if mem else []
     flags += envelope.flags(cls, setup.dtype, float(active_params(model)), cluster.n_devices,
                             setup.seq_len, result.step.mfu if result.memory.fits else None,
                             moe=bool(model.n_experts))
-    return Confidence(intervals.interval(where), tuple(flags))
+    flags += evidence_flags(intervals, where.generation, setup.dtype, stack,
+                            cluster.device.key)
+    return Confidence(chosen.interval(stack), tuple(flags))

@@ -33,6 +33,8 @@ from accelbench.analytics.published import (
     unseen_class_interval_model,
     validated_envelope,
 )
+from accelbench.analytics.published_runs import FITTED_STACKS, STACKS
+from accelbench.analytics.source_model import UNKNOWN_STACK
 from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
 from accelbench.config.errors import (
     ConfigError,
@@ -70,6 +72,7 @@ class PlanRequest:
     efficiency: float | None = None
     train_tokens: float = 300e9
     headroom: float = HEADROOM
+    stack: str = UNKNOWN_STACK
 
     @property
     def full(self) -> bool:
@@ -145,6 +148,18 @@ def moe_imbalance_text(model: ModelConfig, imbalance: float) -> str:
         return "balanced routing (each expert tokens x k / E), as force-balanced benchmarks run"
     return (f"the busiest expert-parallel rank's expert GEMMs and all-to-alls carry "
             f"min({imbalance:g}, ep) x the mean rank's routed tokens (the step waits for it)")
+
+
+def check_stack(stack: str) -> str:
+    """A stack with shipped runs (its error is fitted), or unknown; a known stack without
+    shipped runs (torchtitan, megascale) is refused, saying why."""
+    allowed = ", ".join((UNKNOWN_STACK, *FITTED_STACKS))
+    if stack in (UNKNOWN_STACK, *FITTED_STACKS):
+        return stack
+    if stack in STACKS.values():
+        raise ConfigError("stack", f"{stack} has no shipped run, so no error of it is fitted "
+                          "(--stack unknown gives an unseen stack's interval)", allowed)
+    raise ConfigError("stack", f"unknown value {stack!r}", allowed)
 
 
 def _us(value: float | None) -> float | None:
@@ -229,6 +244,7 @@ def resolve_plan_input(given: PlanOptions,
     require_choice("overlap", given.overlap, tuple(OVERLAP_MODES))
     require_choice("dtype", given.dtype, PEAK_PRECISIONS)
     require_choice("optimizer", given.optimizer, OPTIMIZERS)
+    check_stack(given.stack)
     for name, value in (("global-batch", given.global_batch), ("seq", given.seq),
                         ("nodes", given.nodes), ("top", given.top),
                         ("train-tokens", given.train_tokens)):
@@ -257,7 +273,7 @@ def resolve_plan_input(given: PlanOptions,
                        given.fused_attention, given.sparsity, given.sparsity_pattern,
                        given.overlap, moe_imbalance=given.moe_imbalance)
     request = PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
-                          given.train_tokens, given.memory_headroom)
+                          given.train_tokens, given.memory_headroom, given.stack)
     check_divides(request, given.layout)
     return request
 
@@ -300,6 +316,7 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
     cls_known = envelope.has_class(device_class(request.cluster.device))
     unseen = (unseen_class_interval_model()
               if request.cluster.profile is not None or not cls_known else None)
+    stack = None if request.stack == UNKNOWN_STACK else request.stack
     confidence = [assess(r, request.model, request.cluster, request.setup, intervals, envelope,
-                         request.headroom, unseen) for r in results]
+                         request.headroom, unseen, stack) for r in results]
     return PlanOutcome(results, found, confidence)

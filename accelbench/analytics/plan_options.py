@@ -54,6 +54,11 @@ class PlanOptions:
                              "(docs/sparsity.md): masks in memory; 2:4 also its kernels.")
     sparsity_pattern: str = option("unstructured", "unstructured, or 2:4 (level 0.5 only).")
     overlap: str = option("megatron", OVERLAP_HELP)
+    stack: str = option("unknown", "The software stack that will train, where a shipped "
+                        "source ran it: megatron-lm, megatron-deepspeed, meta-llama3, "
+                        "pytorch-fsdp, llm-foundry, jax-xla; its fitted error narrows the "
+                        "interval (docs/planner.md). unknown (default): an unseen stack's "
+                        "wider interval.")
     moe_imbalance: float = option(1.0, "Mixture of experts: the busiest expert's routed tokens "
                                   "over the mean, >= 1 (1.0 balanced, as force-balanced "
                                   "benchmarks run; a train record's moe_load_imbalance is a "

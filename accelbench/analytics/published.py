@@ -18,19 +18,7 @@ from typing import Any
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.efficiency import class_of_key, device_class
 from accelbench.analytics.envelope import Envelope, ValidatedRun
-from accelbench.analytics.intervals import (
-    COVERAGE,
-    LEVELS,
-    MIN_GROUP,
-    Covered,
-    IntervalModel,
-    Residual,
-    abs_error_summary,
-    conditions,
-    coverage_summary,
-    loso_coverage,
-    precision_family,
-)
+from accelbench.analytics.intervals import Residual, conditions, precision_family
 from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.published_runs import (
@@ -38,12 +26,15 @@ from accelbench.analytics.published_runs import (
     MOE_NOT_MODELLED,
     MOE_RUNS,
     NOT_MODELLED,
+    OWN_STACK,
     PUBLISHED_RUNS,
     SHAPES,
+    STACKS,
     PublishedRun,
     UnmodelledRun,
     shape,
 )
+from accelbench.analytics.source_model import IntervalModel
 from accelbench.analytics.steptime import TrainSetup, compute_efficiency
 from accelbench.config.errors import ConfigError, checked_fields
 from accelbench.config.layout import Layout, layout_from_fields, parse_layout_fields
@@ -284,10 +275,11 @@ def _needed_once(runs: tuple[PublishedRun, ...]) -> list[tuple[str, float]]:
     return kept[1]
 
 
-def _leave_out(runs: tuple[PublishedRun, ...], key: Callable[[PublishedRun], str]
-               ) -> list[ValidationRow]:
-    """Each group's runs (by `key`) predicted with the tops fitted without that group."""
-    needed = _needed_once(runs)
+def _leave_out(runs: tuple[PublishedRun, ...], key: Callable[[PublishedRun], str],
+               needed: list[tuple[str, float]] | None = None) -> list[ValidationRow]:
+    """Each group's runs (by `key`) predicted with the tops fitted without that group
+    (`needed`: the runs' needed efficiencies where already solved)."""
+    needed = _needed_once(runs) if needed is None else needed
     classes = {cls for cls, _ in needed}
     rows: dict[int, ValidationRow] = {}
     for group in dict.fromkeys(key(run) for run in runs):
@@ -297,6 +289,18 @@ def _leave_out(runs: tuple[PublishedRun, ...], key: Callable[[PublishedRun], str
                                                      tops), strict=True):
             rows[i] = row
     return [rows[i] for i in range(len(runs))]
+
+
+def nested_leave_one_source_out(without: str,
+                                runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS
+                                ) -> list[ValidationRow]:
+    """Every run but source `without`'s, each predicted with the tops fitted without both
+    `without` and its own source: the residuals an interval for `without` may rest on when
+    `without` is left out whole (nothing of it in the fit, not even through the tops)."""
+    needed = _needed_once(runs)
+    keep = [i for i, run in enumerate(runs) if run.source_key != without]
+    return _leave_out(tuple(runs[i] for i in keep), lambda run: run.source_key,
+                      [needed[i] for i in keep])
 
 
 def calibrate_efficiency(runs: list[MeasuredRun | Mapping[str, Any]]) -> dict[str, float]:
@@ -408,18 +412,24 @@ def validate_found(efficiency: float | None = None) -> list[ValidationRow]:
 # --- Intervals and the envelope: what the planner has been validated on ---
 
 
+def row_stack(row: ValidationRow) -> str:
+    """The software stack of a validation row: its framework's, or accelbench's own runtime
+    for a measured run."""
+    return STACKS.get(row.framework, OWN_STACK)
+
+
 def row_residual(row: ValidationRow) -> Residual:
     """A validation row as a residual: log(predicted / observed) MFU (= tokens/s per device),
-    its source and its run's conditions."""
+    its source, its stack and its run's conditions."""
     return Residual(math.log(row.predicted_mfu / row.observed_mfu), row.source_key,
                     conditions(class_of_key(row.device), row.dtype, row.limiter, row.n_devices),
-                    f"{row.run_id} {row.name}".strip())
+                    f"{row.run_id} {row.name}".strip(), row_stack(row))
 
 
 def interval_model(rows: list[ValidationRow], extra: tuple[Residual, ...] = ()
                    ) -> IntervalModel:
-    """The intervals of out-of-sample rows (leave-one-source-out ones, or measured runs the
-    curves were never fitted on), with any further residuals."""
+    """The intervals of out-of-sample rows (leave-one-source-out ones), with any further
+    residuals."""
     return IntervalModel(tuple(row_residual(r) for r in rows) + extra)
 
 
@@ -438,9 +448,9 @@ def shipped_interval_model() -> IntervalModel:
 
 def unseen_class_interval_model() -> IntervalModel:
     """The intervals of a device class no published run validates (or compute timed by a
-    measured profile): the pooled residuals of each class's runs predicted without any of its
+    measured profile): the residuals of each class's runs predicted without any of its
     class's runs (validate_leave_one_class_out), computed once a process. Wider than the
-    leave-one-source-out pool: a new class's efficiency is unknown, and so is its error."""
+    leave-one-source-out ones: a new class's efficiency is unknown, and so is its error."""
     if "unseen" not in _SHIPPED:
         _SHIPPED["unseen"] = interval_model(validate_leave_one_class_out())
     model = _SHIPPED["unseen"]
@@ -455,40 +465,3 @@ def validated_envelope(runs: tuple[PublishedRun, ...] = PUBLISHED_RUNS) -> Envel
         ValidatedRun(f"{run.run_id} {run.name}".strip(), device_class(run.device),
                      precision_family(run.dtype), float(active_params(run.model)),
                      run.n_devices, run.seq_len, run.published_mfu()) for run in runs))
-
-
-def found_check(checked: Validation) -> list[Covered]:
-    """Each found run against the interval a plan would give it: the shipped runs'
-    leave-one-source-out residuals (none of them its own; the found runs add none)."""
-    model = interval_model(checked.leave_one_out)
-    return [Covered(r, model.interval(r.where)) for r in map(row_residual, checked.found)]
-
-
-def interval_check(checked: Validation, extra: tuple[Residual, ...] = ()) -> list[Covered]:
-    """Each out-of-sample run (leave-one-source-out published rows, measured runs, then
-    `extra`, e.g. measured cells) against its own interval, made without its source."""
-    return loso_coverage(interval_model(checked.leave_one_out + checked.measured, extra))
-
-
-COVERAGE_BY = ("generation", "precision", "limiter", "scale")
-
-
-def interval_report(covered: list[Covered]) -> dict[str, object]:
-    """Plain dict for JSON: the method, each run's interval and whether it held, coverage and
-    leave-one-source-out |error| by group."""
-    residuals = [c.residual for c in covered]
-    return {"method": METHOD, "coverage_target": COVERAGE, "min_group": MIN_GROUP,
-            "levels": [list(level) for level in LEVELS],
-            "runs": [{"name": c.residual.name, "source": c.residual.source,
-                      **c.residual.where.__dict__, **c.interval.to_dict(),
-                      "observed_over_predicted": math.exp(-c.residual.log_ratio),
-                      "inside": c.inside} for c in covered],
-            "coverage": {by: coverage_summary(covered, by) for by in COVERAGE_BY},
-            "error_left_out": {by: abs_error_summary(residuals, by) for by in COVERAGE_BY}}
-
-
-METHOD = ("80% interval: order statistics floor/ceil((n+1) x 0.1 / 0.9) of the leave-one-"
-          "source-out log(predicted / observed) residuals of the first group with at least "
-          f"{MIN_GROUP} runs (generation + precision + limiter, generation + precision + scale, "
-          "generation + precision, generation), else pooled; a run's own interval leaves its "
-          "source out")

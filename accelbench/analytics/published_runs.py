@@ -49,6 +49,13 @@ FRAMEWORKS: dict[str, tuple[str, Kernels]] = {
     "torchtitan": ("megatron", Kernels(dropout=False, selective="every_other_mm")),
     "llm-foundry (Composer FSDP)": ("megatron", Kernels(dropout=False, fused_loss=True)),
 }
+# The software stack of each framework, as `plan --stack` names it: the level the intervals'
+# errors are shared within (source_model). Megatron-LM's two papers (S1, S2) are one stack.
+STACKS = {"Megatron-LM": "megatron-lm", "Megatron-DeepSpeed": "megatron-deepspeed",
+          "MegaScale": "megascale", "Meta Llama 3 (Megatron-style)": "meta-llama3",
+          "PaLM (JAX/XLA on TPU)": "jax-xla", "PyTorch FSDP": "pytorch-fsdp",
+          "torchtitan": "torchtitan", "llm-foundry (Composer FSDP)": "llm-foundry"}
+OWN_STACK = "accelbench"  # this project's own runtime: its measured cells
 SOURCE_FRAMEWORK = {"S1": "Megatron-LM", "S2": "Megatron-LM", "S5": "Megatron-LM",
                     "S6": "Megatron-DeepSpeed", "S8": "PaLM (JAX/XLA on TPU)",
                     "S10": "Meta Llama 3 (Megatron-style)", "S13": "PyTorch FSDP",
@@ -117,6 +124,11 @@ class PublishedRun:
     # the peak memory per device the source reports (torchtitan: the allocator's reserved
     # peak, GiB), set against the planner's estimate in validation
     published_memory_gib: float | None = None
+
+    @property
+    def stack(self) -> str:
+        """The software stack of the run's framework (STACKS)."""
+        return STACKS[self.framework]
 
     @property
     def overlap(self) -> str:
@@ -430,6 +442,8 @@ CSV_RUNS, NOT_MODELLED = load_csv_runs()
 # The runs the built-in curves are fitted to and the intervals' residuals come from: the
 # shipped csv's scored rows, nothing else (FOUND_RUNS and MOE_RUNS are validation only).
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = CSV_RUNS
+# The stacks `plan --stack` may name: those with shipped runs, the only ones fitted.
+FITTED_STACKS: tuple[str, ...] = tuple(dict.fromkeys(run.stack for run in PUBLISHED_RUNS))
 
 
 # --- Mixture-of-experts runs (moe_runs.csv): checked, none fitted ---

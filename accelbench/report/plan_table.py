@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass, field
 
 from rich.table import Table
 
-from accelbench.analytics.confidence import Confidence
+from accelbench.analytics.confidence import EVIDENCE, Confidence
 from accelbench.analytics.plan_input import PlanOutcome, PlanRequest, moe_imbalance_text
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
+from accelbench.analytics.source_model import MIN_SOURCES
 from accelbench.analytics.steptime import OVERLAP_MODES, compute_source, sparse_compute_note
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
@@ -54,8 +55,12 @@ def _rate(value: float, low: float, high: float) -> str:
 
 
 def _flag_cell(c: Confidence | None) -> str:
-    """The kinds of a layout's flags ('memory, mfu'), '-' when within the envelope."""
-    return ", ".join(f.kind for f in c.flags) if c and c.flags else "-"
+    """The kinds of a layout's flags ('memory, mfu'; thin evidence with its count of shipped
+    sources: 'evidence:1'), '-' when within the envelope."""
+    if not c or not c.flags:
+        return "-"
+    return ", ".join(f"{f.kind}:{f.value.split()[0]}" if f.kind == EVIDENCE else f.kind
+                     for f in c.flags)
 
 
 def _rate_cells(r: PlanResult, c: Confidence | None, train_tokens: float) -> list[str]:
@@ -107,9 +112,10 @@ def _confidence_notes(outcome: PlanOutcome, request: PlanRequest) -> list[str]:
     layout's reasons, and how many layouts the headroom moved down."""
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(outcome.confidence, 1):
-        groups.setdefault(f"{c.interval.group}, {c.interval.n} runs", []).append(i)
+        groups.setdefault(c.interval.group, []).append(i)
     lines = ["(ranges): 80% prediction intervals of tok/s, MFU and step s, estimates from the "
-             "shipped runs' leave-one-source-out residuals (docs/planner.md): "
+             "shipped runs' leave-one-source-out residuals, the source a level of its own "
+             f"(--stack {request.stack}; docs/planner.md): "
              + "; ".join(f"{_ranks(at)} {group}" for group, at in groups.items())
              + ("; --efficiency given: they are the built-in curves' residuals, not those of "
                 "the efficiency chosen" if request.efficiency is not None else "")]
@@ -119,6 +125,11 @@ def _confidence_notes(outcome: PlanOutcome, request: PlanRequest) -> list[str]:
             flagged.setdefault((flag.kind, flag.reason), []).append(
                 f"#{i}" + (f" {flag.value}" if flag.value else ""))
     lines += [f"! {kind} ({', '.join(at)}): {reason}" for (kind, reason), at in flagged.items()]
+    thin = sum(any(f.kind == EVIDENCE for f in c.flags) for c in outcome.confidence)
+    if thin:
+        lines.append(f"evidence: {thin} of the {len(outcome.confidence)} layouts shown rest on "
+                     f"fewer than {MIN_SOURCES} shipped sources (their interval's spread is "
+                     "borrowed from the other sources)")
     found = outcome.search
     if found is not None and found.n_over_headroom:
         lines.append(f"{found.n_over_headroom} of {found.n_fit} layouts that fit use more than "

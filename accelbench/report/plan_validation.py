@@ -20,17 +20,20 @@ from accelbench.analytics.measured_steps import (
     validate_measured_steps,
 )
 from accelbench.analytics.published import (
-    COVERAGE_BY,
-    METHOD,
     Validation,
     ValidationRow,
     errors_by_precision,
     errors_by_source,
-    found_check,
-    interval_check,
-    interval_report,
     validate_all,
 )
+from accelbench.analytics.source_check import (
+    BY,
+    METHOD,
+    IntervalCheck,
+    interval_check,
+    interval_report,
+)
+from accelbench.analytics.source_model import MIN_SOURCES
 from accelbench.config.schema import FITS, TrainFigure
 from accelbench.report.measured import measured_training_runs
 from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
@@ -72,14 +75,15 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
                                                         "published") else "right",
                          priority=priority, whole=col not in ("run", "device"))
     numbers = _source_numbers(rows)
-    covered = covered or []
+    judged = {c.residual.name: c for c in covered or []}
     for i, r in enumerate(rows):
         left_out = f"{loo[i].error:+.1%}" if i < len(loo) else "-"
         interval, inside = "-", "-"
-        if i < len(loo) and i < len(covered):
-            low, high = covered[i].interval.throughput(loo[i].predicted_mfu)
+        own = judged.get(f"{r.run_id} {r.name}".strip())
+        if i < len(loo) and own is not None:
+            low, high = own.interval.throughput(loo[i].predicted_mfu)
             interval = f"{100 * low:.1f}-{100 * high:.1f}%"
-            inside = "yes" if covered[i].inside else "no"
+            inside = "yes" if own.inside else "no"
         add_plain_row(table, r.run_id or "-", r.name, r.device, _published_figure(r),
                       f"{r.observed_mfu:.1%}",
                       f"{r.predicted_mfu:.1%}", f"{r.error:+.1%}", left_out, interval, inside,
@@ -90,25 +94,55 @@ def _validation_table(rows: list[ValidationRow], loo: list[ValidationRow], title
     return table
 
 
-def _coverage_table(covered: list[Covered]) -> Table:
-    """Per group (generation, precision, limiter, scale): runs, how many fell inside their
-    own out-of-sample 80% interval, and the leave-one-source-out |error|."""
-    table = plain_table("80% prediction intervals: coverage out of sample (each run's interval "
-                        "made without its source) and left-out |error|, by group")
-    for col in ("by", "group", "runs", "inside", "coverage", "median |error|", "worst |error|"):
-        table.add_column(col, justify="left" if col in ("by", "group") else "right")
-    report = interval_report(covered)
-    coverage, errors = report["coverage"], report["error_left_out"]
-    assert isinstance(coverage, dict) and isinstance(errors, dict)
-    for by in COVERAGE_BY:
-        for group, c in coverage[by].items():
-            if group == "overall" and by != COVERAGE_BY[-1]:
-                continue
-            e = errors[by][group]
-            add_plain_row(table, "all" if group == "overall" else by, group, f"{c['n']:.0f}",
-                          f"{c['inside']:.0f}", f"{c['coverage']:.0%}",
-                          f"{e['median_abs_error']:.1%}", f"{e['worst_abs_error']:.1%}")
+# how each set of judged runs was judged, as the coverage table names it
+JUDGED = {"unseen": "shipped, source left out, unseen stack",
+          "named_source": "shipped, source left out, stack named (fitted on its other source)",
+          "named_run": "shipped, run left out, stack named",
+          "own": "own measured cells (a source each), unseen stack",
+          "found": "found runs (never fitted), unseen stack",
+          "found_named": "found runs of a fitted stack, stack named"}
+
+
+def _coverage_row(table: Table, judged: str, group: str, s: dict) -> None:
+    """One row of the coverage table from a source_model.summary."""
+    low, high = s["coverage_per_source_90"]
+    spread = f" ({low:.0%}-{high:.0%})" if s["sources"] > 1 else ""
+    add_plain_row(table, judged, group, f"{s['sources']}", f"{s['runs']}", f"{s['inside']}",
+                  f"{s['coverage_per_source']:.0%}{spread}",
+                  f"{s['coverage_per_run']:.0%}", f"{s['median_abs_error']:.1%}",
+                  f"{s['worst_abs_error']:.1%}", f"{s['median_width']:.2f}")
+
+
+def _coverage_table(report: dict) -> Table:
+    """Per way of judging, overall and by generation and precision: sources, runs, runs
+    inside, coverage per source (each source once, with its bootstrap 90% interval) and per
+    run, |error| and the median width (high / low)."""
+    table = plain_table("80% prediction intervals out of sample: coverage per source (each "
+                        "source weighing once; bootstrap 90% over sources) and per run")
+    for col in ("judged", "group", "sources", "runs", "inside", "per source", "per run",
+                "median |error|", "worst", "width"):
+        table.add_column(col, justify="left" if col in ("judged", "group") else "right",
+                         priority={"judged": 1, "worst": 2}.get(col, 0))
+    for key, name in JUDGED.items():
+        judged = report[key]
+        if not judged["overall"].get("runs"):
+            continue
+        _coverage_row(table, name, "overall", judged["overall"])
+        for by in BY:
+            for group, s in judged[by].items():
+                if group != "overall" and len(judged[by]) > 2:
+                    _coverage_row(table, name, f"{by} {group}", s)
     return table
+
+
+def _own_lines(report: dict) -> list[str]:
+    """Our own measured cells' coverage, one line a source: they are a source like any
+    other, kept apart from the shipped runs'."""
+    own = report["own"]["source"]
+    return [f"own cells, {source}: {s['inside']} of {s['runs']} inside their 80% interval "
+            f"(unseen stack), median |error| {s['median_abs_error']:.1%}, worst "
+            f"{s['worst_abs_error']:.1%}, median width {s['median_width']:.2f}"
+            for source, s in own.items() if source != "overall" and s.get("runs")]
 
 
 def _source_lines(rows: list[ValidationRow]) -> str:
@@ -219,7 +253,7 @@ def _published_shown(checked: Validation, covered: list[Covered]) -> list[Table 
 
 
 def _measured_shown(checked: Validation, steps: list[StepRow], left: list[str],
-                    covered: list[Covered]) -> list[Table | str]:
+                    check: IntervalCheck | None) -> list[Table | str]:
     """The measured runs, the summary, this machine's step times and the intervals'
     coverage."""
     shown: list[Table | str] = (
@@ -230,9 +264,14 @@ def _measured_shown(checked: Validation, steps: list[StepRow], left: list[str],
               f"worst {s['worst_abs_error']:.1%}"
               for name, s in checked.summary().items() if s.get("n")]
     shown += [_steps_table(steps)] if steps else []
-    if covered:
-        shown += [_coverage_table(covered), f"method: {METHOD}. Runs inside their interval: "
-                  f"{sum(c.inside for c in covered)} of {len(covered)}."]
+    if check is not None:
+        report = interval_report(check)
+        unseen = check.unseen
+        shown += [_coverage_table(report), *_own_lines(report),
+                  f"method: {METHOD}. Shipped runs inside their unseen-stack interval: "
+                  f"{sum(c.inside for c in unseen)} of {len(unseen)}; a generation, precision "
+                  f"or stack with fewer than {MIN_SOURCES} shipped sources is flagged in a "
+                  "plan."]
     else:
         shown.append("intervals: not computed with --efficiency (they rest on the built-in "
                      "curves' leave-one-source-out residuals)")
@@ -250,14 +289,17 @@ def validation_view(efficiency: float | None, db: Path | None, json_out: bool) -
     checked = validate_all(measured_training_runs(store), efficiency)
     steps, left = _measured_steps(store)
     # intervals rest on the built-in curves' leave-one-source-out (none with --efficiency)
-    covered = (interval_check(checked, tuple(step_residual(r) for r in steps))
-               if checked.leave_one_out else [])
-    found = found_check(checked) if checked.leave_one_out else []
+    check = (interval_check(checked, tuple(step_residual(r) for r in steps))
+             if checked.leave_one_out else None)
     if json_out:
+        report = interval_report(check) if check is not None else None
         return PlanView(data=json.dumps(
             {**checked.to_dict(), "measured_steps": [r.to_dict() for r in steps],
              "measured_steps_summary": step_errors(steps), "measured_steps_left_out": left,
-             **dict(intervals=interval_report(covered) if covered else None,
-                    found_intervals=interval_report(found) if found else None)}, indent=2))
-    return PlanView(shown=_published_shown(checked, covered) + _found_shown(checked, found)
-                    + _measured_shown(checked, steps, left, covered))
+             **dict(intervals=report,
+                    found_intervals={"runs": report["found"]["runs"]} if report else None)},
+            indent=2))
+    unseen = check.unseen if check else []
+    found = check.found if check else []
+    return PlanView(shown=_published_shown(checked, unseen) + _found_shown(checked, found)
+                    + _measured_shown(checked, steps, left, check))

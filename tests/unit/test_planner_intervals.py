@@ -1,12 +1,10 @@
 """The planner's 80% prediction intervals, extrapolation flags and memory headroom (issue 27):
-the order-statistic rule, coverage on a synthetic set with known noise, intervals in every
-output form, the two flagged cases, and the refusals."""
+intervals in every output form, the two flagged cases, and the refusals. How the intervals are
+made (the source as a level, issue 41) is tests/unit/test_planner_source_intervals.py."""
 
 from __future__ import annotations
 
 import json
-import math
-import random
 import re
 import sys
 
@@ -14,14 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.analytics.envelope import Envelope, ValidatedRun
-from accelbench.analytics.intervals import (
-    IntervalModel,
-    Residual,
-    conditions,
-    coverage_summary,
-    loso_coverage,
-    order_bounds,
-)
 from accelbench.analytics.measured_steps import missing_precision, step_run_of
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
@@ -33,49 +23,6 @@ GPT3_1024 = ["plan", "--model", "gpt3-175b", "--device", "a100-80gb", "--nodes",
 MIXTRAL_32 = ["plan", "--model", "mixtral-8x7b", "--device", "h100-sxm", "--nodes", "4",
               "--global-batch", "512", "--seq", "4096"]
 MIXTRAL_98 = "dp=16,tp=1,pp=2,vp=2,ep=4,mb=1,zero=3,recompute=none"  # 98% of usable memory
-
-
-def test_order_statistics_with_small_n_take_the_whole_range() -> None:
-    values = [float(v) for v in range(8)]
-    assert order_bounds(values) == (0.0, 7.0)  # (8 + 1) x 0.1 < 1: the extremes
-    values = [float(v) for v in range(53)]
-    assert order_bounds(values) == (4.0, 48.0)  # the 5th and the 49th of 53
-
-
-def _synthetic(sigma: float, n_sources: int, per_source: int, seed: int) -> IntervalModel:
-    """Residuals of lognormal noise (log-residuals normal with sd sigma), a few runs a source."""
-    rng = random.Random(seed)
-    where = conditions("a100", "bf16", "compute", 64)
-    return IntervalModel(tuple(Residual(rng.gauss(0.0, sigma), f"s{s}", where)
-                               for s in range(n_sources) for _ in range(per_source)))
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_coverage_of_known_lognormal_noise_comes_out_near_80_percent(seed: int) -> None:
-    model = _synthetic(0.1, 150, 2, seed)
-    covered = loso_coverage(model)
-    summary = coverage_summary(covered)["overall"]
-    assert summary["n"] == 300
-    assert 0.74 <= summary["coverage"] <= 0.86
-    # the interval itself is the lognormal's 10-90% range: exp(+-1.2816 sigma)
-    interval = model.interval(conditions("a100", "bf16", "compute", 64))
-    assert interval.low == pytest.approx(math.exp(-1.2816 * 0.1), abs=0.03)
-    assert interval.high == pytest.approx(math.exp(1.2816 * 0.1), abs=0.03)
-
-
-def test_a_small_group_falls_back_to_the_pooled_residuals() -> None:
-    ampere, hopper = conditions("a100", "bf16", "memory", 64), conditions("h100", "bf16",
-                                                                           "memory", 64)
-    narrow = [Residual(0.01 * (i - 5), f"a{i}", ampere) for i in range(11)]
-    wide = [Residual(0.3 * (-1) ** i, f"h{i}", hopper) for i in range(3)]
-    model = IntervalModel(tuple(narrow + wide))
-    own = model.interval(ampere)
-    assert own.group.startswith("generation ampere") and own.n == 11
-    pooled = model.interval(hopper)
-    assert pooled.group == "pooled" and pooled.n == 14
-    assert pooled.high - pooled.low > own.high - own.low
-    # left out, a run's own source does not make its interval
-    assert model.interval(ampere, leave_out="a0").n == 10
 
 
 def _plan_json(*args: str) -> dict:
@@ -91,7 +38,7 @@ def test_every_planned_layout_carries_its_interval_in_json() -> None:
     for row in data["best"]:
         interval, step = row["interval"], row["step"]
         assert interval["estimate"] is True and interval["coverage"] == 0.8
-        assert interval["n_residuals"] >= 8
+        assert interval["n_residuals"] == 46  # every shipped run: an unseen stack's
         n = 16
         low, high = interval["tokens_per_s_per_device"]
         assert low < step["tokens_per_s"] / n < high
@@ -151,15 +98,20 @@ def test_validate_reports_each_runs_interval_and_the_coverage(tmp_path) -> None:
     data = _plan_json("plan", "--validate", "--db", db)
     report = data["intervals"]
     assert len(report["runs"]) == len(data["leave_one_source_out"])
-    overall = report["coverage"]["generation"]["overall"]
-    assert overall["n"] == len(report["runs"])
+    overall = report["unseen"]["overall"]
+    assert overall["runs"] == len(report["runs"]) == 46 and overall["sources"] == 7
     assert overall["inside"] == sum(r["inside"] for r in report["runs"])
-    assert 0.7 <= overall["coverage"] <= 0.9  # the issue's band, on the shipped runs
-    assert set(report["coverage"]) == {"generation", "precision", "limiter", "scale"}
+    # each source weighs once: the mean of the per-source fractions, with its spread
+    by_source = overall["by_source"]
+    assert overall["coverage_per_source"] == pytest.approx(sum(by_source.values()) / 7)
+    low, high = overall["coverage_per_source_90"]
+    assert low <= overall["coverage_per_source"] <= high
+    assert set(report["unseen"]) >= {"generation", "precision", "overall", "runs"}
     out = CliRunner().invoke(app, ["plan", "--validate", "--db", db])
     assert out.exit_code == 0
-    assert "80% interval" in out.stdout and "coverage out of sample" in out.stdout
-    assert f"Runs inside their interval: {overall['inside']} of {overall['n']}" in out.stdout
+    assert "80% interval" in out.stdout and "coverage per source" in out.stdout
+    assert (f"Shipped runs inside their unseen-stack interval: {overall['inside']} of "
+            f"{overall['runs']}") in out.stdout
 
 
 def _cpu_profile_file(tmp_path, environment: dict) -> str:
@@ -245,9 +197,14 @@ def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
     data = _plan_json("plan", "--validate", "--db", str(tmp_path / "r.db"))
     assert [r["record_id"] for r in data["measured_steps"]] == [8]  # the fp32 cell is
     assert any("record 7" in line for line in data["measured_steps_left_out"])
-    # the predicted cell's residual joins the intervals, with its own source and interval
-    [cell] = [r for r in data["intervals"]["runs"] if r["source"].startswith("profile: ")]
-    assert cell["generation"] == "measured profile" and cell["group"] == "pooled"
+    # the predicted cell is a source of its own, judged apart, against an unseen stack on a
+    # device class never validated (as plan --profile gives it)
+    [cell] = data["intervals"]["own"]["runs"]
+    assert cell["source"].startswith("profile: ") and cell["generation"] == "measured profile"
+    assert cell["group"].startswith("unseen stack")
+    assert not any(r["source"].startswith("profile: ") for r in data["intervals"]["runs"])
+    out = CliRunner().invoke(app, ["plan", "--validate", "--db", str(tmp_path / "r.db")])
+    assert "own cells, profile: " in out.stdout
 
 
 def test_a_device_class_never_validated_takes_the_wider_unseen_class_interval() -> None:
@@ -256,9 +213,10 @@ def test_a_device_class_never_validated_takes_the_wider_unseen_class_interval() 
                           "--global-batch", "64", "--seq", "4096", "--top", "1")["best"][0]
     seen, unseen = top("a100-80gb"), top("b200")
     assert "device" in {f["kind"] for f in unseen["flags"]}
-    assert unseen["interval"]["group"] == "pooled"
+    evidence = [f for f in unseen["flags"] if f["kind"] == "evidence"]
+    assert evidence and evidence[0]["value"] == "0 sources"
+    assert unseen["interval"]["group"].startswith("unseen stack")
     width = {name: row["interval"]["high_factor"] / row["interval"]["low_factor"]
              for name, row in (("seen", seen), ("unseen", unseen))}
-    # 1.43 times as wide with the shipped runs only (1.5 and more while the found runs were
-    # in the residuals too)
-    assert width["unseen"] > 1.25 * width["seen"]
+    # the residuals of each class predicted without its own runs spread wider
+    assert width["unseen"] > width["seen"]
