@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,51 @@ def test_a_disturbed_cell_is_measured_again(tmp_path, monkeypatch, capsys, quick
     cells = ResultStore(db, write=False).query(kind="block")
     assert len(cells) == 2 and all(disturbed(c) for c in cells)  # both kept, both flagged
     assert "retry 1/1: 1 cell(s) flagged disturbed, measured again" in err
+
+
+def test_retries_owed_count_every_run_of_a_cell(tmp_path):
+    """A cell is owed a retry while its latest record is disturbed and it was measured
+    disturbed at most N times in a row, whichever runs measured it."""
+    store = ResultStore(tmp_path / "r.db")
+    for flag in (False, True):  # measured undisturbed, then (another run) disturbed
+        store.add(_cell(flag, None))
+    latest = store.query()[-1]
+    assert FinishedCells(store, {"host": "h"}, redo_disturbed=1).owes_retry(latest)
+    store.add(_cell(True, None))  # its retry, disturbed again: two in a row
+    latest = store.query()[-1]
+    assert not FinishedCells(store, {"host": "h"}, redo_disturbed=1).owes_retry(latest)
+    assert FinishedCells(store, {"host": "h"}, redo_disturbed=2).owes_retry(latest)
+    index = FinishedCells(store, {"host": "h"}, redo_disturbed=2)
+    assert index.find("block", {"batch": 1}) is None  # owed: not finished
+    store.add(_cell(False, None))
+    assert index.find("block", {"batch": 1}) is None  # the index was read before it
+    index.add(store.query()[-1])
+    assert index.find("block", {"batch": 1}).id == store.query()[-1].id
+    store.close()
+
+
+@pytest.mark.slow
+def test_a_resumed_study_performs_the_retries_the_interrupted_one_owed(tmp_path, monkeypatch,
+                                                                       capsys, quick_peak):
+    """A run killed after its first pass flagged a cell disturbed, before its retry (made here
+    by storing the cell's record again, flagged): the resumed run skips the cell in its first
+    pass and measures it again in its retry pass; a third run owes nothing and measures
+    nothing (the cell was measured once disturbed and retried once)."""
+    study, db = tmp_path / "one.toml", tmp_path / "s.db"
+    study.write_text(STUDY.replace("seq = 64", "seq = 16").replace("repeats = 20", "repeats = 2")
+                     + "disturbance_threshold = 1.0\n")  # no other work flags the real cells
+    args = ("study", "run", str(study), "--device", "cpu", "--db", str(db))
+    code, _, err = run_main(monkeypatch, capsys, *args)
+    assert code == 0, err
+    store = ResultStore(db)
+    [first] = store.query(kind="block")
+    flagged = replace(first, metrics={**first.metrics, "disturbed": True}, run_id="killed",
+                      uid=uuid.uuid4().hex, id=None)
+    store.add(flagged)  # the killed run's disturbed cell: the latest record of the cell
+    code, _, err = run_main(monkeypatch, capsys, *args, "--retry-disturbed", "1")
+    assert code == 0, err
+    assert "retry 1/1: 1 cell(s) flagged disturbed, measured again" in err
+    cells = store.query(kind="block")
+    assert len(cells) == 3 and cells[-1].run_id not in (first.run_id, "killed")
+    code, _, err = run_main(monkeypatch, capsys, *args, "--retry-disturbed", "1")
+    assert code == 0 and "retry" not in err and len(store.query(kind="block")) == 3

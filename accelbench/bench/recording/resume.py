@@ -35,14 +35,19 @@ class FinishedCells:
     """A store's finished records by cell fingerprint, read once per kind (the latest record
     wins where a cell was measured again with --rerun). One index can serve every sweep of a
     study (reading it costs about 0.1 s per thousand records): `add` a sweep's records when it
-    ends, so the next sweep finds them; a sweep does not skip its own cells."""
+    ends, so the next sweep finds them; a sweep does not skip its own cells.
+    With `redo_disturbed` N (--retry-disturbed), a cell whose latest record is flagged
+    disturbed is not finished while it has been measured disturbed at most N times in a row
+    (its first measurement and N - 1 retries), whichever runs measured it: a resumed study
+    performs the retries an interrupted one still owed."""
 
     def __init__(self, store: ResultStore, environment: dict,
-                 redo_disturbed: bool = False) -> None:
+                 redo_disturbed: int = 0) -> None:
         self.store, self.environment = store, environment
-        self.redo_disturbed = redo_disturbed  # a cell flagged disturbed is not finished
+        self.redo_disturbed = int(redo_disturbed)  # retries a disturbed cell may have
         self._by_kind: dict[str, dict[str, Record]] = {}
         self._closed: dict[str, dict[str, int]] = {}  # kind -> fingerprint -> last trial row
+        self._streak: dict[str, dict[str, int]] = {}  # kind -> fingerprint -> disturbed in a row
 
     def find(self, kind: str, spec: dict) -> Record | None:
         """The finished record of this cell on this machine, or None."""
@@ -54,9 +59,12 @@ class FinishedCells:
         """A record stored since the index was read: found from now on if it is finished."""
         if record.id is None or record.status not in FINISHED or record.kind not in self._by_kind:
             return
-        self._close(record)
-        if not self._redone(record):
-            self._by_kind[record.kind][record_fingerprint(record)] = record
+        self._note(record)
+        cells = self._by_kind[record.kind]
+        if self._redone(record):
+            cells.pop(record_fingerprint(record), None)
+        else:
+            cells[record_fingerprint(record)] = record
 
     def closed_trials(self, kind: str, fingerprint: str) -> int:
         """The last kept trial row a finished record of this cell was made of (0: none): the
@@ -65,23 +73,39 @@ class FinishedCells:
             self._by_kind[kind] = self._read(kind)
         return self._closed.get(kind, {}).get(fingerprint, 0)
 
-    def _close(self, record: Record) -> None:
-        closed = self._closed.setdefault(record.kind, {})
+    def owes_retry(self, record: Record) -> bool:
+        """Whether this (latest) record's cell is to be measured again: it is disturbed and
+        was measured disturbed at most `redo_disturbed` times in a row."""
+        if record.kind not in self._by_kind:
+            self._by_kind[record.kind] = self._read(record.kind)
+        return self._redone(record)
+
+    def _note(self, record: Record) -> None:
+        """A finished record, oldest first: its trial rows are closed, its streak counted."""
         fingerprint = record_fingerprint(record)
+        closed = self._closed.setdefault(record.kind, {})
         closed[fingerprint] = max(closed.get(fingerprint, 0), closed_up_to(record.raw))
+        streak = self._streak.setdefault(record.kind, {})
+        streak[fingerprint] = streak.get(fingerprint, 0) + 1 if disturbed(record) else 0
 
     def _read(self, kind: str) -> dict[str, Record]:
-        every = [r for status in FINISHED for r in self.store.query(kind=kind, status=status)]
-        self._closed[kind] = {}
+        every = sorted((r for status in FINISHED for r in self.store.query(kind=kind,
+                                                                          status=status)),
+                       key=lambda r: r.id or 0)
+        self._closed[kind], self._streak[kind] = {}, {}
+        latest: dict[str, Record] = {}
         for record in every:
-            self._close(record)
-        records = [r for r in every if not self._redone(r)]
-        return {record_fingerprint(r): r for r in sorted(records, key=lambda r: r.id or 0)}
-
+            self._note(record)
+            latest[record_fingerprint(record)] = record
+        return {fp: r for fp, r in latest.items() if not self._redone(r)}
 
     def _redone(self, record: Record) -> bool:
-        """Whether this record is measured again: a disturbed cell, when retrying those."""
-        return self.redo_disturbed and disturbed(record)
+        """Whether this record is measured again: a disturbed cell, when retrying those, not
+        yet measured disturbed more than the retries allow."""
+        if not self.redo_disturbed or not disturbed(record):
+            return False
+        streak = self._streak.get(record.kind, {}).get(record_fingerprint(record), 1)
+        return streak <= self.redo_disturbed
 
 
 def disturbed(record: Record) -> bool:

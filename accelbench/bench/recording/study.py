@@ -110,17 +110,20 @@ class StudyRunner:
     def run(self) -> dict[str, ExperimentResult]:
         """Every experiment, then up to `retry_disturbed` more passes that measure again only
         the cells flagged disturbed (the first records are kept: the report reads the latest
-        record of a cell); the first pass's results."""
+        record of a cell); the first pass's results. The cells of an earlier run of the study
+        count alike (FinishedCells.owes_retry): a resumed study performs the retries the
+        interrupted one still owed."""
         results = latest = self._run_all()
         for attempt in range(1, self.retry_disturbed + 1):
-            flagged = sum(disturbed(r) for rs in latest.values() for r in rs.records
-                          if r.run_id == self.recorder.run_id)
+            retrying = FinishedCells(self.recorder.store, self.recorder.environment,
+                                     redo_disturbed=self.retry_disturbed)
+            flagged = sum(retrying.owes_retry(r) for rs in latest.values() for r in rs.records
+                          if disturbed(r))
             if not flagged:
                 break
             self.view.note(f"retry {attempt}/{self.retry_disturbed}: {flagged} cell(s) flagged "
                            "disturbed, measured again")
-            self.finished = FinishedCells(self.recorder.store, self.recorder.environment,
-                                          redo_disturbed=True)
+            self.finished, self.rerun = retrying, False  # --rerun: the first pass only
             self.offset = 0
             latest = self._run_all()
         return results
