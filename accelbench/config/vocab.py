@@ -16,6 +16,9 @@ FP8_COMPUTE_DTYPE = "bf16"  # an fp8 cell's autocast, activations and MFU peak (
 FP8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")  # torchao's scaling recipes
 PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")  # what datasheet peaks are given for
 RECOMPUTE_KINDS = ("none", "selective", "full")  # activation recomputation (Korthikanti et al.)
+LOSS_IMPLS = ("torch", "chunked")  # the loss: whole logits, or chunked head + loss
+COMPUTE_WEIGHTS = ("fp32", "bf16")  # the weights a bf16 step computes with (bf16: kept
+# between steps, fp32 masters in the optimizer; bench/train/bf16_weights.py)
 ZERO_STAGES = (0, 1, 2, 3)  # 0: plain data parallel; 1 optimizer, 2 +grads, 3 +params sharded
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # torch.compile backends `check` may use

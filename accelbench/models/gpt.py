@@ -25,7 +25,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from accelbench.config.model import ModelConfig, is_moe_layer, rotary_dims
-from accelbench.config.vocab import RECOMPUTE_KINDS
+from accelbench.config.vocab import LOSS_IMPLS, RECOMPUTE_KINDS
+from accelbench.models.chunked_loss import chunked_cross_entropy
 from accelbench.models.mlp import MLP
 from accelbench.models.moe import (
     MoE,
@@ -224,6 +225,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(cfg.n_positions, cfg.d_model) if cfg.position == "learned" else None
         self.h = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         self.context = None  # context parallelism: a parallel.context.ContextShard
+        self.loss_impl = LOSS_IMPLS[0]  # how the loss is computed (set_loss_impl)
         self.ln_f = make_norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.padded_vocab, bias=False)
         if cfg.tie_embeddings:
@@ -265,16 +267,35 @@ class GPT(nn.Module):
         x = self.embed(idx, positions)
         for block in self.h:
             x = block(x)
-        logits = vocab_logits(self.lm_head(self.ln_f(x)), self.cfg)
+        logits, loss = self._head_and_loss(x, targets)
         if targets is None:
             self.aux_grad_scale.value = 0.0  # no loss: the aux losses add no gradient
             return logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
         if self.cfg.aux_loss_coef > 0 and self.cfg.is_moe:  # MoE: the load-balancing loss,
             # its value here; its gradient through each layer's AuxLossAutoScaler (moe.py)
             aux_term = self.cfg.aux_loss_coef * aux_loss_of(self.h)
             loss = with_aux_term(loss, aux_term, self.aux_grad_scale)
         return logits, loss
+
+    def _head_and_loss(self, x: torch.Tensor, targets: torch.Tensor | None
+                       ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The logits and the mean cross-entropy (None without targets); the chunked loss
+        returns no logits (models/chunked_loss.py: they are never held whole)."""
+        h = self.ln_f(x)
+        if targets is not None and self.loss_impl == "chunked":
+            return None, chunked_cross_entropy(h, self.lm_head, targets, self.cfg.vocab_size)
+        logits = vocab_logits(self.lm_head(h), self.cfg)
+        if targets is None:
+            return logits, None
+        flat = logits.reshape(-1, logits.size(-1)).float()
+        return logits, F.cross_entropy(flat, targets.reshape(-1))
+
+    def set_loss_impl(self, impl: str) -> None:
+        """The loss's implementation: 'torch' (logits, then F.cross_entropy in fp32) or
+        'chunked' (models/chunked_loss.py: no whole logits; the forward returns None for them)."""
+        if impl not in LOSS_IMPLS:
+            raise ValueError(f"loss_impl must be one of {LOSS_IMPLS}, got {impl!r}")
+        self.loss_impl = impl
 
     def set_recompute(self, mode: str) -> None:
         """Activation recompute of every block (see set_recompute)."""

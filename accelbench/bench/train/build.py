@@ -88,5 +88,6 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
         coords = {**coords, "dp": coords["dp"] // cp, "cp": coords["dp"] % cp}
     for hook in hooks:  # sparsity: the local shards' masks and the 2:4 kernels
         hook.placed(module)
+        hook.optimizing(optimizer)  # bf16 weights: the fp32 masters stay the optimizer's
     return Trainer(module, optimizer, scaler, label, coords, placed=layout, precision=precision,
                    hooks=hooks)

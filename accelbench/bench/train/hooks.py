@@ -5,6 +5,7 @@ points, in this order:
   built(model)                  the whole model on the host, before it moves to the device
   prepare(model, device)        on the device, before placement (compile, FSDP2, TP wrap it after)
   placed(module)                after placement and the optimizer (a module or PipelineRunner)
+  optimizing(optimizer)         right after placed: the optimizer the steps will call
   timed()                       before the first timed step (after the warm-up steps)
   after_optimizer_step(trainer) after every optimizer step, before the gradients are zeroed
   result(device)                after the last step, on every rank (may be a collective): the
@@ -26,6 +27,8 @@ import torch.distributed as dist
 
 from accelbench.bench.dtypes import fp8_mode
 from accelbench.bench.peak import fp8_datasheet_peak
+from accelbench.bench.train.bf16_weights import bf16_weights_hook
+from accelbench.bench.train.loss_impl import loss_impl_hook
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.precision import Precision
@@ -54,6 +57,9 @@ class StepHook(Protocol):
 
     def placed(self, module: object) -> None:
         """The placed model (a module or PipelineRunner), its optimizer made."""
+
+    def optimizing(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer the steps call (bf16 weights: its fp32 masters, a pre-step hook)."""
 
     def timed(self) -> None:
         """The warm-up steps are over: what follows is measured."""
@@ -179,8 +185,11 @@ def _moe(spec: TrainSpec, cell: TrainCell, layout: Layout, precision: Precision,
 
 
 # the features, in the order their hooks are called at each point (sparsity masks the host
-# model before float8 converts it on the device; results are gathered in this order too)
-FEATURE_HOOKS: tuple[HookFactory, ...] = (_sparsity, _float8, _moe)
+# model before float8 converts it on the device; results are gathered in this order too);
+# the loss and bf16 weights: bench/train/loss_impl.py, bench/train/bf16_weights.py
+FEATURE_HOOKS: tuple[HookFactory, ...] = (
+    _sparsity, _float8, _moe, lambda spec, *_: loss_impl_hook(spec.loss_impl),
+    lambda spec, *_: bf16_weights_hook(spec.compute_weights))
 
 
 def hooks_for(spec: TrainSpec, cell: TrainCell, layout: Layout, precision: Precision,

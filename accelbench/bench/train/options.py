@@ -38,6 +38,12 @@ class TrainOptions:
     fp8_recipe: str = _opt("", f"Float8 scaling of the fp8 cells: {', '.join(FP8_RECIPES)} "
                            f"(default {FP8_RECIPES[0]}).")
     recompute: str = _opt("none", "none, selective, full; comma-separated.")
+    loss_impl: str = _opt("torch", "The loss: torch (the head's logits, then cross-entropy in "
+                          "fp32) or chunked (head and loss a chunk of tokens at a time, no "
+                          "whole logits; docs/train.md).")
+    compute_weights: str = _opt("fp32", "Weights a bf16 step computes with: fp32 (cast by "
+                                "autocast at each use) or bf16 (kept between steps, fp32 "
+                                "masters in the optimizer; one process; docs/train.md).")
     sparsity: str = _opt("0", "Weight sparsity of the blocks' matrices, levels in [0, 1), "
                          "comma-separated, e.g. 0,0.6,0.8,0.9 (docs/sparsity.md).")
     sparsity_pattern: str = _opt("unstructured", "unstructured, or 2:4 (level 0.5 only).")
@@ -171,7 +177,8 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         micro_batches=parse_int_list("micro-batch", options.micro_batch),
         gas=parse_int_list("gas", options.gas),
         dtypes=parse_choice_list("dtype", options.dtype, TRAIN_DTYPES),
-        fp8_recipe=_fp8_recipe(options),
+        fp8_recipe=_fp8_recipe(options), loss_impl=options.loss_impl,
+        compute_weights=options.compute_weights,
         recomputes=parse_choice_list("recompute", options.recompute, RECOMPUTE_KINDS),
         sparsities=parse_sparsity_list(options.sparsity),
         sparsity_pattern=options.sparsity_pattern, sparsity_mask=options.sparsity_mask,

@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 
 from accelbench.bench.peak import SweepPeak
+from accelbench.bench.train.bf16_weights import validate_compute_weights
+from accelbench.bench.train.loss_impl import validate_loss_impl
 from accelbench.config.errors import (
     ConfigError,
     require_choice,
@@ -68,6 +70,8 @@ class TrainSpec:
     gas: tuple[int, ...] = (1,)
     dtypes: tuple[str, ...] = ("bf16",)
     fp8_recipe: str | None = None  # torchao's float8 scaling recipe of the fp8 cells
+    loss_impl: str = "torch"  # torch, or chunked (models/chunked_loss.py)
+    compute_weights: str = "fp32"  # bf16: kept between steps (bench/train/bf16_weights.py)
     recomputes: tuple[str, ...] = ("none",)
     sparsities: tuple[float, ...] = (0.0,)  # weight sparsity levels of the blocks' matrices
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
@@ -207,10 +211,19 @@ def _check_fp8(spec: TrainSpec) -> None:
     torchao_float8()  # one line and exit 2 where torchao is missing
 
 
+def _check_step_options(spec: TrainSpec) -> None:
+    """--loss-impl and --compute-weights against the sweep's layout, dtypes and processes."""
+    layout = parse_layout(spec.layout, RUNTIME_KEYS) if spec.layout else None
+    validate_loss_impl(spec.loss_impl, layout)
+    validate_compute_weights(spec.compute_weights, spec.dtypes, spec.sparsities, layout,
+                             spec.nproc)
+
+
 def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     """Raise ConfigError on the first bad field, before anything runs."""
     _check_sweep_lists(spec)
     _check_fp8(spec)
+    _check_step_options(spec)
     require_choice("benchmark", spec.benchmark, BENCHMARKS)
     require_positive("steps", spec.steps)
     if not 0 <= spec.warmup_steps < spec.steps:
