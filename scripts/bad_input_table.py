@@ -36,6 +36,21 @@ One rule for names: precisions, recompute kinds, devices, model presets, layout 
 lower case, as the allowed values list them: `--dtype FP32` is refused like `--dtype fp64`,
 never read as `fp32`. Units of sizes and counts (`24GiB`, `512mb`, `16M`) are read in any case.
 
+Every count a user gives has a stated upper bound, refused past it like any bad value (the
+table below), or is priced before anything runs: a sequence length by the model's positions and
+the memory estimate, `--nproc` and scale's counts by this machine's cores or devices, a plan's
+nodes by what any layout of the model occupies. The bounds:
+
+BOUNDS_TABLE
+
+`accelbench sbatch` writes no value into its script that the shell or Slurm could read as more
+than that value: names (job name, partition, account) are Slurm words, paths on `#SBATCH` lines
+(`--chdir`, `--output`, `--error`) are double-quoted as sbatch's own parser reads them (a space
+is fine) and refused with a control character, `%`, a backslash or `packjob`/`hetjob`, and the
+command's arguments are quoted for the shell and refused with a control character; the command's
+model, sweep lists and layout are checked before the script is written.
+`tests/unit/test_sbatch_hostile.py` runs each script it writes from hostile values under bash.
+
 `DIR` is a folder holding these inputs:
 
 | input | what it is |
@@ -61,10 +76,36 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
+def _shown(word: str) -> str:
+    """A command-line word as a shell user would type it: one with a control character in
+    bash's $'...' quoting (a raw newline would break the table row)."""
+    if word.isprintable():
+        return word
+    return "$'" + word.encode("unicode_escape").decode().replace("'", "\\'") + "'"
+
+
+def _bounds() -> str:
+    """The table of every count's bound, read from the constants the checks use."""
+    from accelbench.config.study_options import MAX_RETRY_PASSES
+    from accelbench.config.trials import MAX_TRIALS
+    from accelbench.config.units import COUNT_BOUNDS
+
+    why = {"steps": "each step's time, loss, lr and data wait are kept in the record",
+           "gas": "a step's micro-batches are stacked: gas x micro-batch sequences of ids",
+           "micro-batch": "sequences in one micro-batch", "batch": "sequences in one batch",
+           "repeats": "a block trial's timed repetitions, each kept in the record",
+           "warmup": "a block trial's untimed repetitions", "devices": "one process a device"}
+    rows = [f"| `--{name}` | {bound:,} | {why[name]} |" for name, bound in COUNT_BOUNDS.items()]
+    rows += [f"| `--trials` | {MAX_TRIALS:,} | each trial builds the model anew and warms up |",
+             f"| `--retry-disturbed` | {MAX_RETRY_PASSES} | each pass measures every disturbed "
+             "cell again |"]
+    return "\n".join(["| count | at most | why |", "|---|---|---|", *rows])
+
+
 def render() -> str:
     """The page: the inputs, then one row per case (command, its options, the line printed)."""
     cases = _load_cases()
-    lines = [HEADER.rstrip("\n")]
+    lines = [HEADER.replace("BOUNDS_TABLE", _bounds()).rstrip("\n")]
     lines += [f"| {_code('DIR/' + name)} | {what} |" for name, what in cases.INPUTS.items()]
     lines += ["", "| command | input | message |", "|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +117,7 @@ def render() -> str:
                 raise SystemExit(f"{' '.join(case.argv)}: not a one-line refusal "
                                  f"(exit {code}): {err or out}")
             message = err.rstrip("\n").replace(str(folder), SHOWN_DIR)
-            words = [w.replace("{dir}", SHOWN_DIR) for w in case.argv]
+            words = [_shown(w.replace("{dir}", SHOWN_DIR)) for w in case.argv]
             command = words[0] if words[0] not in ("data", "results") else " ".join(words[:2])
             given = " ".join(words[len(command.split()):])
             lines.append(f"| {command} | {_code(given)} | {_code(message)} |")

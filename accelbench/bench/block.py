@@ -37,7 +37,7 @@ from accelbench.bench.trials import (
     spread,
     timed_map,
 )
-from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.errors import ConfigError, require_count, require_positive
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.config.schema import (
@@ -50,7 +50,7 @@ from accelbench.config.schema import (
     read_metrics,
 )
 from accelbench.config.trials import parse_trials, require_trials
-from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
+from accelbench.config.units import MAX_REPEATS, parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, check_threshold
@@ -91,10 +91,12 @@ class BlockSpec:
             raise ConfigError("seq", f"{self.seq_len} is longer than the model's "
                               f"{cfg.n_positions} positions", f"<= {cfg.n_positions}")
         require_positive("repeats", self.repeats)
+        require_count("repeats", self.repeats, MAX_REPEATS)
         require_trials(self.trials)
         check_threshold("disturbance-threshold", self.disturbance_threshold)
         if self.warmup < 0:
             raise ConfigError("warmup", f"must be 0 or more, got {self.warmup}", ">= 0")
+        require_count("warmup", self.warmup, MAX_REPEATS, minimum=0)
         if self.compile and self.warmup < 1:  # else compilation lands in the first timed window
             raise ConfigError("warmup", "--compile needs at least 1 warm-up repetition", ">= 1")
         for name, values in (("batch", self.batches), ("dtype", self.dtypes)):

@@ -14,9 +14,12 @@ from accelbench.config.paths import default_db_path
 from accelbench.parallel.sbatch_options import (
     SbatchOptions,
     absolute,
+    can_be_made,
+    check_arguments,
+    check_command,
     check_group_command,
-    check_layout,
     check_sbatch,
+    check_sbatch_path,
     make_log_dir,
     option_value,
     ranks_per_node,
@@ -36,15 +39,16 @@ def _parsed(ctx: typer.Context, name: str, args: list[str]) -> dict:
 def _command_args(ctx: typer.Context, options: SbatchOptions) -> tuple[list[str], int]:
     """The command's arguments as the job runs them (no --nproc: the script starts the ranks;
     --db absolute, the default one when none is given), and the ranks a node."""
-    name, args = options.command[0], options.command[1:]
+    name, args = options.command[0], check_arguments(options.command[1:])
     nproc_text, args = option_value(args, "--nproc")
     db, args = option_value(args, "--db")
     params = _parsed(ctx, name, args + (["--nproc", nproc_text] if nproc_text else []))
     nproc = params.get("nproc") if nproc_text else None
     per_node = ranks_per_node(options.nodes, options.gpus_per_node, options.nproc_per_node,
                               nproc)
-    check_layout(params, options.nodes * per_node)
-    return [name, *args, "--db", absolute(db or default_db_path())], per_node
+    check_command(params, options.nodes * per_node)
+    db_path = can_be_made("db", Path(absolute(db or default_db_path())))
+    return [name, *args, "--db", str(db_path)], per_node
 
 
 def sbatch(options: SbatchOptions, ctx: typer.Context) -> None:
@@ -54,10 +58,11 @@ def sbatch(options: SbatchOptions, ctx: typer.Context) -> None:
     from accelbench.parallel.slurm import SlurmJob, sbatch_script
 
     check_sbatch(options)
+    workdir = check_sbatch_path("chdir", absolute(Path.cwd()))
     args, per_node = _command_args(ctx, options)
     logs = make_log_dir(options.log_dir)
     job = SlurmJob(options.nodes, per_node, ACCELBENCH_MODULE + args, options.gpus_per_node,
-                   options.cpus_per_task or per_node, sys.executable, absolute(Path.cwd()),
+                   options.cpus_per_task or per_node, sys.executable, workdir,
                    str(logs), options.job_name, options.time_limit, options.partition,
                    options.account, options.port)
     print(sbatch_script(job), end="")

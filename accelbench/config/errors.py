@@ -31,6 +31,15 @@ def require_positive(field: str, value: int | float) -> None:
         raise ConfigError(field, f"must be a positive number, got {value!r}", "> 0")
 
 
+def require_count(field: str, value: object, maximum: int, minimum: int = 1) -> int:
+    """A whole count within its stated bounds (config/units.py COUNT_BOUNDS says why each
+    bound is where it is): a count past it would run for days or not fit, refused first."""
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise ConfigError(field, f"must be a whole number from {minimum:,} to {maximum:,}, got "
+                          f"{value!r}", f"{minimum:,} to {maximum:,}")
+    return value
+
+
 def require_finite(field: str, value: float) -> None:
     """NaN and infinity are not numbers a run or a plan can use."""
     if not math.isfinite(value):

@@ -69,10 +69,15 @@ class MainJobOptions:
     wide: bool = option(False, WIDE_TABLES_HELP, "--wide")
 
 
+MAX_RETRY_PASSES = 10  # each pass measures every disturbed cell again: a noisy machine stays so
+
+
 def check_retry(retry_disturbed: object) -> int:
-    """--retry-disturbed: a whole number >= 0 (ConfigError naming it, before anything runs)."""
+    """--retry-disturbed: a whole number from 0 to MAX_RETRY_PASSES (ConfigError naming it,
+    before anything runs)."""
     if not isinstance(retry_disturbed, int) or isinstance(retry_disturbed, bool) \
-            or retry_disturbed < 0:
-        raise ConfigError("retry-disturbed", f"must be a whole number >= 0, got "
-                          f"{retry_disturbed!r}", "0, 1, 2, ...")
+            or not 0 <= retry_disturbed <= MAX_RETRY_PASSES:
+        raise ConfigError("retry-disturbed", f"must be a whole number from 0 to "
+                          f"{MAX_RETRY_PASSES}, got {retry_disturbed!r}",
+                          f"0 to {MAX_RETRY_PASSES}")
     return retry_disturbed

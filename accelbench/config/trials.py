@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.config.errors import ConfigError
+from accelbench.config.errors import ConfigError, require_count
 
 AUTO = "auto"
 MIN_INTERVAL_TRIALS = 6  # the fewest whose median has a 95% interval (analytics/stats.py)
@@ -13,6 +13,11 @@ MIN_INTERVAL_TRIALS = 6  # the fewest whose median has a 95% interval (analytics
 # fewer, so that the built-in quick study stays within about ten minutes on a loaded 2-core
 # machine (docs/metrics.md, "Trials", has the timings behind the choice).
 AUTO_TRIALS = {"cpu": 3, "accelerator": MIN_INTERVAL_TRIALS}
+# The most trials a cell may be given: a 95% interval needs 6, a tight one a few dozen; past
+# this a sweep would run for days (each trial builds the model anew and runs its warm-up).
+MAX_TRIALS = 1000
+_TRIALS_ALLOWED = (f"1 to {MAX_TRIALS:,} ({MIN_INTERVAL_TRIALS} or more for a 95% interval), "
+                   f"or {AUTO}")
 
 
 def parse_trials(value: object) -> int | None:
@@ -27,16 +32,17 @@ def parse_trials(value: object) -> int | None:
         number = int(value.strip())
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise ConfigError("trials", f"must be a whole number >= 1 or {AUTO}, got {value!r}",
-                          f"1, 2, ... ({MIN_INTERVAL_TRIALS} or more for a 95% interval), or "
-                          f"{AUTO}")
+                          _TRIALS_ALLOWED)
+    if number > MAX_TRIALS:
+        raise ConfigError("trials", f"{number:,} is over the bound of {MAX_TRIALS:,}",
+                          _TRIALS_ALLOWED)
     return number
 
 
 def require_trials(trials: object) -> int:
-    """A spec's trials: a whole number >= 1 (auto is resolved before a sweep's cells run)."""
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-        raise ConfigError("trials", f"must be a whole number >= 1, got {trials!r}", "1, 2, ...")
-    return trials
+    """A spec's trials: a whole number from 1 to MAX_TRIALS (auto is resolved before a
+    sweep's cells run)."""
+    return require_count("trials", trials, MAX_TRIALS)
 
 
 def auto_trials(device_type: str) -> int:

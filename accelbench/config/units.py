@@ -11,6 +11,18 @@ import re
 
 from accelbench.config.errors import ConfigError
 
+# The largest value of each count a user can give, and why there (docs/bad-input.md, "Bounds"):
+# past these a cell would run for days, keep a record too large to read, or stack more token
+# ids than any device holds; the memory estimate prices what fits below them.
+MAX_STEPS = 100_000  # each step's time, loss, lr and data wait are kept in the record
+MAX_GAS = 16_384  # a step's micro-batches are stacked: gas x micro-batch sequences of token ids
+MAX_BATCH = 65_536  # sequences in one micro-batch (block: in one batch)
+MAX_REPEATS = 100_000  # a block trial's timed repetitions, each kept in the record
+MAX_DEVICES = 65_536  # one process a device: scale's counts
+COUNT_BOUNDS = {"steps": MAX_STEPS, "gas": MAX_GAS, "micro-batch": MAX_BATCH,
+                "batch": MAX_BATCH, "repeats": MAX_REPEATS, "warmup": MAX_REPEATS,
+                "devices": MAX_DEVICES}
+
 _BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE_ALLOWED = "a number with B, MB, GB, MiB, GiB"
@@ -55,8 +67,10 @@ def _unique(field: str, values: list, allowed: str) -> tuple:
 
 
 def parse_int_list(field: str, text: str) -> tuple[int, ...]:
-    """'8,16,32' -> (8, 16, 32); each a positive integer, given once, no empty item."""
-    allowed = "comma-separated positive integers"
+    """'8,16,32' -> (8, 16, 32); each a positive integer (at most the field's COUNT_BOUNDS
+    entry where it has one), given once, no empty item."""
+    bound = COUNT_BOUNDS.get(field)
+    allowed = "comma-separated positive integers" + (f" up to {bound:,}" if bound else "")
     values = []
     for item in _items(field, text, allowed):
         try:
@@ -65,6 +79,8 @@ def parse_int_list(field: str, text: str) -> tuple[int, ...]:
             raise ConfigError(field, f"{item!r} is not an integer", allowed) from None
         if value <= 0:
             raise ConfigError(field, f"must be positive, got {value}", allowed)
+        if bound and value > bound:
+            raise ConfigError(field, f"{value:,} is over the bound of {bound:,}", allowed)
         values.append(value)
     return _unique(field, values, allowed)
 

@@ -4,15 +4,19 @@ checks: Slurm's words and time, the ranks a node against the command's --nproc, 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelbench.config.errors import ConfigError, require_positive
+from accelbench.config.errors import ConfigError, require_count, require_positive
 from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.model import ModelConfig
 from accelbench.config.options import REQUIRED, argument, option
 from accelbench.config.presets import resolve_model
-from accelbench.config.units import parse_int_list
+from accelbench.config.trials import parse_trials
+from accelbench.config.units import MAX_STEPS, parse_choice_list, parse_int_list
+from accelbench.config.vocab import RECOMPUTE_KINDS, TRAIN_DTYPES
 
 # The commands that run as one process group under torchrun (rank 0 records); the others would
 # run once per rank.
@@ -45,10 +49,44 @@ class SbatchOptions:
     port: int = option(29500, "Rendezvous port on the first node.")
 
 
-def _check_word(field: str, value: str | None) -> None:
-    """A Slurm name (job name, partition, account): non-empty, one word, printable."""
-    if value is not None and (not value or not value.isprintable() or value.split() != [value]):
-        raise ConfigError(field, f"{value!r} is not one word", "a non-empty name without spaces")
+# Slurm names (job name, account, each partition of a list): letters, digits and . _ + -, so a
+# name is one word on an #SBATCH line and one file name in the %x of --output.
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+_NAME_ALLOWED = "letters, digits and . _ + - (up to 128, starting with a letter or digit)"
+# A path on an #SBATCH line: Slurm reads '%' as a file-name pattern, a backslash as "expand none"
+_PATH_ALLOWED = "a path without control characters, '%', '\\', 'packjob' or 'hetjob'"
+
+
+def _check_name(field: str, value: str | None, many: bool = False) -> None:
+    """A Slurm name (a comma list of them where `many`: partitions), refused otherwise."""
+    if value is None:
+        return
+    names = value.split(",") if many else [value]
+    if not all(_SLURM_NAME.fullmatch(name) for name in names):
+        raise ConfigError(field, f"{value!r} is not a Slurm name",
+                          _NAME_ALLOWED + (", comma-separated" if many else ""))
+
+
+def control_free(field: str, text: str) -> str:
+    """Text with no control character (a newline would end an #SBATCH line or the command)."""
+    bad = next((ch for ch in text if not ch.isprintable()), None)
+    if bad is not None:
+        raise ConfigError(field, f"{text!r} holds the control character {bad!r}",
+                          "text without control characters (newline, tab, escape, ...)")
+    return text
+
+
+def check_sbatch_path(field: str, path: str) -> str:
+    """A path written on an #SBATCH line: no control characters, no '%' or backslash, and not
+    'packjob' or 'hetjob' (sbatch blanks those words out of an #SBATCH line: a new job part)."""
+    control_free(field, path)
+    if "%" in path or "\\" in path:
+        raise ConfigError(field, f"{path!r} holds '%' or '\\', which Slurm reads in file names",
+                          _PATH_ALLOWED)
+    if any(word in path.lower() for word in ("packjob", "hetjob")):
+        raise ConfigError(field, f"{path!r} holds 'packjob' or 'hetjob', which sbatch reads as "
+                          "the start of another job part", _PATH_ALLOWED)
+    return path
 
 
 def check_sbatch(given: SbatchOptions) -> None:
@@ -67,9 +105,10 @@ def check_sbatch(given: SbatchOptions) -> None:
     if not _SLURM_TIME.fullmatch(given.time_limit):
         raise ConfigError("time", f"cannot read Slurm time {given.time_limit!r}",
                           "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED")
-    for field, text in (("job-name", given.job_name), ("partition", given.partition),
-                        ("account", given.account)):
-        _check_word(field, text)
+    _check_name("job-name", given.job_name)
+    _check_name("partition", given.partition, many=True)
+    _check_name("account", given.account)
+    check_sbatch_path("log-dir", str(given.log_dir))
 
 
 def check_group_command(name: str) -> None:
@@ -93,17 +132,58 @@ def option_value(args: list[str], name: str) -> tuple[str | None, list[str]]:
     return value, rest
 
 
-def check_layout(params: dict, world_size: int) -> None:
-    """The command's --layout against the allocation's ranks and its preset model (a model
-    read from a file is checked where the file is, on the allocation)."""
-    if not params.get("layout") or str(params["model"]).startswith(("hf:", "hf-config:",
-                                                                    "neox:")):
+def _command_model(params: dict) -> ModelConfig | None:
+    """The command's preset model (ConfigError for an unknown one), None for a model read
+    from a file (hf:, hf-config:, neox:), which is checked where the file is, on the
+    allocation."""
+    if str(params["model"]).startswith(("hf:", "hf-config:", "neox:")):
+        return None
+    return resolve_model(params["model"])
+
+
+def check_command(params: dict, world_size: int) -> None:
+    """The command's model, sweep lists and layout (its --layout, else data parallel over
+    the allocation) against the allocation's ranks, before the script is written: what
+    would fail on the cluster fails here (the rest of the command's checks need torch)."""
+    if not params:  # the command's --help: nothing to check
         return
-    layout = parse_layout(params["layout"], RUNTIME_KEYS)
-    model = resolve_model(params["model"])
+    model = _command_model(params)
+    seqs = parse_int_list("seq", params["seq"])
+    parse_int_list("micro-batch", params["micro_batch"])
+    parse_choice_list("dtype", params["dtype"], TRAIN_DTYPES)
+    parse_choice_list("recompute", params["recompute"], RECOMPUTE_KINDS)
+    parse_trials(params["trials"])
+    require_count("steps", params["steps"], MAX_STEPS)
+    if model is None:
+        return
+    layout = parse_layout(params.get("layout") or f"dp={world_size}", RUNTIME_KEYS)
     for gas in parse_int_list("gas", params["gas"]):
-        for seq in parse_int_list("seq", params["seq"]):
+        for seq in seqs:
+            if model.position == "learned" and seq > model.n_positions:
+                raise ConfigError("seq", f"{seq} is longer than the model's "
+                                  f"{model.n_positions} positions", f"<= {model.n_positions}")
             validate_layout(layout, model, world_size, gas, seq)
+
+
+def check_arguments(args: list[str]) -> list[str]:
+    """The command's arguments, none holding a control character (each is quoted for the
+    shell in the script; a newline would still split a log line or a value)."""
+    for arg in args:
+        control_free("command", arg)
+    return args
+
+
+def can_be_made(field: str, path: Path) -> Path:
+    """A file path whose folder exists or can be made (no file in the way, writable where
+    the first existing folder is): a results database the job will write."""
+    control_free(field, str(path))
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(field, f"{path} cannot be written: {folder} is not a folder this "
+                          "user can write in", "a path whose folder exists or can be made")
+    return path
 
 
 def ranks_per_node(nodes: int, gpus_per_node: int, nproc_per_node: int | None,
@@ -132,7 +212,7 @@ def absolute(path: str | Path) -> str:
 def make_log_dir(log_dir: Path) -> Path:
     """The log folder, absolute, made before the job is submitted (Slurm opens the files
     first)."""
-    logs = Path(absolute(log_dir))
+    logs = Path(check_sbatch_path("log-dir", absolute(log_dir)))
     try:
         logs.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -33,20 +33,39 @@ class SlurmJob:
     extra_sbatch: list[str] = field(default_factory=list)
 
 
+_SLURM_SPECIAL = "\"'\\#"  # what sbatch's #SBATCH parser reads as more than a character
+
+
+def slurm_quote(value: object) -> str:
+    """A value as sbatch reads it back from an #SBATCH line (src/sbatch/opt.c _get_argument:
+    quotes group, a backslash escapes the next character, an unquoted '#' starts a comment,
+    a newline ends the line): double-quoted, backslashes and double quotes escaped. A value
+    holding a control character is refused: no quoting carries a newline past the line's end.
+    A value of plain characters is written as it is."""
+    text = str(value)
+    if any(not ch.isprintable() for ch in text):
+        raise ValueError(f"{text!r}: a control character cannot be written on an #SBATCH line")
+    if text and not any(ch in _SLURM_SPECIAL or ch.isspace() for ch in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _directives(job: SlurmJob) -> list[str]:
-    """The #SBATCH lines."""
-    items = [f"--job-name={job.job_name}", f"--nodes={job.nodes}", "--ntasks-per-node=1",
-             f"--cpus-per-task={job.cpus_per_task}"]
+    """The #SBATCH lines, each value quoted for sbatch's parser (bash reads them as comments)."""
+    items: list[tuple[str, object]] = [
+        ("job-name", job.job_name), ("nodes", job.nodes), ("ntasks-per-node", 1),
+        ("cpus-per-task", job.cpus_per_task)]
     if job.gpus_per_node:
-        items.append(f"--gpus-per-node={job.gpus_per_node}")
-    items.append(f"--time={job.time_limit}")
+        items.append(("gpus-per-node", job.gpus_per_node))
+    items.append(("time", job.time_limit))
     for name, value in (("partition", job.partition), ("account", job.account),
                         ("chdir", job.workdir)):
         if value:
-            items.append(f"--{name}={value}")
+            items.append((name, value))
     if job.log_dir:
-        items += [f"--output={job.log_dir}/%x-%j.out", f"--error={job.log_dir}/%x-%j.err"]
-    return [f"#SBATCH {item}" for item in items + list(job.extra_sbatch)]
+        items += [("output", f"{job.log_dir}/%x-%j.out"), ("error", f"{job.log_dir}/%x-%j.err")]
+    lines = [f"#SBATCH --{name}={slurm_quote(value)}" for name, value in items]
+    return lines + [f"#SBATCH {slurm_quote(extra)}" for extra in job.extra_sbatch]
 
 
 def sbatch_script(job: SlurmJob) -> str:
@@ -54,11 +73,11 @@ def sbatch_script(job: SlurmJob) -> str:
     --cpus-per-task from sbatch since Slurm 22.05, so it is passed again)."""
     lines = ["#!/bin/bash", *_directives(job), "set -euo pipefail",
              'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-             f"export MASTER_ADDR=$head_node MASTER_PORT={job.port}",
+             f"export MASTER_ADDR=$head_node MASTER_PORT={int(job.port)}",
              "srun --kill-on-bad-exit=1 --ntasks-per-node=1 --cpus-per-task=$SLURM_CPUS_PER_TASK"
              " \\",
              f"    {shlex.quote(job.python)} -m torch.distributed.run \\",
-             f"    --nnodes={job.nodes} --nproc-per-node={job.nproc_per_node} \\",
+             f"    --nnodes={int(job.nodes)} --nproc-per-node={int(job.nproc_per_node)} \\",
              "    --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT \\",
              "    --rdzv-id=$SLURM_JOB_ID \\",
              f"    {shlex.join(job.command)}"]

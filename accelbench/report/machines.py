@@ -97,19 +97,23 @@ def group_machines(loaded: list[tuple[str, Record]]) -> list[Machine]:
 
 def pick_baseline(machines: list[Machine], choice: str | None) -> Machine:
     """The machine speedups are measured against: by number (1 = the first, as the report
-    numbers them, 'M1' too), by exact name, or by a piece of the name that only one has."""
+    numbers them, 'M1' too; a number is only ever a number, never a piece of a name), by exact
+    name, or by a piece of the name that only one has."""
     if not machines:
         raise ConfigError("db", "no records in the databases given", "a database with records")
     if choice is None or not str(choice).strip():
         return machines[0]
     text = str(choice).strip()
+    allowed = ", ".join(f"{m.index} ({m.name})" for m in machines)
     number = text[1:] if text[:1] in "mM" else text
-    if number.isdigit() and 1 <= int(number) <= len(machines):
-        return machines[int(number) - 1]
+    if number.isdigit():
+        if 1 <= int(number) <= len(machines):
+            return machines[int(number) - 1]
+        raise ConfigError("baseline", f"{text!r} matches no machine: machines are numbered "
+                          f"1 to {len(machines)}", allowed)
     exact = [m for m in machines if m.name == text]
     partial = [m for m in machines if text.lower() in m.name.lower()]
     if exact or len(partial) == 1:
         return (exact or partial)[0]
-    allowed = ", ".join(f"{m.index} ({m.name})" for m in machines)
     problem = "matches several machines" if partial else "matches no machine"
     raise ConfigError("baseline", f"{text!r} {problem}", allowed)

@@ -74,7 +74,25 @@ CASES = [
     case("train --trials nan", "error: trials: must be a whole number >= 1 or auto, got 'nan'"),
     case("scale --trials 0", "error: trials: must be a whole number >= 1 or auto, got '0'"),
     case("study run emani2023 --retry-disturbed -1 --db {dir}/s.db",
-         "error: retry-disturbed: must be a whole number >= 0, got -1"),
+         "error: retry-disturbed: must be a whole number from 0 to 10, got -1"),
+    case("study run emani2023 --retry-disturbed 11 --db {dir}/s.db",
+         "error: retry-disturbed: must be a whole number from 0 to 10, got 11"),
+    # every count has a stated bound (config/units.py COUNT_BOUNDS, config/trials.py MAX_TRIALS)
+    case("train --trials 1001", "error: trials: 1,001 is over the bound of 1,000"),
+    case("train --trials 1000000000", "error: trials: 1,000,000,000 is over the bound of 1,000"),
+    case("train --steps 100001", "error: steps: must be a whole number from 1 to 100,000, got "
+         "100001"),
+    case("train --gas 1000000000", "error: gas: 1,000,000,000 is over the bound of 16,384"),
+    case("train --micro-batch 1,65537", "error: micro-batch: 65,537 is over the bound of "
+         "65,536"),
+    case("scale --devices 1,100000", "error: devices: 100,000 is over the bound of 65,536"),
+    case("block --repeats 100001", "error: repeats: must be a whole number from 1 to 100,000, "
+         "got 100001"),
+    case("block --warmup 100001", "error: warmup: must be a whole number from 0 to 100,000, "
+         "got 100001"),
+    case("block --batch 70000", "error: batch: 70,000 is over the bound of 65,536"),
+    case("block --trials 5000", "error: trials: 5,000 is over the bound of 1,000"),
+    case("noise --trials 1001", "error: trials: 1,001 is over the bound of 1,000"),
     case("train --disturbance-threshold 0", "error: disturbance-threshold: must be a fraction "
          "in (0, 1], got 0.0"),
     case("train --disturbance-threshold nan", "error: disturbance-threshold: must be a fraction "
@@ -162,7 +180,11 @@ CASES = [
          "out.json': folder '{dir}/missing' does not exist"),
     case("train --output {dir}/out.json", "error: output: writes the --json or --csv text"),
     case("train --json --csv", "error: csv: give --json or --csv, not both"),
-    case("train --steps abc", "error: Invalid value for '--steps'"),
+    case("train --steps abc", "error: Invalid value for '--steps': Input should be a valid "
+         "integer, unable to parse string as an integer (allowed: a whole number, default 20;"),
+    case("train --lr fast", "error: Invalid value for '--lr'"),
+    case("plan --nodes 1.5", "error: Invalid value for '--nodes'"),
+    case("train --stepz 3", "error: No such option: --stepz"),
     case("genslm --frame 3", "error: frame: unknown reading frame 3"),
     case("genslm --seq 64,128 --longest-seq", "error: seq: the longest-sequence search starts "
          "from one length, got 2"),
@@ -302,7 +324,28 @@ CASES = [
          "tp*pp*cp = 4 does not divide the 2 devices"),
     case("sbatch --nodes 1 --gpus-per-node 4 -- train --layout cp=4 --seq 36", "error: "
          "layout.cp: cp=4 splits each sequence into 2 x cp = 8 load-balanced chunks"),
+    # sbatch: nothing hostile reaches the script (tests/unit/test_sbatch_hostile.py runs it)
+    Case(("sbatch", "--nodes", "1", "--log-dir", "logs\ntouch x\n#", "--", "train"),
+         "error: log-dir: 'logs\\ntouch x\\n#' holds the control character '\\n'"),
+    case("sbatch --nodes 1 --log-dir logs%j -- train", "error: log-dir: 'logs%j' holds '%' or "
+         "'\\', which Slurm reads in file names"),
+    case("sbatch --nodes 1 --job-name a;touch -- train", "error: job-name: 'a;touch' is not a "
+         "Slurm name"),
+    case("sbatch --nodes 1 --partition gpu,$(id) -- train", "error: partition: 'gpu,$(id)' is "
+         "not a Slurm name"),
+    Case(("sbatch", "--nodes", "1", "--", "train", "--data", "x\ntouch y"), "error: command: "
+         "'x\\ntouch y' holds the control character '\\n'"),
+    case("sbatch --nodes 1 -- train --model no-such-model", "error: model: unknown preset "
+         "'no-such-model'"),
+    case("sbatch --nodes 1 -- train --model gpt2 --seq 2048", "error: seq: 2048 is longer than "
+         "the model's 1024 positions"),
+    case("sbatch --nodes 1 -- genslm --model gpt2 --dtype fp64", "error: dtype: unknown value "
+         "'fp64'"),
+    case("sbatch --nodes 1 -- train --db {dir}/afile/r.db", "error: db: {dir}/afile/r.db cannot "
+         "be written: {dir}/afile is not a folder"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
+    case("publish --out {dir}/afile/bundle.json", "error: out: '{dir}/afile/bundle.json': "
+         "folder '{dir}/afile' does not exist"),
     case("check --device tpu", "error: device: unknown device 'tpu'"),
     case("check --compile-backend nope", "error: compile-backend: unknown value 'nope'"),
 ]

@@ -17,6 +17,7 @@ from accelbench.bench.train.loss_impl import validate_loss_impl
 from accelbench.config.errors import (
     ConfigError,
     require_choice,
+    require_count,
     require_finite,
     require_positive,
 )
@@ -28,6 +29,7 @@ from accelbench.config.presets import resolve_model
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.trials import require_trials
+from accelbench.config.units import MAX_STEPS
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.device import device_count
@@ -225,7 +227,7 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     _check_fp8(spec)
     _check_step_options(spec)
     require_choice("benchmark", spec.benchmark, BENCHMARKS)
-    require_positive("steps", spec.steps)
+    require_count("steps", spec.steps, MAX_STEPS)
     if not 0 <= spec.warmup_steps < spec.steps:
         raise ConfigError("warmup-steps", f"must be in [0, steps), got {spec.warmup_steps}",
                           f"0 to {spec.steps - 1}")
