@@ -34,6 +34,7 @@ _COMMAND_MODULES = (
     "study",
     "check",
     "publish",
+    "site",
 )
 
 

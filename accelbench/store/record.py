@@ -6,6 +6,7 @@ import hashlib
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from accelbench.config.schema import SCHEMA_VERSION, read_metrics, undeclared_metrics
@@ -38,11 +39,12 @@ class Record:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
 
-    @property
+    @cached_property
     def typed(self) -> Any:
         """The metrics as the kind's frozen class (config.schema.read_metrics: TrainMetrics,
-        BlockReading, ...), built from the dict on each read; ValueError for a kind that
-        declares no metrics. The stored dict (`metrics`) is unchanged."""
+        BlockReading, ...), built from the dict on the first read and kept (a record is never
+        changed); ValueError for a kind that declares no metrics. The stored dict (`metrics`)
+        is unchanged."""
         return read_metrics(self.kind, self.metrics)
 
     @property

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import typing
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from functools import cache
 from itertools import accumulate
@@ -92,6 +93,10 @@ def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     depth = _depth(text)
     if depth > max_depth:
         raise RecordProblem(f"nested {depth} deep; allowed: at most {max_depth}")
+    longest = max(map(len, _STRINGS.findall(text)), default=2) - 2
+    if longest > MAX_TEXT_CHARS:
+        raise RecordProblem(f"holds a string of {longest:,} characters; allowed: at most "
+                            f"{MAX_TEXT_CHARS:,}")
     try:
         return loads(text)
     except RecursionError as err:  # a belt: the depth check above comes first
@@ -123,25 +128,41 @@ def _type_name(hint: Any) -> str:
             bool: "true/false"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def matches(value: Any, hint: Any) -> bool:
-    """Whether a decoded JSON value has the declared type (int is a number; bool is no number)."""
-    if hint is Any:
-        return True
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:  # an older record's count may be a float of an integer
+    return (isinstance(value, int) and not isinstance(value, bool)
+            or isinstance(value, float) and value.is_integer())
+
+
+@cache
+def _checker(hint: Any) -> Callable[[Any], bool]:
+    """A test for one declared type, made once per type (int is a number; bool is no number)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return lambda value: True
     if origin in (typing.Union, UnionType):
-        return any(matches(value, a) for a in args)
+        parts = tuple(_checker(a) for a in args if a is not NoneType)
+        if len(parts) == 1:  # the common 'X | None'
+            return lambda value: value is None or parts[0](value)
+        return lambda value: any(part(value) for part in parts) or (
+            value is None and NoneType in args)
     if origin is list:
-        return isinstance(value, list) and all(matches(v, args[0]) for v in value)
+        item = _checker(args[0])
+        return lambda value: isinstance(value, list) and all(map(item, value))
     if origin is dict:
-        return isinstance(value, dict) and all(matches(v, args[1]) for v in value.values())
+        item = _checker(args[1])
+        return lambda value: isinstance(value, dict) and all(map(item, value.values()))
     if is_dataclass(hint):
-        return isinstance(value, dict) and not _dataclass_problem(value, hint, "")
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:  # an older record's count may be a float of an integer (8192.0)
-        return (isinstance(value, int) and not isinstance(value, bool)
-                or isinstance(value, float) and value.is_integer())
-    return isinstance(value, hint)
+        return lambda value: isinstance(value, dict) and not _dataclass_problem(value, hint, "")
+    return {float: _is_number, int: _is_int}.get(hint, lambda value: isinstance(value, hint))
+
+
+def matches(value: Any, hint: Any) -> bool:
+    """Whether a decoded JSON value has the declared type."""
+    return _checker(hint)(value)
 
 
 def _check(name: str, value: Any, hint: Any) -> None:
@@ -156,8 +177,13 @@ def _json_type(value: Any) -> str:
             list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def _dataclass_problem(value: dict[str, Any], cls: type, where: str) -> str | None:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     for f in fields(cls):
         if f.name in value and not matches(value[f.name], hints[f.name]):
             return (f"{where}{f.name} is {_json_type(value[f.name])}; allowed: "
@@ -284,12 +310,14 @@ def _upgraded(data: dict[str, Any]) -> dict[str, Any]:
                             f"upgraded ({type(err).__name__}: {_first_line(err)})") from err
 
 
-def check_record(data: Any) -> None:
+def check_record(data: Any, sized: bool = False) -> None:
     """Raise RecordProblem (one line naming the field) unless `data` is a record this build
-    reads without error: types, status, kind, schema version, metrics, spec, raw, sizes."""
+    reads without error: types, status, kind, schema version, metrics, spec, raw, sizes
+    (`sized`: its text was measured already, by parse_json)."""
     if not isinstance(data, dict):
         raise RecordProblem(f"is {_json_type(data)}; allowed: a JSON object (a record)")
-    _sizes(data)
+    if not sized:
+        _sizes(data)
     _check_top(data)
     _check_fields("environment", data["environment"], ENVIRONMENT)
     _check_spec(data["spec"])
@@ -306,7 +334,7 @@ def record_from_text(text: str) -> dict[str, Any]:
         raise RecordProblem(f"is {len(text):,} characters of JSON; allowed: at most "
                             f"{MAX_RECORD_CHARS:,}")
     data = parse_json(text)
-    check_record(data)
+    check_record(data, sized=True)
     return data
 
 

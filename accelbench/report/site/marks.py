@@ -1,0 +1,100 @@
+"""Trust marks: what a reader of the site should know about each result before believing it.
+
+- reproduced: another bundle holds the same workload on the same device class and count, and
+  the two spreads of tokens/s overlap; disagrees: it holds one and they do not overlap;
+  measured once: no other bundle ran it on that class and count.
+- disturbed: some trial's timed window was disturbed (other processes took the machine).
+- noisy: the cell's own spread (its interval's half-width over the median) is wider than the
+  machine's noise floor (its latest A/A check), so a difference smaller than the spread is not
+  evidence.
+- estimated: a figure that was estimated, not measured (a fit verdict reached by the memory
+  estimate or a user budget, a longest-sequence probe's answer).
+- reference: a published figure from the paper, on its own page, never ranked with measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.config.fit import fit_basis
+from accelbench.report.cells import Rate
+from accelbench.report.site.html import esc
+from accelbench.report.site.model import Cell
+from accelbench.store.record import Record
+
+REPRODUCED, DISAGREES, ONCE = "reproduced", "disagrees", "once"
+DISTURBED, NOISY, ESTIMATED, REFERENCE = "disturbed", "noisy", "estimated", "reference"
+WORDS = {REPRODUCED: "reproduced", DISAGREES: "not reproduced", ONCE: "measured once",
+         DISTURBED: "disturbed", NOISY: "spread above noise floor", ESTIMATED: "estimated",
+         REFERENCE: "published (reference)"}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One mark: its kind (the CSS class) and the sentence shown beside it."""
+
+    kind: str
+    why: str
+
+    @property
+    def word(self) -> str:
+        """The mark's short name."""
+        return WORDS[self.kind]
+
+
+def overlap(a: Rate, b: Rate) -> bool | None:
+    """Whether two spreads overlap; None where either has none."""
+    if None in (a.low, a.high, b.low, b.high):
+        return None
+    return a.low <= b.high and b.low <= a.high
+
+
+def reproduction(cell: Cell, others: list[Cell]) -> Mark:
+    """reproduced, not reproduced or measured once, against the workload's cells carried by
+    other bundles on the same device class and count."""
+    peers = [o for o in others if o.bundle != cell.bundle and o.device_class == cell.device_class
+             and o.devices == cell.devices]
+    if not peers:
+        return Mark(ONCE, f"no other bundle ran this workload on {cell.device_class} "
+                    f"x{cell.devices}")
+    agree = [o for o in peers if overlap(cell.best.total, o.best.total)]
+    if agree:
+        return Mark(REPRODUCED, f"{len(agree)} of {len(peers)} other bundle(s) on "
+                    f"{cell.device_class} x{cell.devices} overlap this spread")
+    return Mark(DISAGREES, f"{len(peers)} other bundle(s) on {cell.device_class} "
+                f"x{cell.devices}, none overlapping this spread (or one has none)")
+
+
+def spread_fraction(rate: Rate) -> float | None:
+    """The spread's half-width over the median, or None without a spread."""
+    if rate.low is None or rate.high is None or rate.value <= 0:
+        return None
+    return (rate.high - rate.low) / 2 / rate.value
+
+
+def cell_marks(cell: Cell, others: list[Cell], floor: float | None) -> list[Mark]:
+    """Every mark of a measured cell (`floor`: its machine's noise floor, None if unmeasured)."""
+    marks = [reproduction(cell, others)]
+    if cell.record.typed.disturbed:
+        marks.append(Mark(DISTURBED, "a trial's timed window was disturbed by other work"))
+    spread = spread_fraction(cell.best.total)
+    if floor is not None and spread is not None and spread > floor:
+        marks.append(Mark(NOISY, f"spread ±{100 * spread:.1f}% is wider than this machine's "
+                          f"noise floor ±{100 * floor:.1f}%"))
+    return marks
+
+
+def record_marks(record: Record) -> list[Mark]:
+    """Marks of any record on a machine page: estimated where it was not measured."""
+    basis = fit_basis(record.status, record.reason)
+    if basis in ("estimated", "budget"):
+        return [Mark(ESTIMATED, f"'does not fit' decided by the {basis}, not by running it")]
+    if record.kind == "seq-search":
+        return [Mark(ESTIMATED, "a longest-sequence probe: fits or not by the memory estimate")]
+    return []
+
+
+def marks_html(marks: list[Mark]) -> str:
+    """The marks as small labelled spans (their text escaped)."""
+    return "".join(f'<span class="mark {m.kind}" title="{esc(m.why)}">{esc(m.word)}</span>'
+                   for m in marks)
