@@ -330,6 +330,10 @@ class MemoryBreakdown:
     buffers: float
     usable_bytes: float
     masks: float = 0.0  # weight sparsity's boolean masks (one byte per masked weight held)
+    # whose widths the states are counted in: "published" (a published stack's: 16-bit weights
+    # and gradients, fp32 master and moments) or "runtime" (accelbench's own, runtime_memory.py)
+    widths: str = "published"
+    moment: str = "sum"  # when the peak is: "sum" adds every part; runtime_memory names one
 
     @property
     def total(self) -> float:
@@ -347,7 +351,8 @@ class MemoryBreakdown:
                 "optimizer_bytes": self.states.optimizer, "activations_bytes": self.activations,
                 "buffers_bytes": self.buffers, "masks_bytes": self.masks,
                 "total_bytes": self.total,
-                "usable_bytes": self.usable_bytes, FITS: self.fits}
+                "usable_bytes": self.usable_bytes, FITS: self.fits,
+                "widths": self.widths, "moment": self.moment}
 
 
 def ring_buffer_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, dtype: str, tp: int,

@@ -53,8 +53,11 @@ class TrainingWidths:
 
     weights/grads: per parameter; master: the fp32 master copy (0 when the weights are fp32);
     fp8_weight_copy: the FP8 copy of each block GEMM weight (0 when not FP8); activations and
-    comm: per saved or sent value; gemm_peak: the peak column of the block GEMMs; peak: the
-    column of every other FLOP and the MFU denominator.
+    comm: per saved or sent value; reduce: per gradient value the data-parallel reduction
+    moves (Megatron-LM accumulates and reduces bf16 gradients in fp32, forcing
+    accumulate_allreduce_grads_in_fp32 for bf16, so bf16 and fp8 reduce 4 bytes; fp16 reduces
+    its 2-byte gradients); gemm_peak: the peak column of the block GEMMs; peak: the column of
+    every other FLOP and the MFU denominator.
     """
 
     precision: str
@@ -64,6 +67,7 @@ class TrainingWidths:
     fp8_weight_copy: int
     activations: int
     comm: int
+    reduce: int
     gemm_peak: str
     peak: str
 
@@ -80,8 +84,9 @@ def training_widths(precision: str) -> TrainingWidths:
     resolved = resolve(precision)
     width = BYTES_PER_VALUE[resolved.compute]  # fp8: bf16 weights, activations and messages
     master = 4 if width < 4 else 0
+    reduce = 4 if resolved.peak == "bf16" or width == 4 else width  # fp16: 2 (Megatron's)
     return TrainingWidths(precision, width, width, master, 1 if resolved.fp8 else 0, width,
-                          width, resolved.gemm_peak, resolved.peak)
+                          width, reduce, resolved.gemm_peak, resolved.peak)
 
 
 def fp8_cast_bytes(m: int, k: int, n: int) -> tuple[float, float]:

@@ -24,12 +24,23 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 
+import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.config.layout import Layout
+from accelbench.config.runtime_settings import (
+    DDP,
+    FSDP,
+    GRAD_SYNC,
+    LEAN,
+    NONE,
+    RuntimeSettings,
+    dp_wrapper,
+    mixed_precision,
+)
 from accelbench.models.gpt import GPT, Block, compile_blocks, set_recompute
 from accelbench.models.moe import MoE
 from accelbench.parallel.dist import ExpertGroups
@@ -43,55 +54,75 @@ from accelbench.parallel.tp import (
 )
 
 
+def fsdp_policy(settings: RuntimeSettings, layout: Layout,
+                precision: str) -> MixedPrecisionPolicy:
+    """FSDP2's mixed-precision policy: bf16 parameters for compute and gradients reduced in
+    `settings.reduce` where the cell is bf16 and fsdp_mp is on; else torch's default (the
+    parameters' own fp32 for both)."""
+    if not mixed_precision(settings, layout, precision):
+        return MixedPrecisionPolicy()
+    reduce = torch.bfloat16 if settings.reduce == "bf16" else torch.float32
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce)
+
+
 def _fully_shard(module: nn.Module, blocks: list[Block], layout: Layout, mesh: DeviceMesh,
-                 experts: ExpertGroups | None) -> nn.Module:
+                 experts: ExpertGroups | None, policy: MixedPrecisionPolicy) -> nn.Module:
     """ZeRO 2/3: FSDP2 per block then root over dp; under ep the experts first, over their
     expert-data-parallel group; under sp an MoE layer is a unit of its own whose (and whose
     experts') reduce-scattered gradients are summed over tp by an all-reduce hook."""
     reshard = layout.zero == 3
     tp_sum = sum_over_tp_hook(mesh.get_group("tp")) if layout.sp else None
     if experts is not None:
-        shard_experts(blocks, layout, experts, next(module.parameters()).device.type, tp_sum)
+        shard_experts(blocks, layout, experts, next(module.parameters()).device.type, tp_sum,
+                      policy)
     for block in blocks:
         if tp_sum is not None and isinstance(block.mlp, MoE):
-            fully_shard(block.mlp, mesh=mesh["dp"], reshard_after_forward=reshard)
+            fully_shard(block.mlp, mesh=mesh["dp"], reshard_after_forward=reshard,
+                        mp_policy=policy)
             block.mlp.set_all_reduce_hook(tp_sum)
-        fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard)
-    fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard)
+        fully_shard(block, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(module, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=policy)
     return module
 
 
 def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
-                       mesh: DeviceMesh, experts: ExpertGroups | None = None) -> nn.Module:
+                       mesh: DeviceMesh, experts: ExpertGroups | None = None,
+                       settings: RuntimeSettings = LEAN, precision: str = "fp32") -> nn.Module:
     """DDP (zero 0/1; zero 0 with tp or ep: DataParallelGradSync) or FSDP2 per block then root
-    (zero 2/3) over the dp mesh dimension."""
-    if layout.zero >= 2:
-        return _fully_shard(module, blocks, layout, mesh, experts)
+    (zero 2/3) over the dp mesh dimension, as config.runtime_settings.dp_wrapper decides; DDP
+    keeps its gradients as bucket views and FSDP2 gathers bf16 in bf16 cells unless `settings`
+    turn them off."""
     sequence = moe_sequence_params(blocks) if layout.sp else []  # sp: tp ranks' own tokens
-    if experts is not None or sequence:  # DDP would average different ranks' experts together
+    wrapper = dp_wrapper(layout, moe=bool(sequence))
+    if wrapper == FSDP:
+        return _fully_shard(module, blocks, layout, mesh, experts,
+                            fsdp_policy(settings, layout, precision))
+    if wrapper == GRAD_SYNC:  # DDP would average different ranks' experts together, and
+        # does not take tp's DTensor parameters
         module.grad_sync = DataParallelGradSync(
             module, mesh.get_group("dp"), layout.dp,
             experts.edp_group if experts is not None else None,
             sequence, mesh.get_group("tp") if sequence else None)
         return module
-    if layout.dp == 1 and layout.zero == 0:
+    if wrapper == NONE:
         return module
-    if layout.tp > 1 and layout.zero == 0:  # DDP does not take DTensor parameters
-        module.grad_sync = DataParallelGradSync(module, mesh.get_group("dp"), layout.dp)
-        return module
+    assert wrapper == DDP, wrapper
     device = next(module.parameters()).device
     ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(module, device_ids=ids, process_group=mesh.get_group("dp"))
+    return DistributedDataParallel(module, device_ids=ids, process_group=mesh.get_group("dp"),
+                                   gradient_as_bucket_view=settings.ddp_views)
 
 
 def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
-                  recompute: str = "none", compile: bool = False) -> nn.Module:
+                  recompute: str = "none", compile: bool = False,
+                  settings: RuntimeSettings = LEAN, precision: str = "fp32") -> nn.Module:
     """The module a training loop calls as module(x, y) -> (logits, loss), placed on the mesh.
 
     model must be built identically on every rank (same seed) and already on this rank's device;
     for pp > 1 use accelbench.parallel.pipeline.PipelineRunner instead. The returned module
-    carries `parallel_mesh`, `parallel_layout` and `expert_groups` (None at ep 1) for
-    make_optimizer and clip_grad_norm_.
+    carries `parallel_mesh`, `parallel_layout`, `expert_groups` (None at ep 1) and
+    `runtime_settings` for make_optimizer and clip_grad_norm_. `precision`: the cell's (bf16
+    cells get FSDP2's mixed-precision policy unless `settings` turn it off).
     With no process group (mesh None) the layout must split nothing: one device, zero 0.
     """
     if layout.pp > 1:
@@ -110,8 +141,9 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
             raise ValueError(f"layout {layout.label()} needs a process group (a mesh)")
         wrapped = model
     else:
-        wrapped = wrap_data_parallel(model, blocks, layout, mesh, experts)
+        wrapped = wrap_data_parallel(model, blocks, layout, mesh, experts, settings, precision)
     wrapped.parallel_mesh = mesh
+    wrapped.runtime_settings = settings
     wrapped.parallel_layout = layout
     wrapped.expert_groups = experts  # ZeRO-1 under ep shards the experts' state over edp
     return wrapped

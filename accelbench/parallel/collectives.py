@@ -33,6 +33,12 @@ from accelbench.analytics.moe_cost import (
 from accelbench.analytics.params import block_params
 from accelbench.config.layout import Layout, rank_layer_counts, stage_layer_counts
 from accelbench.config.model import ModelConfig, is_moe_layer
+from accelbench.config.runtime_settings import (
+    LEAN,
+    RuntimeSettings,
+    mixed_precision,
+    reduce_bytes,
+)
 from accelbench.parallel.context import placement
 from accelbench.parallel.tp import kv_share
 
@@ -328,14 +334,16 @@ def _pp_calls(layout: Layout, act_bytes_fp32: float, n_micro: int,
 
 
 def _dp_calls(layout: Layout, grad_bytes: float, n_micro: int, group_size: int | None = None,
-              fsdp: bool = True) -> list[CommCall]:
+              fsdp: bool = True, gathered_per_grad: float = 1.0) -> list[CommCall]:
     """ZeRO 0: one all-reduce per step (DDP's no_sync, or one flat all-reduce); ZeRO 1 adds
     ZeroRedundancyOptimizer's broadcast of the updated parameters; FSDP2 (ZeRO 2/3) gathers
     and reduce-scatters every micro-batch, ZeRO-3 gathers again for the backward. Under pp
     the schedule keeps FSDP's parameters gathered through a step's micro-batches after a
     backward and defers the reduce-scatter to the step's end. group_size: dp, or the
     expert-data-parallel group's dp / ep for the experts; FSDP2 over a group of one (fsdp
-    False) issues nothing, while the all-reduce and ZeRO-1's broadcasts still run."""
+    False) issues nothing, while the all-reduce and ZeRO-1's broadcasts still run.
+    gathered_per_grad: an all-gathered parameter's bytes over a reduced gradient's (FSDP2's
+    bf16 policy gathers 2 bytes and reduces 4, or 2 with reduce=bf16)."""
     n = layout.dp if group_size is None else group_size
     if layout.dp == 1 or not grad_bytes:
         return []
@@ -348,21 +356,22 @@ def _dp_calls(layout: Layout, grad_bytes: float, n_micro: int, group_size: int |
         gathers, scatters = (n_micro + 1 if layout.zero == 3 else 1), 1
     else:
         gathers, scatters = (2 * n_micro if layout.zero == 3 else n_micro), n_micro
-    return [CommCall("dp", "all_gather", grad_bytes, gathers, n),
+    return [CommCall("dp", "all_gather", grad_bytes * gathered_per_grad, gathers, n),
             CommCall("dp", "reduce_scatter", grad_bytes, scatters, n)]
 
 
 def _data_parallel_calls(layout: Layout, dense_bytes: float, expert_bytes: float,
-                         n_micro: int) -> list[CommCall]:
+                         n_micro: int, gathered_per_grad: float = 1.0) -> list[CommCall]:
     """Gradients reduced as the runtime does: at ep 1 all of them over dp as one; under ep the
     dense ones over dp and the experts over their expert-data-parallel group (dp / ep ranks:
     grad_sync.py and the pipeline at zero 0, ExpertZeroOptimizer's two parts at zero 1, FSDP2
     with the experts sharded over that group at zero 2/3)."""
+    g = gathered_per_grad
     if layout.ep == 1:
-        return _dp_calls(layout, dense_bytes + expert_bytes, n_micro)
+        return _dp_calls(layout, dense_bytes + expert_bytes, n_micro, gathered_per_grad=g)
     edp = layout.dp // layout.ep
-    return (_dp_calls(layout, dense_bytes, n_micro)
-            + _dp_calls(layout, expert_bytes, n_micro, edp, fsdp=edp > 1))
+    return (_dp_calls(layout, dense_bytes, n_micro, gathered_per_grad=g)
+            + _dp_calls(layout, expert_bytes, n_micro, edp, fsdp=edp > 1, gathered_per_grad=g))
 
 
 def _sp_moe_calls(layout: Layout, dense_moe_bytes: float, expert_bytes: float,
@@ -438,20 +447,25 @@ def _tied_calls(cfg: ModelConfig, layout: Layout, pp_rank: int) -> list[CommCall
 
 def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
                         n_micro: int, dtype: str, recompute: str = "none",
-                        pp_rank: int = 0) -> list[CommCall]:
+                        pp_rank: int = 0, settings: RuntimeSettings = LEAN) -> list[CommCall]:
     """The collectives one rank at pipeline position pp_rank issues per step in this
     implementation (scalar ones, the loss and the gradient norm, and SP's small all-reduces
     of norm and bias gradients left out, and under sp the MoE layers' small sums of their
-    per-expert counts and mean router scores over tp)."""
+    per-expert counts and mean router scores over tp). Data-parallel gradients move in the
+    width the runtime reduces them in and FSDP2's parameters in the width it gathers
+    (config/runtime_settings.py: fp32, but bf16 gathers under FSDP2's bf16 policy)."""
     act = FP32_BYTES * micro_batch * seq_len // layout.cp * cfg.d_model  # this rank's tokens
     compute_bytes = BYTES_PER_VALUE[dtype]
-    dense, expert = (FP32_BYTES * n for n in local_param_split(cfg, layout, pp_rank))
+    placed = placement(layout)
+    grad_width = reduce_bytes(settings, placed, dtype)
+    gathered = (2 if mixed_precision(settings, placed, dtype) else FP32_BYTES) / grad_width
+    dense, expert = (grad_width * n for n in local_param_split(cfg, layout, pp_rank))
     n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
     moe_dense = FP32_BYTES * n_moe * shared_params(cfg)
     return (_tp_calls(cfg, layout, act, compute_bytes, n_micro, recompute, pp_rank)
             + _sp_moe_calls(layout, moe_dense, expert, n_micro)
             + _pp_calls(layout, act, n_micro, pp_rank)
-            + _data_parallel_calls(placement(layout), dense, expert, n_micro)  # dp x cp
+            + _data_parallel_calls(placed, dense, expert, n_micro, gathered)  # dp x cp
             + _cp_calls(cfg, layout, seq_len, micro_batch, n_micro, compute_bytes, recompute,
                         pp_rank)
             + _tied_calls(cfg, layout, pp_rank)
@@ -461,11 +475,12 @@ def comm_calls_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
 
 def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
                         n_micro: int, dtype: str, recompute: str = "none", pp_rank: int = 0,
-                        backend: str = "nccl") -> dict[str, float]:
+                        backend: str = "nccl", settings: RuntimeSettings = LEAN
+                        ) -> dict[str, float]:
     """Bytes one rank at pipeline position pp_rank sends per optimizer step, by kind, as this
     implementation communicates (comm_calls_per_step), and their sum."""
     calls = comm_calls_per_step(cfg, layout, seq_len, micro_batch, n_micro, dtype, recompute,
-                                pp_rank)
+                                pp_rank, settings)
     out = {f"{kind}_bytes_per_step": sum(call_bytes_sent(c, backend) for c in calls
                                          if c.kind == kind) for kind in COMM_KINDS}
     out["comm_bytes_per_step"] = sum(out.values())
@@ -474,10 +489,11 @@ def comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_ba
 
 def busiest_rank_comm_bytes(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
                             n_micro: int, dtype: str, recompute: str = "none",
-                            backend: str = "nccl") -> tuple[int, dict[str, float]]:
+                            backend: str = "nccl", settings: RuntimeSettings = LEAN
+                            ) -> tuple[int, dict[str, float]]:
     """(pipeline rank, its bytes by kind) of the pipeline position that sends the most; every
     rank of one pipeline position sends the same."""
     per_rank = [comm_bytes_per_step(cfg, layout, seq_len, micro_batch, n_micro, dtype,
-                                    recompute, r, backend) for r in range(layout.pp)]
+                                    recompute, r, backend, settings) for r in range(layout.pp)]
     busiest = max(range(layout.pp), key=lambda r: per_rank[r]["comm_bytes_per_step"])
     return busiest, per_rank[busiest]

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from accelbench.config.layout import Layout
 from accelbench.models.moe import (
@@ -129,15 +129,17 @@ def place_experts(model: nn.Module, layout: Layout, mesh) -> ExpertGroups | None
 
 
 def shard_experts(blocks: list[nn.Module], layout: Layout, groups: ExpertGroups,
-                  device_type: str, tp_sum: Callable[[torch.Tensor], None] | None = None
-                  ) -> None:
+                  device_type: str, tp_sum: Callable[[torch.Tensor], None] | None = None,
+                  policy: MixedPrecisionPolicy | None = None) -> None:
     """ZeRO-2/3 under ep: each MoE layer's experts FSDP2-sharded over the expert-data-parallel
     group (before the blocks are, over dp); their reduce-scatter divided by dp, as the ep
     group's tokens are already summed into them (the rule of grad_sync.py). tp_sum (sequence
-    parallelism): the all-reduce hook that sums the shard over the tp ranks' sequence shards."""
+    parallelism): the all-reduce hook that sums the shard over the tp ranks' sequence shards.
+    policy: FSDP2's mixed precision, the blocks' (parallel/apply.py fsdp_policy)."""
     mesh = DeviceMesh.from_group(groups.edp_group, device_type)
     for moe in (m for block in blocks for m in moe_layers(block)):
-        fully_shard(moe.experts, mesh=mesh, reshard_after_forward=layout.zero == 3)
+        fully_shard(moe.experts, mesh=mesh, reshard_after_forward=layout.zero == 3,
+                    mp_policy=policy or MixedPrecisionPolicy())
         moe.experts.set_gradient_divide_factor(float(layout.dp))
         # a divide factor other than the group's size is NCCL's PREMUL_SUM, which gloo lacks:
         # a plain sum with the division beside it, on every backend. Not on a group of one,

@@ -13,6 +13,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.distributed.tensor import DTensor, Replicate
 
 from accelbench.config.layout import Layout
+from accelbench.config.runtime_settings import LEAN
 from accelbench.parallel.expert import EXPERT_SHARDS_ATTR, is_expert_param
 
 TIED_COPY_ATTR = "accelbench_tied_copy"  # a pipeline's second copy of a tied weight
@@ -39,17 +40,21 @@ def param_groups(params: list[nn.Parameter], weight_decay: float) -> list[dict]:
     return groups
 
 
-def adamw(groups: list[dict], lr: float, zero_group=None) -> tuple[torch.optim.Optimizer, str]:
+def adamw(groups: list[dict], lr: float, zero_group=None,
+          bucket_view: bool = True) -> tuple[torch.optim.Optimizer, str]:
     """The one AdamW of every layout and world size: torch's fused kernel where this torch and
     device have it (CPU and CUDA today, DTensor parameters included), else foreach; says which.
-    zero_group: shard the state over this data-parallel group (ZeRO-1)."""
+    zero_group: shard the state over this data-parallel group (ZeRO-1), its parameters kept as
+    views of one flat buffer a device (broadcast bucket by bucket) unless bucket_view is off."""
     errors = []
     for kernel in ("fused", "foreach"):
         options = {"lr": lr, "betas": BETAS, "eps": EPS, kernel: True}
         try:
             if zero_group is not None:
                 return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW,
-                                               process_group=zero_group, **options), kernel
+                                               process_group=zero_group,
+                                               parameters_as_bucket_view=bucket_view,
+                                               **options), kernel
             return torch.optim.AdamW(groups, **options), kernel
         except (RuntimeError, ValueError) as err:
             errors.append(f"{kernel}: {err}")
@@ -88,7 +93,8 @@ class ExpertZeroOptimizer:
 
 
 def _zero_over_expert_groups(params: list[nn.Parameter], weight_decay: float, lr: float,
-                             dp_group, edp_group) -> tuple[ExpertZeroOptimizer, str]:
+                             dp_group, edp_group, bucket_view: bool
+                             ) -> tuple[ExpertZeroOptimizer, str]:
     """ZeRO-1 with ep: dense parameters' state sharded over dp, experts' over their
     expert-data-parallel group (a part with no parameters, such as a stage without MoE
     layers, is left out)."""
@@ -96,7 +102,7 @@ def _zero_over_expert_groups(params: list[nn.Parameter], weight_decay: float, lr
     for expert, group in ((False, dp_group), (True, edp_group)):
         chosen = [p for p in params if is_expert_param(p) == expert]
         if chosen:
-            part, kernel = adamw(param_groups(chosen, weight_decay), lr, group)
+            part, kernel = adamw(param_groups(chosen, weight_decay), lr, group, bucket_view)
             parts.append(part)
             kernels.append(kernel)
     return ExpertZeroOptimizer(parts), "/".join(dict.fromkeys(kernels))
@@ -116,14 +122,16 @@ def make_optimizer(model: nn.Module, layout: Layout, lr: float, weight_decay: fl
     if mesh is None:
         raise ValueError("zero=1 needs the model from prepare_model or a PipelineRunner")
     experts = getattr(model, "expert_groups", None)
+    views = getattr(model, "runtime_settings", LEAN).zero_views
     if layout.ep > 1:
         if experts is None:
             raise ValueError("zero=1 with ep > 1 needs the expert groups prepare_model or a "
                              "PipelineRunner made")
         optimizer, kernel = _zero_over_expert_groups(params, weight_decay, lr,
-                                                     mesh.get_group("dp"), experts.edp_group)
+                                                     mesh.get_group("dp"), experts.edp_group,
+                                                     views)
         return optimizer, f"AdamW ({kernel}) ZeRO-1 sharded (experts over expert data parallel)"
-    optimizer, kernel = adamw(param_groups(params, weight_decay), lr, mesh.get_group("dp"))
+    optimizer, kernel = adamw(param_groups(params, weight_decay), lr, mesh.get_group("dp"), views)
     return optimizer, f"AdamW ({kernel}) ZeRO-1 sharded"
 
 

@@ -42,6 +42,7 @@ from torch.distributed.pipelining import (
 
 from accelbench.config.layout import Layout, stage_layer_counts
 from accelbench.config.model import moe_layer_count
+from accelbench.config.runtime_settings import LEAN, RuntimeSettings
 from accelbench.models.gpt import (
     GPT,
     Block,
@@ -128,8 +129,10 @@ class PipelineRunner:
     """This rank's pipeline stages and schedule; step() replaces forward + backward of a step."""
 
     def __init__(self, model: GPT, layout: Layout, mesh: DeviceMesh, n_microbatches: int,
-                 device: torch.device, recompute: str = "none", compile: bool = False) -> None:
+                 device: torch.device, recompute: str = "none", compile: bool = False,
+                 settings: RuntimeSettings = LEAN, precision: str = "fp32") -> None:
         self.layout, self.parallel_layout, self.parallel_mesh = layout, layout, mesh
+        self.runtime_settings, self.precision = settings, precision  # FSDP2's policy (zero 2/3)
         self.n_microbatches = n_microbatches
         self.pp_rank = mesh.get_local_rank("pp")
         n_stages = layout.n_stages
@@ -177,7 +180,7 @@ class PipelineRunner:
             tied_copy = getattr(module.lm_head, "weight", None) if module.lm_head else None
             marked = tied_copy is not None and getattr(tied_copy, TIED_COPY_ATTR, False)
             module = wrap_data_parallel(module, blocks, self.layout, self.parallel_mesh,
-                                        self.experts)
+                                        self.experts, self.runtime_settings, self.precision)
             if marked:  # fully_shard swaps in new (DTensor) parameters: mark the copy again
                 setattr(module.lm_head.weight, TIED_COPY_ATTR, True)
             return module

@@ -76,9 +76,10 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
     mesh = make_mesh(layout, device) if dist.is_initialized() else None
     if layout.pp > 1:
         module = PipelineRunner(model, layout, mesh, cell.gas, device, cell.recompute,
-                                spec.compile)
+                                spec.compile, spec.runtime_settings, cell.dtype)
     else:
-        module = prepare_model(model, layout, mesh, cell.recompute, spec.compile)
+        module = prepare_model(model, layout, mesh, cell.recompute, spec.compile,
+                               spec.runtime_settings, cell.dtype)
     optimizer, label = make_optimizer(module, layout, spec.lr, spec.weight_decay)
     # fp16 runs only on data-parallel layouts (spec.cell_layout refuses it), where every gradient
     # is whole or an FSDP shard, so found-inf agrees on all ranks.

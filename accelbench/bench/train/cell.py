@@ -10,12 +10,8 @@ import torch
 import torch.distributed as dist
 
 from accelbench.analytics.flops import FORMULA
-from accelbench.analytics.memory import (
-    CPU_WORKSPACE_BYTES,
-    RUNTIME_KERNELS,
-    WORKSPACE_BYTES,
-    memory_per_device,
-)
+from accelbench.analytics.memory import CPU_WORKSPACE_BYTES, WORKSPACE_BYTES, MemoryBreakdown
+from accelbench.analytics.runtime_memory import runtime_memory_per_device
 from accelbench.bench.dtypes import dtype_support, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.metrics import peak_warning
@@ -27,8 +23,10 @@ from accelbench.bench.train.spec import TrainCell, TrainSpec, spec_for_cell
 from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
 from accelbench.config.fit import fit_basis
 from accelbench.config.layout import Layout
+from accelbench.config.runtime_settings import applied
 from accelbench.config.schema import TRAIN_SWEPT, TrainMetrics, metrics_dict
 from accelbench.hardware.detect import available_cpu_memory_bytes, resolve_device
+from accelbench.parallel.context import placement
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.topology import rank_place
 
@@ -38,19 +36,36 @@ KIND = "train"
 VERIFIED = "--verify-fit ran it"
 
 
-def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
-    """The planner's per-device memory estimate for this cell on this layout (the embedding,
-    head and logits whole on every tensor rank, as this runtime keeps them; a CPU cell without
-    a device context's workspace: CPU_WORKSPACE_BYTES)."""
+def estimate(spec: TrainSpec, cell: TrainCell, layout: Layout) -> MemoryBreakdown:
+    """What one rank of this runtime holds at this cell's peak, in the widths it keeps
+    (analytics/runtime_memory.py: fp32 weights, gradients and moments, DDP's buckets, FSDP2's
+    unsharded blocks; the embedding and head whole on every tensor rank; a CPU cell without a
+    device context's workspace: CPU_WORKSPACE_BYTES)."""
     per_cell = Layout(**{**layout.to_dict(), "mb": cell.micro_batch,
                          "recompute": cell.recompute})
     on_cpu = resolve_device(spec.device).type == "cpu"  # selects; creates no device context
-    # fp8: activations and the saved GEMM inputs stay bf16 (torchao keeps them for backward)
-    return memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas,
-                             spec.precision(cell).compute,
-                             fused_attention=True, vocab_parallel=False,
-                             kernels=RUNTIME_KERNELS, workspace_bytes=CPU_WORKSPACE_BYTES if on_cpu
-                             else WORKSPACE_BYTES).total
+    return runtime_memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas, cell.dtype,
+                                     spec.runtime_settings,
+                                     CPU_WORKSPACE_BYTES if on_cpu else WORKSPACE_BYTES)
+
+
+def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
+    """The per-device memory estimate of this cell on this layout, in bytes (estimate)."""
+    return estimate(spec, cell, layout).total
+
+
+def estimate_fields(breakdown: MemoryBreakdown) -> dict:
+    """The record's estimate fields: bytes, whose widths, and the moment they are the peak of."""
+    return dict(mem_estimate_bytes_per_rank=breakdown.total,
+                mem_estimate_widths=breakdown.widths, mem_estimate_moment=breakdown.moment)
+
+
+RUNTIME_SETTINGS = "runtime_settings"  # the record spec's field of the settings a cell used
+
+
+def applied_settings(spec: TrainSpec, cell: TrainCell, layout: Layout) -> dict:
+    """The lean data-parallel settings this cell's placed layout uses (cp ranks as dp ranks)."""
+    return applied(spec.runtime_settings, placement(layout), cell.dtype, spec.model.is_moe)
 
 
 def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> dict:
@@ -62,7 +77,10 @@ def cell_spec(spec: TrainSpec, cell: TrainCell, layout: Layout, device: str) -> 
         shared.pop(swept)
     shared.pop("peaks")
     shared.pop("verify_fit")  # how a refusal was checked, not the cell: its reason says so
-    return {**shared, "workload": KIND, "model_name": spec.model.name,
+    shared.pop("runtime", None)  # kept as the settings this cell's layout used, if any:
+    used = applied_settings(spec, cell, layout)  # a cell they do not touch keeps its fingerprint
+    return {**shared, **({RUNTIME_SETTINGS: used} if used else {}),
+            "workload": KIND, "model_name": spec.model.name,
             **{name: getattr(cell, name) for name in TRAIN_SWEPT.values()},
             "device": device, "layout": layout.to_dict(), "world_size": layout.world_size,
             "token_unit": spec.token_unit, "flops_formula": FORMULA,
@@ -78,11 +96,11 @@ def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.devi
     unsupported = dtype_support(device, cell.dtype)
     if unsupported:
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
-    estimate = estimate_bytes(spec, cell, layout)
-    reason = refuse_if_too_big(estimate, device, spec.mem_limit_bytes, local_ranks)
+    breakdown = estimate(spec, cell, layout)
+    reason = refuse_if_too_big(breakdown.total, device, spec.mem_limit_bytes, local_ranks)
     if reason is None:
         return None
-    metrics = TrainMetrics(mem_estimate_bytes_per_rank=estimate)
+    metrics = TrainMetrics(**estimate_fields(breakdown))
     return Outcome(KIND, "oom", record_spec, metrics_dict(metrics), reason=reason)
 
 
@@ -144,12 +162,11 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     ranks = gather_rank_results(local)
     if _rank() != 0:
         return None
-    estimate = estimate_bytes(spec, cell, layout)
+    breakdown = estimate(spec, cell, layout)
     raw = {f"rank{r.rank}": r.raw() for r in ranks}
     bad = next((r for r in ranks if r.diverged_step is not None), None)
     if bad is not None:
-        metrics = TrainMetrics(diverged_step=bad.diverged_step,
-                               mem_estimate_bytes_per_rank=estimate)
+        metrics = TrainMetrics(diverged_step=bad.diverged_step, **estimate_fields(breakdown))
         return Outcome(KIND, "diverged", record_spec, metrics_dict(metrics), raw, bad.reason)
     if min(r.timed_steps for r in ranks) == 0:
         steps = len(ranks[0].step_times_s)
@@ -157,6 +174,7 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
                        reason=f"time budget ended after {steps} steps, none timed past the "
                               f"{spec.warmup_steps} warm-up steps")
     backend = dist.get_backend() if dist.is_initialized() else "none"
-    metrics = cell_metrics(spec, cell, layout, counts, ranks, estimate, backend)
+    metrics = replace(cell_metrics(spec, cell, layout, counts, ranks, breakdown.total, backend),
+                      **estimate_fields(breakdown))
     return Outcome(KIND, "ok", record_spec, metrics_dict(metrics), raw,
                    reason=peak_warning(metrics))

@@ -17,7 +17,7 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
     two_four_skipped_flops_per_token,
 )
-from accelbench.analytics.metrics import at_measured_clock, tflops, utilisation
+from accelbench.analytics.metrics import tflops, utilisation
 from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
 from accelbench.bench.peak import Peak
@@ -26,15 +26,15 @@ from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
+from accelbench.config.runtime_settings import reduce_bytes
 from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.parallel.collectives import (
     bubble_fraction_theory,
     busiest_rank_comm_bytes,
     ideal_comm_bytes_per_step,
 )
+from accelbench.parallel.context import placement
 from accelbench.parallel.topology import cross_node_dims, topology_of
-
-GRAD_BYTES_PER_PARAM = 4  # gradients stay fp32: autocast keeps fp32 master weights
 
 
 @dataclass(frozen=True)
@@ -120,16 +120,18 @@ def _comm(spec: TrainSpec, cell: TrainCell, layout: Layout, backend: str) -> dic
     Megatron's ideal volume the planner assumes (under ep the routed experts, 1 / (ep x pp) of
     them a rank, reduced over dp / ep); activations and messages in the compute dtype."""
     compute = spec.precision(cell).compute  # fp8: bf16
+    settings = spec.runtime_settings  # FSDP2's bf16 policy gathers 2 bytes, reduces as set
     pp_rank, sent = busiest_rank_comm_bytes(spec.model, layout, cell.seq_len, cell.micro_batch,
                                             cell.gas, compute,
-                                            cell.recompute, backend)
+                                            cell.recompute, backend, settings)
     cfg = spec.model
     experts = (moe_layer_count(cfg) * cfg.n_experts * expert_params(cfg)
                if cfg.n_experts and layout.ep > 1 else 0)
-    grad_bytes = GRAD_BYTES_PER_PARAM * (total_params(cfg) - experts) / (layout.tp * layout.pp)
+    width = reduce_bytes(settings, placement(layout), cell.dtype)  # as this runtime reduces
+    grad_bytes = width * (total_params(cfg) - experts) / (layout.tp * layout.pp)
     ideal = ideal_comm_bytes_per_step(cfg, layout, cell.seq_len, cell.micro_batch, cell.gas,
                                       compute, grad_bytes, cell.recompute,
-                                      GRAD_BYTES_PER_PARAM * experts / (layout.ep * layout.pp))
+                                      width * experts / (layout.ep * layout.pp))
     return dict(comm_bytes_per_step_per_rank=sent, comm_bytes_pp_rank=pp_rank,
                 comm_bytes_per_step_ideal_per_rank=ideal,
                 pipeline_bubble_fraction_theory=bubble_fraction_theory(layout.pp, cell.gas,
@@ -182,7 +184,6 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         tflops_per_device=tflops(flops_per_device, t),
         mfu=utilisation(flops_per_device, t, peak.flops_per_s),
         hfu=utilisation(hw_per_device, t, peak.flops_per_s), **_fp8(counts, ranks, t),
-        **_at_clock(utilisation(flops_per_device, t, peak.flops_per_s), peak, ranks),
         peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
         peak_precision=peak.precision, loss_first=ranks[0].loss[0],
         loss_last=ranks[0].loss[-1], optimizer=ranks[0].optimizer,
@@ -249,16 +250,6 @@ def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[RankRe
     dropped = sum(map(sum, summed_expert_load(ranks, "dropped"))) / timed_steps
     skipped = dropped_flops(spec.model, dropped)
     return skipped.total + (skipped.forward if cell.recompute == "full" else 0.0)
-
-
-def _at_clock(mfu: float | None, peak: Peak, ranks: list[RankResult]) -> dict:
-    """The datasheet peak's own clock and the MFU against the peak at the timed window's
-    mean SM clock (over every rank's devices), where the energy meter read clocks (NVML)."""
-    clocks = [c for r in ranks for c in ((r.energy or {}).get("mean_sm_clock_mhz_per_device")
-                                         or ())]
-    clock = sum(clocks) / len(clocks) if len(clocks) == len(ranks) and clocks else None
-    return dict(peak_clock_mhz=peak.clock_mhz,
-                mfu_at_measured_clock=at_measured_clock(mfu, peak.clock_mhz, clock))
 
 
 def _energy(counts: CellCounts, ranks: list[RankResult], timed_steps: int) -> dict:

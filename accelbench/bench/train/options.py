@@ -44,6 +44,9 @@ class TrainOptions:
     compute_weights: str = _opt("fp32", "Weights a bf16 step computes with: fp32 (cast by "
                                 "autocast at each use) or bf16 (kept between steps, fp32 "
                                 "masters in the optimizer; one process; docs/train.md).")
+    runtime: str = _opt("", "Lean data-parallel settings to turn off, or FSDP2's reduction "
+                        "dtype: ddp_views=off, zero_views=off, fsdp_mp=off, reduce=bf16; "
+                        "comma-separated (docs/parallel.md).")
     sparsity: str = _opt("0", "Weight sparsity of the blocks' matrices, levels in [0, 1), "
                          "comma-separated, e.g. 0,0.6,0.8,0.9 (docs/sparsity.md).")
     sparsity_pattern: str = _opt("unstructured", "unstructured, or 2:4 (level 0.5 only).")
@@ -190,6 +193,7 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
                          else None),
         max_micro_batch=options.max_micro_batch, verify_fit=options.verify_fit,
         nproc=resolve_nproc(options.nproc, options.layout), layout=options.layout,
+        runtime=options.runtime,
         cell_timeout_s=options.cell_timeout, lr_warmup_steps=options.lr_warmup_steps,
         hang_timeout_s=options.hang_timeout, trials=parse_trials(options.trials),
         disturbance_threshold=options.disturbance_threshold)

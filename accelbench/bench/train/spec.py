@@ -26,6 +26,7 @@ from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validat
 from accelbench.config.model import ModelConfig
 from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import resolve_model
+from accelbench.config.runtime_settings import RuntimeSettings, parse_runtime
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.trials import require_trials
@@ -96,6 +97,7 @@ class TrainSpec:
     verify_fit: bool = False  # run the first estimate-refused cell of each series (sweep.py)
     init_checkpoint: str | None = None  # a Hugging Face GPT-2 folder whose weights start the run
     layout: str = ""  # dp=..,tp=..,pp=..,zero=.. (empty: data parallel over every process)
+    runtime: str = ""  # lean data-parallel settings turned off, e.g. ddp_views=off (issue 37)
     nproc: int = 1  # processes to launch with torchrun (1: this process, or the launcher's)
     cell_timeout_s: float = 3600.0  # a launched cell that runs longer is killed and recorded
     # a launched cell whose ranks all stop progressing this long is killed and recorded as a
@@ -117,6 +119,11 @@ class TrainSpec:
         names = list(TRAIN_SWEPT)
         return [TrainCell(**{TRAIN_SWEPT[n]: v for n, v in zip(names, values, strict=True)})
                 for values in itertools.product(*(getattr(self, n) for n in names))]
+
+    @property
+    def runtime_settings(self) -> RuntimeSettings:
+        """The data-parallel settings of every cell (config/runtime_settings.py)."""
+        return parse_runtime(self.runtime)
 
     def precision(self, cell: TrainCell, device_type: str | None = None) -> Precision:
         """A cell's precision (compute dtype, peak column, fp8 recipe), resolved in one place
@@ -226,6 +233,7 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     _check_sweep_lists(spec)
     _check_fp8(spec)
     _check_step_options(spec)
+    parse_runtime(spec.runtime)  # one line naming the setting and its values
     require_choice("benchmark", spec.benchmark, BENCHMARKS)
     require_count("steps", spec.steps, MAX_STEPS)
     if not 0 <= spec.warmup_steps < spec.steps:
