@@ -41,6 +41,16 @@ def _note(windows: list[EnergyWindow], counted: list[tuple[int, EnergyWindow]]) 
     return "; ".join(notes) or None
 
 
+def _clocks(counted: list[tuple[int, EnergyWindow]]) -> dict:
+    """The mean SM clock of every device over its window, and their mean; none unless every
+    window read clocks."""
+    per_device = [c for _, w in counted for c in (w.mean_sm_clock_mhz_per_device or ())]
+    if not per_device or any(w.mean_sm_clock_mhz_per_device is None for _, w in counted):
+        return {}
+    return dict(sm_clock_mhz_mean_per_device=per_device,
+                sm_clock_mhz_mean=sum(per_device) / len(per_device))
+
+
 def unavailable_fields(reason: str) -> EnergyFields:
     """A cell whose energy could not be measured: the reason, nothing estimated."""
     return EnergyFields(energy_note=f"{UNAVAILABLE}: {reason}")
@@ -68,6 +78,7 @@ def cell_energy(results: list[dict], tokens: float) -> EnergyFields:
         energy_j_per_device=[j for _, w in counted for j in w.energy_j_per_device],
         avg_power_w_per_device=[p for _, w in counted for p in w.avg_power_w_per_device],
         peak_power_w_per_device=[p for _, w in counted for p in w.peak_power_w_per_device],
+        **_clocks(counted),
         energy_per_token_j=total / tokens if tokens and total > 0 else None,
         tokens_per_j=tokens / total if total > 0 else None,
     )

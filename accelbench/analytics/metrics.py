@@ -25,6 +25,16 @@ def utilisation(flops: float, seconds: float, peak_flops_per_s: float | None) ->
     return per_second(flops, seconds) / peak_flops_per_s
 
 
+def at_measured_clock(utilisation_: float | None, peak_clock_mhz: float | None,
+                      clock_mhz: float | None) -> float | None:
+    """A utilisation against the peak at the clock the device ran (peak x clock /
+    peak_clock_mhz, the peak's own clock from the datasheet): a card held at 1,500 MHz by its
+    power cap is judged against what 1,500 MHz can do. None without any of the three."""
+    if utilisation_ is None or not peak_clock_mhz or not clock_mhz:
+        return None
+    return utilisation_ * peak_clock_mhz / clock_mhz
+
+
 def speedup(time_base_s: float, time_s: float) -> float:
     """How many times faster than the baseline."""
     return per_second(time_base_s, time_s)

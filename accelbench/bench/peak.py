@@ -34,6 +34,7 @@ class Peak:
     precision: str
     label: str  # "datasheet dense (<key>)", "measured peak (GEMM n=...)" or "none"
     sparse_flops_per_s: float | None = None  # the vendor's 2:4 sparse peak (never MFU's)
+    clock_mhz: float | None = None  # the SM clock a datasheet peak is quoted at (specs.py)
 
 
 def gemm_size(device: torch.device) -> int:
@@ -119,7 +120,7 @@ def resolve_peak(spec: DeviceSpec | None, device: torch.device, dtype: str, tf32
         flops = spec.peak_flops_per_s(precision)
         if flops:
             return Peak(flops, precision, f"datasheet dense ({spec.key})",
-                        spec.sparse_peak_flops_per_s(precision))
+                        spec.sparse_peak_flops_per_s(precision), spec.peak_clock_mhz)
     if not measure:
         return Peak(None, precision, "none")
     metrics, _ = measure_peak(device, dtype, tf32)
@@ -151,10 +152,12 @@ class SweepPeak:
     precision: str
     label: str
     sparse_flops_per_s: float | None = None
+    clock_mhz: float | None = None  # a datasheet peak's own clock
 
     def peak(self) -> Peak:
         """As the metrics builders take it."""
-        return Peak(self.flops_per_s, self.precision, self.label, self.sparse_flops_per_s)
+        return Peak(self.flops_per_s, self.precision, self.label, self.sparse_flops_per_s,
+                    self.clock_mhz)
 
 
 def _threads(threads: int | None) -> int:
@@ -257,7 +260,7 @@ class SweepPeaks:
                              measure=False)
         if sheet.flops_per_s is not None:
             return SweepPeak(dtype, sheet.flops_per_s, sheet.precision, sheet.label,
-                             sheet.sparse_flops_per_s)
+                             sheet.sparse_flops_per_s, sheet.clock_mhz)
         spec = {"workload": PEAK_KIND, "device": str(self.device), "dtype": dtype,
                 "precision": sheet.precision, "tf32": self.tf32, "threads": _threads(self.threads)}
         reused = _stored(spec)

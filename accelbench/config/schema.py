@@ -34,6 +34,11 @@ class PeakFields:
     peak_flops_per_s_per_device: float | None = None
     peak_label: str | None = None  # "datasheet dense (<key>)", "measured peak (...)" or "none"
     peak_precision: str | None = None
+    # the SM clock (MHz) the datasheet peak is quoted at (hardware/specs.py), and the MFU
+    # against the peak at the timed window's measured mean clock (peak x clock / peak_clock):
+    # a power-capped and a free card compared at the clocks they ran (issue 39)
+    peak_clock_mhz: float | None = None
+    mfu_at_measured_clock: float | None = None
 
 
 # a CPU's mem_method without glibc, and every CPU record before 2026-11-27: the process's
@@ -75,6 +80,9 @@ class EnergyFields:
     energy_j_per_device: list[float] | None = None
     avg_power_w_per_device: list[float] | None = None  # joules over the window
     peak_power_w_per_device: list[float] | None = None  # highest reported (or sampled) watts
+    # the SM clock's mean over the timed window, sampled with power (NVML); None elsewhere
+    sm_clock_mhz_mean_per_device: list[float] | None = None
+    sm_clock_mhz_mean: float | None = None  # over the devices above
     energy_per_token_j: float | None = None  # energy_j over the window's tokens (all ranks)
     tokens_per_j: float | None = None
 

@@ -22,6 +22,8 @@ class EnergyWindow:
     peak_power_w_per_device: tuple[float, ...]
     samples: int
     too_short: bool
+    # the SM clock's mean over the window's samples, where the source reads clocks (NVML)
+    mean_sm_clock_mhz_per_device: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict:
         """Plain data, as a rank hands it to rank 0."""

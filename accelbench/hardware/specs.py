@@ -31,6 +31,10 @@ class DeviceSpec:
     # The vendor's 2:4 structured-sparsity peak over the dense one for tensor-core precisions
     # (NVIDIA prints exactly 2x from Ampere on); None where the vendor quotes no sparse peak.
     sparse_factor: float | None = None
+    # The SM clock (MHz) the dense peaks are quoted at, with its source: a card running at
+    # another clock reaches peak x clock / peak_clock_mhz (the clock-scaled MFU, issue 39)
+    peak_clock_mhz: float | None = None
+    peak_clock_source: str = ""
 
     def peak_flops_per_s(self, precision: str) -> float | None:
         """Dense peak FLOP/s for the precision that ran, or None if the table has none."""
@@ -67,18 +71,24 @@ _MI250X = DeviceSpec("mi250x", "AMD Instinct MI250X", "amd", "gpu",
                      notes="FP32 left out (vector/matrix figures unverified); 2 GCDs per "
                            "module (mi250x-gcd)")
 _NV_DS = "NVIDIA datasheet (dense = half the sparsity figure)"
+# the clocks the peaks are at, derived from the peaks: SMs x dense FLOP per SM per clock x clock
+_A100_CLOCK = ("derived: 312 TFLOPS bf16 dense = 108 SMs x 2,048 FLOP/clock x 1,410 MHz, the "
+               "A100 datasheet's boost clock")
+_H100_CLOCK = ("derived: 989.4 TFLOPS bf16 dense = 132 SMs x 4,096 FLOP/clock x 1,830 MHz "
+               "(NVIDIA H100 whitepaper: 132 SMs in SXM5, 1,024 dense bf16 FMA per SM a clock)")
 _SPECS: tuple[DeviceSpec, ...] = (
     DeviceSpec("a100-40gb", "NVIDIA A100 SXM4 40GB", "nvidia", "gpu",
                {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312}, 40, 1555,
                "NVLink 3 (600 GB/s total)", 300, _NV_DS + "", sparse_factor=2.0,
-               aliases=("a100",)),
+               aliases=("a100",), peak_clock_mhz=1410, peak_clock_source=_A100_CLOCK),
     DeviceSpec("a100-80gb", "NVIDIA A100 SXM4 80GB", "nvidia", "gpu",
                {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312}, 80, 2039,
-               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "", sparse_factor=2.0),
+               "NVLink 3 (600 GB/s total)", 300, _NV_DS + "", sparse_factor=2.0,
+               peak_clock_mhz=1410, peak_clock_source=_A100_CLOCK),
     DeviceSpec("h100-sxm", "NVIDIA H100 SXM5 80GB", "nvidia", "gpu",
                {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 80, 3350,
                "NVLink 4 (900 GB/s total)", 450, _NV_DS + "", sparse_factor=2.0,
-               aliases=("h100",)),
+               aliases=("h100",), peak_clock_mhz=1830, peak_clock_source=_H100_CLOCK),
     DeviceSpec("h100-pcie", "NVIDIA H100 PCIe 80GB", "nvidia", "gpu",
                {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756, "fp8": 1513}, 80, 2000,
                "PCIe Gen5 x16 (64 GB/s per direction)", 64,
@@ -88,7 +98,7 @@ _SPECS: tuple[DeviceSpec, ...] = (
     DeviceSpec("h200", "NVIDIA H200 SXM 141GB", "nvidia", "gpu",
                {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}, 141, 4800,
                "NVLink 4 (900 GB/s total)", 450, _NV_DS + "; same die as H100 SXM",
-               sparse_factor=2.0),
+               sparse_factor=2.0, peak_clock_mhz=1830, peak_clock_source=_H100_CLOCK),
     DeviceSpec("b200", "NVIDIA B200 (HGX) 180GB", "nvidia", "gpu",
                {"tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500}, 180, 7700,
                "NVLink 5 (1.8 TB/s total)", 900, _NV_DS + "", sparse_factor=2.0,

@@ -17,7 +17,7 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
     two_four_skipped_flops_per_token,
 )
-from accelbench.analytics.metrics import tflops, utilisation
+from accelbench.analytics.metrics import at_measured_clock, tflops, utilisation
 from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
 from accelbench.bench.peak import Peak
@@ -184,6 +184,7 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         tflops_per_device=tflops(flops_per_device, t),
         mfu=utilisation(flops_per_device, t, peak.flops_per_s),
         hfu=utilisation(hw_per_device, t, peak.flops_per_s), **_fp8(counts, ranks, t),
+        **_at_clock(utilisation(flops_per_device, t, peak.flops_per_s), peak, ranks),
         peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
         peak_precision=peak.precision, loss_first=ranks[0].loss[0],
         loss_last=ranks[0].loss[-1], optimizer=ranks[0].optimizer,
@@ -250,6 +251,16 @@ def _dropped_flops_per_step(spec: TrainSpec, cell: TrainCell, ranks: list[RankRe
     dropped = sum(map(sum, summed_expert_load(ranks, "dropped"))) / timed_steps
     skipped = dropped_flops(spec.model, dropped)
     return skipped.total + (skipped.forward if cell.recompute == "full" else 0.0)
+
+
+def _at_clock(mfu: float | None, peak: Peak, ranks: list[RankResult]) -> dict:
+    """The datasheet peak's own clock and the MFU against the peak at the timed window's
+    mean SM clock (over every rank's devices), where the energy meter read clocks (NVML)."""
+    clocks = [c for r in ranks for c in ((r.energy or {}).get("mean_sm_clock_mhz_per_device")
+                                         or ())]
+    clock = sum(clocks) / len(clocks) if len(clocks) == len(ranks) and clocks else None
+    return dict(peak_clock_mhz=peak.clock_mhz,
+                mfu_at_measured_clock=at_measured_clock(mfu, peak.clock_mhz, clock))
 
 
 def _energy(counts: CellCounts, ranks: list[RankResult], timed_steps: int) -> dict:

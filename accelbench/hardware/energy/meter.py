@@ -33,9 +33,17 @@ def _peaks(samples: list[Sample], n: int) -> tuple[float, ...]:
     return tuple(max(r[i] for r in rates) if rates else 0.0 for i in range(n))
 
 
-def window_from_samples(source: EnergySource, host: str, samples: list[Sample]
-                        ) -> EnergyWindow:
-    """The window's figures from its samples, the first and last at its edges."""
+def _mean_clocks(clocks: list[tuple[float, ...]]) -> tuple[float, ...] | None:
+    """Each device's mean over the clock samples (taken with the power samples), or None."""
+    if not clocks:
+        return None
+    return tuple(sum(c[i] for c in clocks) / len(clocks) for i in range(len(clocks[0])))
+
+
+def window_from_samples(source: EnergySource, host: str, samples: list[Sample],
+                        clocks: list[tuple[float, ...]] | None = None) -> EnergyWindow:
+    """The window's figures from its samples, the first and last at its edges; `clocks` the
+    SM clocks read with them, where the source reads clocks."""
     (t0, j0, _), (t1, j1, _) = samples[0], samples[-1]
     duration = t1 - t0
     joules = tuple(b - a for a, b in zip(j0, j1, strict=True))
@@ -43,7 +51,8 @@ def window_from_samples(source: EnergySource, host: str, samples: list[Sample]
     return EnergyWindow(source.name, source.interval_s, host, source.host_wide,
                         tuple(source.devices), duration, joules, avg,
                         _peaks(samples, len(joules)), len(samples),
-                        duration < SHORT_WINDOW_INTERVALS * source.interval_s)
+                        duration < SHORT_WINDOW_INTERVALS * source.interval_s,
+                        _mean_clocks(clocks or []))
 
 
 class EnergyMeter:
@@ -54,6 +63,7 @@ class EnergyMeter:
                  sample_s: float | None = SAMPLE_S) -> None:
         self.source, self._clock, self._sample_s = source, clock, sample_s
         self._samples: list[Sample] = []
+        self._clocks: list[tuple[float, ...]] = []  # SM clocks, where the source reads them
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.window: EnergyWindow | None = None
@@ -68,7 +78,18 @@ class EnergyMeter:
 
     def _sample(self) -> Sample:
         power = self._power()  # read first: the counter's reading closes the sample
+        self._read_clock()
         return self._clock(), self.source.read_j(), power
+
+    def _read_clock(self) -> None:
+        """The SM clock beside each power reading (NVML); a failed read leaves a gap."""
+        read = getattr(self.source, "sm_clock_mhz", None)
+        if read is None:
+            return
+        try:
+            self._clocks.append(tuple(read()))
+        except Exception:  # noqa: BLE001 - a clock never fails the cell it describes
+            return
 
     def _edge(self) -> bool:
         """A sample at a window's edge; False (and why, kept) when the counter failed: the
@@ -92,7 +113,7 @@ class EnergyMeter:
         """Open the window (call after synchronising the device)."""
         if isinstance(self.source, Unavailable):
             return
-        self._samples = []
+        self._samples, self._clocks = [], []
         if self._edge() and self._sample_s:
             self._thread = threading.Thread(target=self._run, name="energy-meter", daemon=True)
             self._thread.start()
@@ -104,7 +125,8 @@ class EnergyMeter:
         self._halt()
         if not self._edge():
             return None
-        self.window = window_from_samples(self.source, socket.gethostname(), self._samples)
+        self.window = window_from_samples(self.source, socket.gethostname(), self._samples,
+                                          self._clocks)
         return self.window
 
     def _halt(self) -> None:

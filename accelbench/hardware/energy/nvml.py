@@ -56,6 +56,11 @@ class NvmlSource:
         """The board's power as NVML reports it now."""
         return (self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3,)
 
+    def sm_clock_mhz(self) -> tuple[float, ...]:
+        """The SM clock now (MHz), sampled beside power: the timed window's mean clock."""
+        return (float(self._nvml.nvmlDeviceGetClockInfo(self._handle,
+                                                        self._nvml.NVML_CLOCK_SM)),)
+
     def close(self) -> None:
         """Release this source's nvmlInit (NVML counts them)."""
         self._nvml.nvmlShutdown()
