@@ -207,12 +207,12 @@ def launch_torchrun(nproc: int, argv: list[str], timeout_s: float,
     with _work_folder(work_dir) as folder:
         log_dir = folder / LOGS_DIR
         cmd = agent_argv(torchrun_argv(nproc, argv, str(log_dir)))
-        watch = (HangWatch(folder / HEARTBEAT_DIR, nproc, hang_timeout_s)
-                 if hang_timeout_s else None)
         started = time.perf_counter()
         with tempfile.TemporaryFile("w+") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
                                     env={**os.environ, **(env or {})}, start_new_session=True)
+            watch = (HangWatch(folder / HEARTBEAT_DIR, nproc, hang_timeout_s, proc.pid)
+                     if hang_timeout_s else None)
             stop = _supervise(proc, timeout_s, watch, log_dir)
             out.seek(0)
             output = out.read()
@@ -238,6 +238,14 @@ def _result(code: int, wall_s: float, output: str, logs: dict[int, str],
     """Name the failed rank and its own error (root_cause)."""
     result = LaunchResult(code, False, wall_s, output[-_TAIL_CHARS:], rank_logs=logs)
     if code == 0:
+        return result
+    agent = agent_signal(code, output)
+    if agent is not None:  # the agent itself was signalled: the cause, not its ranks' ends
+        result.error = (f"the torchrun agent was killed by {signal_name(agent)} (signal "
+                        f"{agent}), sent by another process; its ranks ended with it"
+                        if code < 0 else
+                        f"the torchrun agent received {signal_name(agent)} (signal {agent}) "
+                        "from another process and stopped its ranks")
         return result
     result.failed_rank, error = root_cause(output, logs, errors or {})
     result.error = error[-_TAIL_CHARS:].strip()
@@ -265,19 +273,45 @@ def root_cause(output: str, logs: dict[int, str], errors: dict[int, dict]) -> tu
         rank = min(errors, key=lambda r: (errors[r].get("time", 0.0), r))
         return rank, _error_text(errors[rank])
     rank = failed_rank_from_output(output)
-    text = logs.get(rank, "") if rank is not None else ""
-    return rank, text or output
+    code = codes.get(rank) if rank is not None else None
+    found = error_line(logs.get(rank, "") if rank is not None else output)
+    if found:
+        return rank, found
+    how = f"exited with code {code}" if code is not None else "failed"
+    return rank, f"{how}, with no error message of its own in its log"
+
+
+def agent_signal(code: int, output: str) -> int | None:
+    """The signal that ended the torchrun agent itself, or None: its exit status (killed by
+    it), or torchrun's SignalException ('Process N got signal: 15') when it shut down on one."""
+    if code < 0:
+        return -code
+    match = re.search(r"SignalException: Process \d+ got signal: (\d+)", output)
+    return int(match.group(1)) if match else None
+
+
+# The last line of an exception ('RuntimeError: boom', 'torch.OutOfMemoryError: ...') or of
+# Python's fatal error report: what a failed process said of its failure, unlike any other
+# line of its log (a profiler's, a warning's, progress).
+_ERROR_LINE = re.compile(r"^\s*(Fatal Python error: .*|([A-Za-z_][\w.]*)?"
+                         r"(Error|Exception|Interrupt|Exit)(: .*)?)\s*$")
+
+
+def error_line(log: str) -> str:
+    """The last line of `log` that states an error (an exception's, or a fatal error), or ''."""
+    found = [line.strip() for line in log.splitlines() if _ERROR_LINE.match(line)]
+    return found[-1][-_LAST_LINE_CHARS:] if found else ""
 
 
 def _signal_text(signum: int, log: str) -> str:
-    """'killed by SIGSEGV (signal 11); its last output: ...'. SIGKILL leaves the process no
+    """'killed by SIGSEGV (signal 11); its last error: ...'. SIGKILL leaves the process no
     last word, so its output is left out: the kernel's out-of-memory killer is the usual
-    sender when no person or program was."""
+    sender when no person or program was. Only a line stating an error is quoted."""
     text = f"killed by {signal_name(signum)} (signal {signum})"
     if signum == signal.SIGKILL:
         return f"{text}: sent by another process or the kernel's out-of-memory killer"
-    last = _last_line(log)
-    return f"{text}; its last output: {last}" if last else text
+    last = error_line(log)
+    return f"{text}; its last error: {last}" if last else text
 
 
 def _error_text(error: dict) -> str:

@@ -91,6 +91,41 @@ def tree_cpu_s(pid: int) -> float | None:
     return total
 
 
+def own_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds used by pid alone (not its children), or None."""
+    stat = proc_stat(pid) if pid else None
+    return stat[3] if stat else None
+
+
+def worker_pids(agent_pid: int) -> dict[int, int]:
+    """rank -> pid of the workers a torchrun agent started: its children whose environment
+    holds the RANK torchrun gave them (their own children inherit it, so only children)."""
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        stat = proc_stat(int(entry.name))
+        if stat is None or stat[0] != agent_pid:
+            continue
+        rank = _env_value(int(entry.name), b"RANK")
+        if rank is not None and rank.isdigit():
+            found[int(rank)] = int(entry.name)
+    return found
+
+
+def _env_value(pid: int, name: bytes) -> str | None:
+    """One variable of a process's environment (/proc/<pid>/environ), or None."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for item in environ.split(b"\0"):
+        key, _, value = item.partition(b"=")
+        if key == name:
+            return value.decode(errors="replace")
+    return None
+
+
 def proc_state(pid: int) -> str:
     """The state letter /proc shows (R running, S sleeping, D uninterruptible, T stopped,
     Z zombie), or '' where it cannot be read."""

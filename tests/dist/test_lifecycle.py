@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.dist
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, vocab_size=1024, n_positions=64)
 CLI_ARGS = ["train", "--model", "gpt2-tiny:n_layer=2,vocab_size=1024,n_positions=64", "--seq",
             "16", "--warmup-steps", "1", "--dtype", "fp32", "--device", "cpu", "--nproc", "2",
-            "--quiet", "--cell-timeout", "120", "--trials", "1"]
+            "--quiet", "--cell-timeout", "120"]
 MARKER = "ACCELBENCH_TEST_MARKER"
 
 
@@ -93,31 +95,38 @@ def _wait_for(predicate, limit_s: float = 90) -> None:
         time.sleep(0.1)
 
 
-def _cell_folder(db: Path, n: int) -> Path | None:
-    """The launched cell of micro-batch n, once its folder and launch file are there."""
+def _cell_folder(db: Path, n: int, trial: int | None = None) -> Path | None:
+    """The launched cell of micro-batch n (its trial `trial`, 0-based, of several), once its
+    folder and launch file are there."""
     for folder in (db.parent / "accelbench-pending").glob("cell-*"):
         try:
-            label = json.loads((folder / "launch.json").read_text())["label"]
+            launch = json.loads((folder / "launch.json").read_text())
         except (OSError, ValueError):  # not written yet
             continue
-        if f" mb {n} " in f" {label} ":
+        if f" mb {n} " in f" {launch['label']} " and (trial is None or
+                                                       launch.get("trial", [0])[0] == trial):
             return folder
     return None
 
 
-def _waiting(db: Path, n: int) -> bool:
+def _waiting(db: Path, n: int, trial: int | None = None) -> bool:
     """Rank 1 of micro-batch n's cell has reached step 2, where its `wait` fault holds it."""
-    folder = _cell_folder(db, n)
+    folder = _cell_folder(db, n, trial)
     return folder is not None and read_heartbeats(folder / "heartbeat").get(1, {}).get(
         "step") == 2
 
 
-def _release(db: Path, n: int) -> bool:
+def _release(db: Path, n: int, trial: int | None = None) -> bool:
     """Let micro-batch n's cell go on past its `wait` fault (True once done)."""
-    folder = _cell_folder(db, n)
+    folder = _cell_folder(db, n, trial)
     if folder is not None:
         (folder / TEST_RELEASE_FILE).touch()
     return folder is not None
+
+
+def _trial_rows(db: Path) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT count(*) FROM trials").fetchone()[0]
 
 
 def _recorded(db: Path, kind: str) -> int:
@@ -131,20 +140,24 @@ def _spec(**changes) -> TrainSpec:
     return TrainSpec(**{**base, **changes})
 
 
-@pytest.mark.parametrize("sig, batches, code", [(signal.SIGINT, "1,2", 130),
-                                                (signal.SIGTERM, "1", 143)])
+@pytest.mark.parametrize("sig, batches, trials, code", [(signal.SIGINT, "1,2", 1, 130),
+                                                        (signal.SIGTERM, "1", 2, 143)])
 def test_a_signal_stops_the_ranks_records_the_cell_and_says_what_was_kept(isolated, sig,
-                                                                          batches, code):
-    """Every cell's rank 1 waits at step 2 until the test releases it: the cells before the
-    last are released and finish; the last one cannot finish before the signal, however slow
-    or loaded the machine (events, not timing)."""
+                                                                          batches, trials, code):
+    """Every launch's rank 1 waits at step 2 until the test releases it: the cells (or trials)
+    before the last are released and finish; the last one cannot finish before the signal,
+    however slow or loaded the machine (events, not timing). With two trials the cell is
+    recorded with its finished trial, and a rerun launches only the missing one."""
     marker, db, _ = isolated
     cells = len(batches.split(","))
-    proc = _cli(db, "--micro-batch", batches, "--steps", "4",
+    proc = _cli(db, "--micro-batch", batches, "--steps", "4", "--trials", str(trials),
                 env={"ACCELBENCH_TEST_FAULT": "wait:1:2"})
     for n in range(1, cells):
         _wait_for(lambda n=n: _release(db, n))
-    _wait_for(lambda: _waiting(db, cells))
+    last = trials - 1 if trials > 1 else None
+    if trials > 1:
+        _wait_for(lambda: _release(db, cells, 0))
+    _wait_for(lambda: _waiting(db, cells, last))
     sent = time.monotonic()
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
@@ -152,21 +165,33 @@ def test_a_signal_stops_the_ranks_records_the_cell_and_says_what_was_kept(isolat
     assert proc.returncode == code, err
     assert stopped_s < 15 and not _marked(marker)
     said = [line for line in err.splitlines() if line.startswith("interrupted")]
-    assert said == [f"interrupted by {sig.name}: {cells - 1} cell(s) recorded in {db}; cell "
-                    f"{cells}/{cells} (seq 16 mb {cells} gas 1 fp32 recompute none on 2 "
-                    "processes) recorded as interrupted"]
+    label = f"seq 16 mb {cells} gas 1 fp32 recompute none on 2 processes"
+    running = label if trials == 1 else f"{label}, trial {trials}/{trials}"
+    assert said == [f"interrupted by {sig.name}: {cells - 1} finished cell(s) and 1 interrupted "
+                    f"cell(s) with {trials - 1} of their {trials} trial(s) recorded in {db}; "
+                    f"lost: the running trial ({running})"]
     assert err.rstrip().endswith(said[0]) and out == ""
     records = ResultStore(db).query(kind="train")
     assert [r.status for r in records] == ["ok"] * (cells - 1) + ["interrupted"]
     assert records[-1].reason.startswith(f"interrupted by {sig.name} after")
     assert records[-1].spec["layout"]["dp"] == 2 and records[-1].spec["world_size"] == 2
+    if trials == 1:
+        return
+    assert records[-1].metrics["trials"] == 1 and _trial_rows(db) == 1
+    resumed = _cli(db, "--micro-batch", batches, "--steps", "4", "--trials", str(trials))
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    final = ResultStore(db).query(kind="train")[-1]
+    assert final.status == "ok" and final.metrics["trials"] == 2, final.reason
+    assert _trial_rows(db) == 2 and len(set(final.raw["trial_runs"])) == 2  # one launch more
+    assert "1 trial(s) of unfinished cells kept by an earlier run" in err
 
 
 def test_a_killed_parent_leaves_no_process_and_its_finished_cell_is_recovered(isolated):
     """Rank 0 has written the outcome and holds (a slow teardown) when the parent is killed:
     agent and ranks follow it within seconds, and the next run records the measurement."""
     marker, db, _ = isolated
-    proc = _cli(db, "--micro-batch", "1", "--steps", "3",
+    proc = _cli(db, "--micro-batch", "1", "--steps", "3", "--trials", "1",
                 env={"ACCELBENCH_TEST_FAULT": "hold:0:outcome written"})
     pending = db.parent / "accelbench-pending"
     _wait_for(lambda: list(pending.glob("cell-*/outcome.json")))
@@ -179,6 +204,38 @@ def test_a_killed_parent_leaves_no_process_and_its_finished_cell_is_recovered(is
     assert record.run_id == ResultStore(db).query(kind="peak")[0].run_id  # the dead run's id
     assert "finished after the accelbench process" in record.reason
     assert recover(ResultStore(db)) == [] and _recorded(db, "train") == 1
+
+
+def test_a_rank_stopped_before_its_first_heartbeat_is_a_hang(isolated, monkeypatch):
+    """Rank 1 stops itself before it writes a heartbeat; rank 0 waits for it in the group's
+    start. The watchdog judges rank 1 from the launch's start and names it hung, stopped
+    (not a SIGKILL's error: it is accelbench that kills the stopped rank)."""
+    monkeypatch.setenv("ACCELBENCH_TEST_FAULT", "stop:1:before")
+    start = time.monotonic()
+    outcome = run_train_sweep(_spec(hang_timeout_s=5), lambda o: None)[0]
+    wall_s = time.monotonic() - start
+    assert outcome.status == "timeout", outcome.reason
+    assert outcome.reason.startswith("rank 1: hung: no rank made progress for ")
+    assert "rank 1 (process stopped), no heartbeat in the " in outcome.reason
+    assert "SIGKILL" not in outcome.reason and wall_s < 60
+
+
+def test_a_killed_agent_is_recorded_as_that_with_its_signal(isolated):
+    """The torchrun agent of a running cell is killed (SIGKILL, by someone else): the cell is
+    recorded as that, its ranks end with it, and the sweep goes on to its end."""
+    marker, db, _ = isolated
+    proc = _cli(db, "--micro-batch", "1", "--steps", "4", "--trials", "1",
+                env={"ACCELBENCH_TEST_FAULT": "wait:1:2"})
+    _wait_for(lambda: _waiting(db, 1))
+    [agent] = [pid for pid in _marked(marker)
+               if b"accelbench.parallel.launch\0agent" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    os.kill(agent, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err
+    [record] = ResultStore(db).query(kind="train")
+    assert record.status == "error"
+    assert record.reason == ("the torchrun agent was killed by SIGKILL (signal 9), sent by "
+                             "another process; its ranks ended with it")
 
 
 def test_a_stopped_rank_is_found_by_the_watchdog_and_named(isolated, monkeypatch):

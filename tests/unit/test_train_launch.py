@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +34,7 @@ from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.parallel.launch import LaunchResult, root_cause
-from accelbench.parallel.procs import Interrupted, signals_raise
+from accelbench.parallel.procs import Interrupted, proc_state, signals_raise
 from accelbench.parallel.watchdog import HangWatch, HeartbeatWriter
 from accelbench.store.store import ResultStore
 
@@ -195,7 +196,57 @@ def test_the_watchdog_names_the_rank_that_stopped_first(tmp_path):
     assert "rank 0, last heartbeat 'step 2: forward/backward'" in hang.reason
     zero(3, "data")  # a heartbeat that advances is progress again
     assert watch.check(start + 7) is None
-    assert HangWatch(beats, 3, 5).check(start + 60) is None  # rank 2 never started: no verdict
+    watch = HangWatch(beats, 3, 5)  # rank 2 never beats: judged from the watch's start
+    assert watch.check(start + 60) is None  # ranks 0 and 1: first seen now, progress
+    hang = watch.check(start + 66)
+    assert hang is not None and hang.rank == 2  # the one that never beat, before the oldest
+    assert hang.reason.startswith("hung: no rank made progress for 6 s (hang timeout 5 s); "
+                                  "rank 2 (process not found), no heartbeat in the ")
+
+
+def test_a_rank_stopped_before_its_first_heartbeat_is_a_hang_named_with_its_state(tmp_path):
+    """A real process of the 'agent' (this test) with RANK=1 that stops itself before writing a
+    heartbeat; rank 0 beats once and waits. No verdict while the ranks progress; then rank 1,
+    stopped, is named first, counted from the watch's start."""
+    beats = tmp_path / "heartbeat"
+    HeartbeatWriter(beats, 0)(0, "starting")
+    child = subprocess.Popen([sys.executable, "-c", "import os, signal; "
+                              "os.kill(os.getpid(), signal.SIGSTOP)"],
+                             env={**os.environ, "RANK": "1"})
+    try:
+        watch = HangWatch(beats, 2, hang_timeout_s=3, agent_pid=os.getpid())
+        start = watch.started
+        while proc_state(child.pid) != "T":
+            time.sleep(0.01)
+        assert watch.check(start + 1) is None
+        hang = watch.check(start + 4.5)
+        assert hang is not None and hang.rank == 1, watch.ranks
+        assert "rank 1 (process stopped), no heartbeat in the 4 s since the launch" in hang.reason
+        assert "rank 0, last heartbeat 'starting'" in hang.reason
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_failed_launchs_reason_is_its_own_error_never_other_log_lines():
+    """No report, no error file: the reason is the log's exception line, else says there was
+    none; a killed or signalled agent is named with its signal."""
+    from accelbench.parallel.launch import _result
+
+    log = "profiler_stop\nSTAGE:2026 ActivityProfilerController.cpp:312] Completed Stage\n"
+    rank, error = root_cause(REPORT.format(code=1, name="x"), {1: log}, {})
+    assert rank == 1 and error == "exited with code 1, with no error message of its own in its log"
+    rank, error = root_cause("", {}, {})
+    assert "profiler" not in error and "Stage" not in error
+    _, error = root_cause(REPORT.format(code=1, name="x"),
+                          {1: log + "Traceback ...\nValueError: bad shape\nprofiler_stop\n"}, {})
+    assert error == "ValueError: bad shape"
+    killed = _result(-9, 1.0, "STAGE:2026 profiler line\n", {0: log}, {})
+    assert killed.error == ("the torchrun agent was killed by SIGKILL (signal 9), sent by another "
+                            "process; its ranks ended with it") and killed.failed_rank is None
+    termed = _result(1, 1.0, "torch.distributed.elastic.multiprocessing.api.SignalException: "
+                     "Process 77 got signal: 15\n", {}, {})
+    assert termed.error.startswith("the torchrun agent received SIGTERM (signal 15)")
 
 
 def test_signals_raise_turns_sigterm_into_interrupted_once():

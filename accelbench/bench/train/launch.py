@@ -348,6 +348,7 @@ def worker_main(folder: str) -> None:
     quiet_if_asked()
     work, rank = Path(folder), read_env().rank
     watch_parent(os.getppid(), signal.SIGKILL)  # an orphan has no one to report to
+    stop_before_first_beat(rank)
     beat = HeartbeatWriter(work / HEARTBEAT_DIR, rank)
     heartbeat = with_test_fault(beat, rank, work)
     set_heartbeat(heartbeat)
@@ -366,6 +367,13 @@ def worker_main(folder: str) -> None:
     except BaseException as err:
         write_rank_error(work, rank, err)
         raise
+
+
+def stop_before_first_beat(rank: int) -> None:
+    """The test fault ACCELBENCH_TEST_FAULT=stop:<rank>:before: this rank stops itself (SIGSTOP)
+    before its first heartbeat (tests/dist/test_lifecycle.py). Unset: nothing."""
+    if os.environ.get(TEST_FAULT_ENV, "") == f"stop:{rank}:before":
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def with_test_fault(beat: Heartbeat, rank: int, folder: Path | None = None) -> Heartbeat:
