@@ -243,7 +243,7 @@ def run_block_sweep(spec: BlockSpec, sink: Sink, progress: Progress | None = Non
             to_run.append(CellTrials(
                 f"batch {batch} {dtype}",
                 functools.partial(_trial, spec, batch, dtype, device, peaks),
-                combine_block_trials))
+                combine_block_trials, KIND, cell_spec(spec, batch, dtype, device)))
         outcomes.append(outcome)
     skipped = len(cells) - len(to_run)
     measured = iter(interleave(to_run, spec.trials, ORDER_SEED, sink, progress, skipped))
