@@ -73,11 +73,22 @@ class RuntimeWidths:
     gathered: int = 4
     grad: int = 4
     reduce: int = 4
+    master_grads: int = 0  # --compute-weights bf16: the masters' fp32 gradients at the step
+
+
+# --compute-weights bf16 (bench/train/bf16_weights.py): bf16 weights beside their fp32 masters
+# (2 + 4), bf16 gradients, no autocast copies; the masters' fp32 gradients are made from the
+# bf16 ones before the optimizer step, counted at the end of the backward (a little cautious:
+# a tied embedding's whole gradient is gone by then)
+BF16_WEIGHTS = RuntimeWidths(weights=6, grads=2, grad=2, master_grads=4)
 
 
 def runtime_widths(precision: str, layout: Layout = Layout(),
-                   settings: RuntimeSettings = LEAN) -> RuntimeWidths:
+                   settings: RuntimeSettings = LEAN,
+                   compute_weights: str = "fp32") -> RuntimeWidths:
     """The widths of a cell in `precision` on this (placed) layout with these settings."""
+    if compute_weights == "bf16":  # one process, bf16 cells only (validated)
+        return BF16_WEIGHTS
     if mixed_precision(settings, layout, precision):  # FSDP2 gathers bf16 for compute
         return RuntimeWidths(gathered=2, grad=2, reduce=reduce_bytes(settings, layout, precision))
     compute = training_widths(precision).activations
@@ -169,26 +180,34 @@ def _backward_end(stage: _Stage, layout: Layout, w: RuntimeWidths, wrapper: str,
     """Buffers beside every gradient at the end of the backward: a flat copy of them all for
     one all-reduce (DataParallelGradSync, a pipeline's dp average), a tied embedding's whole
     gradient before it is added to the head's, and under FSDP2 the root's unsharded
-    parameters, gradient and reduce-scatter input."""
+    parameters and gradient (or, once resharded, its gradient, its cast and the
+    reduce-scatter's input)."""
     ranks = layout.dp * layout.cp
     flat = w.grads * (stage.dense + stage.expert) if (
         wrapper in (GRAD_SYNC, PIPELINE) and ranks > 1) else 0.0
     tied = cfg.tie_embeddings and layout.pp == 1
     embedding = w.grad * cfg.padded_vocab * cfg.d_model if tied else 0.0
-    root = (w.gathered + w.grad + w.reduce) * stage.root if wrapper == FSDP else 0.0
-    return flat + embedding + root
+    if wrapper != FSDP:
+        return flat + embedding
+    # the root's last backward: its parameters and gradient unsharded beside the embedding's;
+    # then its gradient, its copy cast to the reduction width where that differs (the bf16
+    # policy's fp32 reduction), and the reduce-scatter's input in that width
+    cast = w.reduce if w.reduce != w.grad else 0
+    return max((w.gathered + w.grad) * stage.root + embedding,
+               (w.grad + cast + w.reduce) * stage.root) + w.master_grads * (stage.dense + stage.expert)
 
 
 def runtime_memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
                               precision: str, settings: RuntimeSettings = LEAN,
                               workspace_bytes: float = 0.0,
-                              kernels: Kernels = RUNTIME_KERNELS) -> MemoryBreakdown:
+                              kernels: Kernels = RUNTIME_KERNELS,
+                              compute_weights: str = "fp32") -> MemoryBreakdown:
     """The peak bytes one rank of accelbench's runtime holds for this cell: the worst pipeline
     stage at the worse of its two moments (module docstring). `layout` is the cell's (cp as
     cp: its activations are 1/cp; the runtime places cp ranks as dp ranks, as counted here)."""
     placed = Layout(**{**layout.to_dict(), "dp": layout.dp * layout.cp, "cp": 1})
     wrapper = dp_wrapper(placed, bool(cfg.n_experts) and layout.sp)
-    w = runtime_widths(precision, placed, settings)
+    w = runtime_widths(precision, placed, settings, compute_weights)
     worst: MemoryBreakdown | None = None
     for rank, kind, layers in stages_to_check(layout, cfg.n_layer):
         stage = _stage(cfg, seq_len, layout, n_micro, precision, kernels, rank, kind, layers)
