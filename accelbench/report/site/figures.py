@@ -50,7 +50,7 @@ def figures_page(site: Site) -> tuple[str, dict[str, str]]:
     base = site.baseline if site.baseline in machines else machines[0]
     parts = [paragraph(f"The study's figures, drawn by accelbench's report over "
                        f"{len(machines)} of {len(site.machines)} machine(s): "
-                       + "; ".join(m.label for m in machines)
+                       + "; ".join(f"M{m.index} {m.name}" for m in machines)
                        + f". At most {FIGURE_MACHINES} are drawn (the baseline, then those with "
                        "the most ranked cells); every machine is ranked on the workload pages.")]
     files = {}

@@ -102,7 +102,7 @@ def _rank_row(site: Site, n: int, c: SiteCell, base: SiteCell | None, cells: lis
               floor: float | None) -> list[Cell | str]:
     m = c.best.machine
     mfu = safe(lambda: c.best.mfu.text(".2%") if c.best.mfu else "-")
-    return [Cell(str(n), n), Cell(markup=link(machine_page_name(m), m.label)),
+    return [Cell(str(n), n), Cell(markup=link(machine_page_name(m), f"M{m.index} {m.name}")),
             f"{c.device_class} x{c.devices}", rate_cell(c.best.total),
             rate_cell(c.best.per_device), Cell(mfu),
             _verdict(site, c, base), Cell(markup=marks_html(cell_marks(c, cells, floor))),
@@ -120,7 +120,7 @@ def workload_page(site: Site, wid: str) -> str:
     rows = [_rank_row(site, n, c, base, cells, noise[c.best.machine.key])
             for n, c in enumerate(ranked, 1)]
     header = ("rank", "machine", "devices", "tokens/s (all devices)", "tokens/s per device",
-              "MFU", f"vs baseline {site.baseline.label if site.baseline else '-'}",
+              "MFU", f"vs baseline M{site.baseline.index}" if site.baseline else "vs baseline",
               "trust", "bundle")
     ident = "".join(f"<tr><th>{esc(k)}</th><td>{esc(canonical_json(v))}</td></tr>"
                     for k, v in site.identities[wid].items())
@@ -172,7 +172,7 @@ def machine_page(site: Site, m: Machine) -> str:
             + "<h2>Records</h2>"
             + table("records", ("created (UTC)", "kind", "workload", "precision", "status",
                                 "key figure", "trust", "reason"), rows))
-    return page(m.label, body, NAV)
+    return page(f"M{m.index} {m.name}", body, NAV)
 
 
 def safe_list(fn: Callable[[], list]) -> list:
