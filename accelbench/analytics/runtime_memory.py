@@ -15,7 +15,8 @@ tensor-parallel or pipelined data-parallel step. Its peak is the larger of
   backward, FSDP2's unsharded parameters, and the head's gradient, the backward's first;
 - the end of the backward (`BACKWARD_END`): the states, every gradient, DDP's buckets, a flat
   all-reduce copy, and a tied embedding's gradient, which the embedding's backward makes whole
-  before adding it to the head's (V x h values in the gradient's width).
+  before adding it to the head's (V x h values in the gradient's width, one to three of them
+  alive at once: _tied_copies).
 Each MemoryBreakdown it returns names the widths (`widths="runtime"`) and the moment.
 """
 
@@ -175,8 +176,16 @@ def _forward_end(stage: _Stage, layout: Layout, w: RuntimeWidths, wrapper: str,
     return held, casts + unsharded + head_grad
 
 
+def _tied_copies(w: RuntimeWidths, wrapper: str, settings: RuntimeSettings) -> int:
+    """Whole V x h gradients alive beside a tied embedding's own as its backward ends, as
+    measured on gpt2 (docs/metrics.md): the embedding's new gradient; in fp32 also the sum it
+    is added into the head's as (under autocast the head's gradient arrives as a fresh fp32
+    cast, summed in place); with DDP's gradients as bucket views, the copy into the bucket."""
+    return 1 + (w.cast == 0) + (wrapper == DDP and settings.ddp_views)
+
+
 def _backward_end(stage: _Stage, layout: Layout, w: RuntimeWidths, wrapper: str,
-                  cfg: ModelConfig) -> float:
+                  cfg: ModelConfig, settings: RuntimeSettings) -> float:
     """Buffers beside every gradient at the end of the backward: a flat copy of them all for
     one all-reduce (DataParallelGradSync, a pipeline's dp average), a tied embedding's whole
     gradient before it is added to the head's, and under FSDP2 the root's unsharded
@@ -188,7 +197,7 @@ def _backward_end(stage: _Stage, layout: Layout, w: RuntimeWidths, wrapper: str,
     tied = cfg.tie_embeddings and layout.pp == 1
     embedding = w.grad * cfg.padded_vocab * cfg.d_model if tied else 0.0
     if wrapper != FSDP:
-        return flat + embedding
+        return flat + embedding * _tied_copies(w, wrapper, settings)
     # the root's last backward: its parameters and gradient unsharded beside the embedding's;
     # then its gradient, its copy cast to the reduction width where that differs (the bf16
     # policy's fp32 reduction), and the reduce-scatter's input in that width
@@ -221,7 +230,7 @@ def runtime_memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_
                                   widths=RUNTIME, moment=FORWARD_END)
         backward = MemoryBreakdown(
             ModelStateBytes(params, grads_beside, moments), 0.0,
-            buckets + _backward_end(stage, layout, w, wrapper, cfg) + workspace_bytes,
+            buckets + _backward_end(stage, layout, w, wrapper, cfg, settings) + workspace_bytes,
             float("inf"), widths=RUNTIME, moment=BACKWARD_END)
         for moment in (forward, backward):
             if worst is None or moment.total > worst.total:
