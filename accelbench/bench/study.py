@@ -402,6 +402,26 @@ def plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
                      lambda cells: summary_outcome(scale, cells), note)
 
 
+def plan_noise(values: dict[str, Any], planner: Planner) -> SweepPlan:
+    """The noise floor's A/A check: its two conditions as cells, each over every trial (a
+    check always measures now: resume skips none of it)."""
+    from accelbench.bench.noise import CONDITIONS, build_noise_spec, run_noise
+    from accelbench.bench.noise_options import NoiseOptions
+
+    spec = build_noise_spec(NoiseOptions(**values))
+    train = spec.train
+    (one,) = train.cells()
+    planned = _train_cell(planner, train, one, 1)
+    cells = tuple(replace(planned, label=f"condition {name}", time_s=planned.time_s * spec.trials)
+                  for name in CONDITIONS)
+
+    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
+            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
+        return run_noise(replace(spec, train=replace(train, peaks=peaks)), sink, None, on_cell)
+
+    return SweepPlan(spec.title, cells, run, train.tf32, True)
+
+
 # --- from a study file to a plan ---------------------------------------------------------------
 
 

@@ -77,6 +77,7 @@ BUILT_IN = (
         "conditions,\ninterleaved over trials, and their difference with its interval.",
         NoiseOptions, {"noise": NoiseMetrics, "noise-cell": TrainMetrics, "peak": PeakMetrics},
         build="accelbench.bench.noise:build_noise_spec", run="accelbench.bench.noise:run_noise",
+        plan=f"{_STUDY}:plan_noise",  # a study's noise floor (accelbench run measures it)
         outputs=("db", "json_out", "csv_out", "output", "wide")),  # no --rerun: always measures
 )
 

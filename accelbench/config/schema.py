@@ -231,6 +231,11 @@ class PeakMetrics:
     gemm_n: int | None = None
     gemm_layout: str | None = None
     threads: int | None = None
+    # Other work used the machine while it was measured (hardware/disturbance.py), on every
+    # attempt: measured again after a pause up to PEAK_ATTEMPTS times (bench/peak.py), never
+    # reused by a later sweep; the report says which MFUs rest on it.
+    disturbed: bool | None = None
+    attempts: int | None = None  # measurements made to reach this one (1: undisturbed at once)
 
 
 @dataclass(frozen=True)

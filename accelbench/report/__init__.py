@@ -1,6 +1,8 @@
 """The study's report: records from one or several results databases (one per machine) ->
-the paper's tables and figures regenerated, machines compared, what differs between their
-runs; written as a self-contained HTML page, Markdown, and each figure as PNG and SVG.
+the findings first (a line per experiment that ran, report/findings.py), the paper's tables
+and figures regenerated, machines compared, what differs between their runs, the methods last;
+written as a self-contained HTML page, Markdown (with an appendix of the full tables), and
+each figure as PNG and SVG.
 
 build_report reads and computes (no matplotlib); write_report (render.py) draws (matplotlib, a
 dependency imported only when drawing, so the other commands start fast) and writes.
@@ -54,6 +56,7 @@ def build_report(db_paths: Sequence[Path], baseline: str | None = None,
     from accelbench.report.compare import compare_section
     from accelbench.report.content import Report
     from accelbench.report.fairness import fairness_section
+    from accelbench.report.findings import TERMS
     from accelbench.report.machines import group_machines, load_records, pick_baseline
     from accelbench.report.overview import machines_section
     from accelbench.report.workloads import section_refs
@@ -68,8 +71,10 @@ def build_report(db_paths: Sequence[Path], baseline: str | None = None,
     sections = (machines_section(machines, base), *workload_sections,
                 compare_section(machines, base, tokens), fairness_section(machines))
     intro = (f"{sum(len(m.records) for m in machines)} records from "
-             f"{len(db_paths)} database(s), {len(machines)} machine(s).",)
-    return Report(TITLE, intro, sections)
+             f"{len(db_paths)} database(s), {len(machines)} machine(s) (the key: Machines). "
+             "Each finding links to its section; how every number was made is under Methods, "
+             "at the end.",)
+    return Report(TITLE, intro, sections, TERMS)
 
 
 def make_report(db_paths: Sequence[Path], out_dir: Path, baseline: str | None = None,

@@ -6,8 +6,6 @@ a datasheet."""
 from __future__ import annotations
 
 from accelbench.report.cells import (
-    DOES_NOT_FIT,
-    SPREAD,
     Rate,
     gib,
     latest,
@@ -20,12 +18,11 @@ from accelbench.report.cells import (
     varying_label,
     wide_range,
 )
-from accelbench.report.content import PREDICTED, Figure, Panel, Section, Series, Table
+from accelbench.report.content import PREDICTED, Figure, Finding, Panel, Section, Series, Table
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
 from accelbench.report.predict import (
     HEADER,
-    INTERVAL_NOTE,
     Prediction,
     block_prediction,
     prediction_text,
@@ -102,11 +99,12 @@ def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figu
 
     fig3 = Figure("fig3_block_tflops", "Transformer block: TFLOPS against batch",
                   (tflops("forward"), tflops("backward")),
-                  "Figure 3 of the study, regenerated: model TFLOPS per device of one "
-                  f"transformer layer, error bars: {SPREAD}; "
-                  f"x at the axis: {DOES_NOT_FIT}; dotted: the planner's assumed rate, "
-                  "shaded: its 80% prediction interval (an estimate from the shipped published "
-                  "runs' leave-one-source-out residuals, as accelbench plan gives it).")
+                  "The study's figure 3: model TFLOPS per device of one transformer layer, "
+                  "forward and backward, against batch. Dotted where drawn: the planner's "
+                  "assumed rate, shaded its 80% interval.",
+                  "Error bars and x at the axis as under Methods' terms; the planner's "
+                  "interval is an estimate from the shipped published runs' leave-one-source-"
+                  "out residuals, as accelbench plan gives it.")
     tokens = Panel("forward + backward", "batch (sequences)", "tokens/s per device",
                    tuple(_series(lab, rs, lambda r: phase_rate(r, "forward_backward",
                                                                "tokens"))
@@ -116,9 +114,8 @@ def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figu
                 tuple(_series(lab, rs, _mfu_rate) for lab, rs in items), xlog)
     fig4 = Figure("fig4_block_tokens", "Transformer block: tokens/s and MFU against batch",
                   (tokens, mfu),
-                  "Figure 4 of the study, regenerated: forward+backward tokens/s per device "
-                  "and MFU against each machine's own peak for the precision that ran; error "
-                  f"bars from the repetitions; x at the axis: {DOES_NOT_FIT}.")
+                  "The study's figure 4: forward+backward tokens/s per device and MFU against "
+                  "batch, each machine against its own peak for the precision that ran.")
     return fig3, fig4
 
 
@@ -140,8 +137,48 @@ def _row(label: str, r: Record) -> tuple[str, ...]:
             prediction_text(block_prediction(r), ".3g") if ok else "-")
 
 
+def _best_rows(groups: dict[tuple, list[Record]]) -> tuple[int, ...]:
+    """The index of each series' fastest ok row (forward+backward tokens/s): the headline."""
+    shown, start = [], 0
+    for records in groups.values():
+        rates = [(phase_rate(r, "forward_backward", "tokens"), i)
+                 for i, r in enumerate(records) if r.status == "ok"]
+        rates = [(rate.value, i) for rate, i in rates if rate]
+        if rates:
+            shown.append(start + max(rates)[1])
+        start += len(records)
+    return tuple(shown)
+
+
+def _finding(groups: dict[tuple, list[Record]], machines: list[Machine]
+             ) -> tuple[Finding, ...]:
+    """Per machine: its fastest series at its best batch, with interval and MFU, and the other
+    precisions' best beside it."""
+    lines = []
+    for m in machines:
+        best = []
+        for key, records in groups.items():
+            ok = [(rate, r) for r in records if key[0] == m.index and r.status == "ok"
+                  and (rate := phase_rate(r, "forward_backward", "tokens"))]
+            if ok:
+                best.append(max(ok, key=lambda item: item[0].value))
+        if not best:
+            continue
+        best.sort(key=lambda item: -item[0].value)
+        (rate, r), others = best[0], best[1:]
+        s = r.spec
+        rest = ", ".join(f"{o.spec.get('dtype')} {v.value:,.0f}" for v, o in others)
+        text = (f"Transformer block ({s.get('model_name')} layer, seq {s.get('seq_len')}): "
+                f"fastest {s.get('dtype')} at batch {s.get('batch')}, {rate.text()} tokens/s "
+                f"forward+backward, {pct(r.typed.forward_backward.mfu, 1)} MFU"
+                + (f"; the best of {rest} tokens/s" if rest else ""))
+        lines.append(Finding(f"M{m.index}: {text}" if len(machines) > 1 else text, "block"))
+    return tuple(lines)
+
+
 def block_section(machines: list[Machine]) -> Section:
-    """Figures 3-4 and the table of every block cell."""
+    """Figures 3-4, the table of every block cell (each series' best row by default), and the
+    finding."""
     title = "Transformer block (figures 3-4)"
     groups = _groups(machines)
     if not groups:
@@ -152,9 +189,11 @@ def block_section(machines: list[Machine]) -> Section:
     table = Table("Block cells", ("series", "batch", "status", "fwd TFLOPS", "bwd TFLOPS",
                                   "tokens/s f+b", "MFU f+b", "mem GiB", "est. GiB",
                                   f"planner TFLOPS f+b {HEADER}"), rows,
-                  f"Throughput at the median repetition, (low-high) after it: {SPREAD}; mem: "
-                  "measured peak above the cell's start; est.: the analytics estimate; "
-                  "planner: its compute efficiency times the datasheet's dense peak; "
-                  f"{INTERVAL_NOTE} (that of one compute-limited device)."
-                  + rss_note(r for rs in groups.values() for r in rs))
-    return Section("block", title, SOURCE, (), _figures(groups, labels), (table,))
+                  "Each series' fastest batch; throughput at the median repetition with its "
+                  "interval.",
+                  "Planner: its compute efficiency times the datasheet's dense peak (that of "
+                  "one compute-limited device)." + rss_note(r for rs in groups.values()
+                                                              for r in rs),
+                  _best_rows(groups))
+    return Section("block", title, SOURCE, (), _figures(groups, labels), (table,),
+                   _finding(groups, machines))

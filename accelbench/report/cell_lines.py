@@ -49,9 +49,11 @@ class CellLines:
 
 class StudyLines:
     """A study's progress (`cell`: the study's cell `index` starts; `done`: it finished, or was
-    skipped as finished before) as a line per cell run, with the time left: the rough estimates
-    of the cells not closed, scaled by how long the cells run took against theirs (the plain
-    average of a cell run when there are no estimates)."""
+    skipped as finished before) as a line per cell run, numbered in the order the cells run
+    ('[3/31]': the third cell run of the 31 that will run, the cells skipped so far left out of
+    the count), with the time left: the rough estimates of the cells not closed (each over all
+    its trials), scaled by how long the cells run took against theirs (the plain average of a
+    cell run when there are no estimates)."""
 
     def __init__(self, estimates: Sequence[float], write: Write,
                  clock: Clock = time.monotonic) -> None:
@@ -59,21 +61,24 @@ class StudyLines:
         self.closed: set[int] = set()
         self.label, self.start = "", 0.0
         self.spent = self.spent_est = 0.0  # seconds of the cells run, and their estimates
-        self.runs = 0
+        self.runs = self.skipped = 0
 
     def cell(self, index: int, label: str) -> None:
         self.label, self.start = label, self.clock()
 
     def done(self, index: int, skipped: bool) -> None:
+        if index in self.closed:
+            return
         self.closed.add(index)
         if skipped:
+            self.skipped += 1
             return
         took = self.clock() - self.start
         self.spent += took
         self.spent_est += self.estimate(index)
         self.runs += 1
-        total = max(len(self.estimates), len(self.closed))
-        self.write(f"[{len(self.closed)}/{total}] {self.label} ... {duration(took)}, "
+        total = max(len(self.estimates), len(self.closed)) - self.skipped
+        self.write(f"[{self.runs}/{total}] {self.label} ... {duration(took)}, "
                    f"ETA {duration(self.eta())}")
 
     def estimate(self, index: int) -> float:

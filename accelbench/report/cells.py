@@ -177,11 +177,12 @@ def tflops(value: float | None) -> str:
 
 
 def varying_label(parts: list[dict[str, str]]) -> list[str]:
-    """Series labels from their parts, keeping only the parts that differ between series
-    (the machine always), joined by ' · '."""
+    """Series labels from their parts, keeping only the parts that differ between series (the
+    machine too only where it differs: the Machines table is the key), joined by ' · '; a
+    lone series is named by its first part (the machine)."""
     if not parts:
         return []
-    keys = [k for k in parts[0] if k == "machine" or len({p.get(k) for p in parts}) > 1]
+    keys = [k for k in parts[0] if len({p.get(k) for p in parts}) > 1] or list(parts[0])[:1]
     return [" · ".join(p[k] for k in keys if p.get(k)) for p in parts]
 
 

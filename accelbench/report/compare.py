@@ -11,7 +11,6 @@ from accelbench.analytics.params import total_params
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.report.cells import (
-    SPREAD,
     Rate,
     duration,
     layout_text,
@@ -158,6 +157,20 @@ def devices_of(record: Record) -> int:
     return 1 if record.kind == "block" else record.typed.n_devices or 1
 
 
+def _headline(best: dict[tuple, list[Best]]) -> tuple[int, ...]:
+    """The rows (a row per machine of each workload, in table order) of each machine's
+    highest-MFU workload of each benchmark and model: the default view of a long table."""
+    chosen: dict[tuple, tuple[float, int]] = {}
+    flat = [b for items in best.values() for b in items]
+    for i, b in enumerate(flat):
+        s = b.record.spec
+        key = (b.machine.index, s.get("benchmark", b.record.kind), s.get("model_name"))
+        score = b.mfu.value if b.mfu else 0.0
+        if key not in chosen or score > chosen[key][0]:
+            chosen[key] = (score, i)
+    return tuple(sorted(i for _, i in chosen.values()))
+
+
 def mfu_table(best: dict[tuple, list[Best]]) -> Table:
     """Per device and precision: tokens/s, TFLOPS and MFU against each machine's own peak."""
     rows = tuple((name, precision, b.machine.label, b.per_device.text(),
@@ -169,24 +182,35 @@ def mfu_table(best: dict[tuple, list[Best]]) -> Table:
                                                "tokens/s per device", "TFLOPS per device",
                                                "MFU", "dense peak TFLOPS", "peak source",
                                                "best cell"), rows,
-                 "Each machine's best cell (most tokens/s over all its devices) per workload "
-                 "and precision; MFU against that machine's own dense peak for the precision "
-                 "that ran (a datasheet's, or a GEMM peak measured on a device without one); "
-                 f"(low-high) after a figure: {SPREAD}. GenSLM workloads count codons.")
+                 "Each machine's best cell per workload and precision, MFU against its own "
+                 "peak; shown: each benchmark and model's highest MFU.",
+                 "Best: the most tokens/s over all its devices. GenSLM workloads count codons.",
+                 _headline(best))
 
 
-def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table:
-    """Time and energy to train `tokens` tokens at each machine's best measured cell."""
+def training(b: Best) -> bool:
+    """A training workload (a block cell is one layer, not a model to train)."""
+    return b.record.kind == "train"
+
+
+def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table | None:
+    """Time and energy to train `tokens` tokens at each machine's best measured training cell;
+    None where no training workload ran."""
+    train = {k: [b for b in items if training(b)] for k, items in best.items()}
+    train = {k: items for k, items in train.items() if items}
+    if not train:
+        return None
     rows = tuple((name, precision, b.machine.label, str(devices_of(b.record)),
                   b.total.text(), duration(tokens / b.total.value), energy_text(b.record, tokens))
-                 for (name, precision), items in best.items() for b in items)
+                 for (name, precision), items in train.items() for b in items)
     return Table(f"Time to train {tokens:,.3g} tokens",
                  ("workload", "precision", "machine", "devices", "tokens/s (all devices)",
                   "time", "energy"), rows,
-                 f"{tokens:,.0f} tokens (codons for GenSLM) at the best measured rate of each "
-                 "machine, all its devices in the cell; a block workload is one layer, not a "
-                 "model. Energy: that cell's joules per token over its timed steps, times the "
-                 "tokens, or why it has none (docs/energy.md).")
+                 f"{tokens:,.0f} tokens (codons for GenSLM) at each machine's best measured "
+                 "rate of each training workload; shown: each model's highest MFU.",
+                 "All the cell's devices count. Energy: that cell's joules per token over its "
+                 "timed steps, times the tokens, or why it has none (docs/energy.md).",
+                 _headline(train))
 
 
 def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
@@ -207,57 +231,80 @@ def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
 
 def speedup_table(best: dict[tuple, list[Best]], base: Machine) -> Table:
     """Each machine's best tokens/s over the baseline machine's, all devices and per device."""
-    rows = tuple(row for (name, precision), items in best.items()
+    shared = {k: items for k, items in best.items() if len(items) > 1}
+    rows = tuple(row for (name, precision), items in shared.items()
                  for row in _speedup_rows(name, precision, items, base))
     return Table(f"Speedup over {base.label}", ("workload", "precision", "machine",
                                                "tokens/s (all devices)", "speedup",
                                                "speedup per device"), rows,
-                 "Best measured tokens/s of each machine over the baseline's for the same "
-                 "workload and precision, with the 95% interval of the ratio from both cells' "
-                 "independent trials ('no significant difference' where it includes 1, 'too "
-                 "few samples' or 'one trial' where there are not enough to tell; "
-                 "docs/metrics.md); per device: the plain ratio.")
+                 "Each machine's best tokens/s over the baseline's on the same workload and "
+                 "precision, with the ratio's interval; per device: the plain ratio.",
+                 "Only workloads more than one machine ran are listed.")
 
 
 def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base: Machine
                    ) -> Figure:
-    """Grouped bars: MFU, and speedup over the baseline, per workload and precision."""
-    categories = tuple(f"{name}\n{precision}" for name, precision in best)
+    """Bars: MFU per workload and precision (the highest-MFU workloads of each benchmark and
+    model, as the table's headline), and with more than one machine the speedup over the
+    baseline."""
+    keep = set(_headline(best))
+    flat = [(k, b) for k, items in best.items() for b in items]
+    kept_keys = list(dict.fromkeys(flat[i][0] for i in sorted(keep)))
+    shown = {k: best[k] for k in kept_keys}
+    categories = tuple(_category(items[0].record) for items in shown.values())
     mfu, speed = [], []
     for m in machines:
-        at = [(i, b) for i, items in enumerate(best.values()) for b in items
+        at = [(i, b) for i, items in enumerate(shown.values()) for b in items
               if b.machine.index == m.index]
         mfus = [(i, b.mfu) for i, b in at if b.mfu]
         mfu.append(Series(m.label, tuple(float(i) for i, _ in mfus),
                           tuple(r.value for _, r in mfus), tuple(r.low for _, r in mfus),
                           tuple(r.high for _, r in mfus)))
-        refs = {i: b for i, items in enumerate(best.values()) for b in items
+        refs = {i: b for i, items in enumerate(shown.values()) for b in items
                 if b.machine.index == base.index}
-        ups = [(i, b.total.scaled(1 / refs[i].total.value)) for i, b in at if i in refs]
+        ups = [(i, b.total.scaled(1 / refs[i].total.value)) for i, b in at
+               if i in refs and m.index != base.index]
         speed.append(Series(m.label, tuple(float(i) for i, _ in ups),
                             tuple(r.value for _, r in ups), tuple(r.low for _, r in ups),
                             tuple(r.high for _, r in ups)))
-    return Figure("compare_machines", "Machines compared: MFU and speedup",
-                  (Panel("MFU against each machine's own peak", "workload, precision",
-                         "MFU (fraction of dense peak)", tuple(mfu), categories=categories),
-                   Panel(f"speedup over {base.label}", "workload, precision",
-                         "speedup (tokens/s over baseline)", tuple(speed),
-                         categories=categories)),
-                  f"Each machine's best cell per workload and precision; error bars: {SPREAD}.")
+    panels = [Panel("MFU (each machine's own peak)", "MFU (fraction of dense peak)",
+                    "", tuple(mfu), categories=categories)]
+    if len(machines) > 1:
+        panels.append(Panel(f"speedup over {base.label}", "speedup (tokens/s over baseline)",
+                            "", tuple(s for s in speed if s.x), categories=categories))
+    return Figure("compare_machines", "Machines compared: MFU" + (
+        " and speedup" if len(machines) > 1 else ""), tuple(panels),
+        "Each machine's best cell of each benchmark and model's highest-MFU workload"
+        + (", and its speedup over the baseline." if len(machines) > 1 else "; one machine, so "
+           "no speedup is drawn."))
+
+
+def _category(record: Record) -> str:
+    """A workload's short name on a bar axis: 'train gpt2-tiny seq 256 mb 4 cp=2 fp32'."""
+    s = record.spec
+    model = str(s.get("model_name")).split(":")[0]
+    size = f"batch {s.get('batch')}" if record.kind == "block" else f"mb {s.get('micro_batch')}"
+    layout = layout_text(record) if record.kind != "block" else ""
+    layout = " ".join(w for w in layout.split() if not w.endswith(("=1", "=0")))
+    return " ".join(w for w in (s.get("benchmark", record.kind), model, f"seq {s.get('seq_len')}",
+                                size, layout, str(s.get("dtype"))) if w)
 
 
 def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Section:
-    """Per device and precision, time to train, speedup over the baseline."""
+    """Per device and precision, time to train, speedup over the baseline (more than one
+    machine)."""
     best = best_cells(machines)
     title = "Comparing machines"
     if not best:
         return Section("compare", title, SOURCE, ("No ok block or training cells to compare.",
                                                   noise_sentence(machines)))
-    text = (f"{len(machines)} machine(s); baseline {base.label} (choose another with "
-            "--baseline NAME or NUMBER).", noise_sentence(machines))
+    text = (f"{len(machines)} machine(s)" + (f"; baseline {base.label} (choose another with "
+            "--baseline NAME or NUMBER)." if len(machines) > 1 else "."),
+            noise_sentence(machines))
     energy = energy_table(best, tokens)
     text += () if energy else (unavailable_text(best),)
-    tables = (mfu_table(best), time_table(best, tokens), speedup_table(best, base))
+    timed = time_table(best, tokens)
+    tables = (mfu_table(best), *((timed,) if timed else ()),
+              *((speedup_table(best, base),) if len(machines) > 1 else ()))
     return Section("compare", title, SOURCE, text, (compare_figure(best, machines, base),),
                    tables + ((energy,) if energy else ()))
-

@@ -1,7 +1,10 @@
-"""What a report holds, before it is drawn or written: sections of paragraphs, tables and
-figures, each figure a list of panels of series. Plain data, no matplotlib: the sections are
-built (and tested) without it; draw.py turns a Figure into PNG and SVG, render.py writes HTML
-and Markdown."""
+"""What a report holds, before it is drawn or written: its findings first (a line per experiment
+that ran), then sections of paragraphs, tables and figures, each figure a list of panels of
+series, and the methods last. Plain data, no matplotlib: the sections are built (and tested)
+without it; draw.py turns a Figure into PNG and SVG, render.py writes HTML and Markdown.
+
+A caption says what a reader sees in at most two sentences; how it was made (what a table reads,
+how its intervals are computed) is its `method`, written once in the Methods section at the end."""
 
 from __future__ import annotations
 
@@ -18,6 +21,20 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str = ""
+    method: str = ""  # how its numbers were made: the Methods section's
+    headline: tuple[int, ...] | None = None  # the rows shown by default; None: every row
+
+    @property
+    def shown(self) -> tuple[tuple[str, ...], ...]:
+        """The rows shown by default (the headline's, else every row)."""
+        if self.headline is None:
+            return self.rows
+        return tuple(self.rows[i] for i in self.headline)
+
+    @property
+    def folded(self) -> bool:
+        """Whether the full table is kept apart (HTML details, the Markdown appendix)."""
+        return len(self.shown) < len(self.rows)
 
 
 @dataclass(frozen=True)
@@ -57,11 +74,22 @@ class Figure:
     title: str
     panels: tuple[Panel, ...]
     caption: str
+    method: str = ""  # how it was drawn: the Methods section's
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report's opening: what an experiment found, with its figure, interval and
+    verdict in plain words; `section` is the key of the section that shows it."""
+
+    text: str
+    section: str
 
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the report: what it reads (`source`), then text, figures and tables."""
+    """One part of the report: text, figures and tables; what it reads (`source`) and its
+    `methods` go to the Methods section, its `findings` to the opening."""
 
     key: str
     title: str
@@ -69,6 +97,8 @@ class Section:
     paragraphs: tuple[str, ...] = ()
     figures: tuple[Figure, ...] = ()
     tables: tuple[Table, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +108,16 @@ class Report:
     title: str
     intro: tuple[str, ...]
     sections: tuple[Section, ...]
+    terms: tuple[tuple[str, str], ...] = ()  # the Methods section's shared definitions
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every section's findings, in section order."""
+        return [f for s in self.sections for f in s.findings]
+
+    def tables(self) -> list[Table]:
+        """Every table, in order."""
+        return [t for s in self.sections for t in s.tables]
 
     def figures(self) -> list[Figure]:
         """Every figure, in order."""

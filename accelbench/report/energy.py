@@ -1,7 +1,12 @@
 """Machines compared by energy: what each machine's best cell of a workload measured per token
 (over its timed steps, docs/energy.md), scaled to a stated number of tokens. The table has a
 workload only when every machine that ran it has the figure; otherwise the report says
-'unavailable: <reason>' with each machine's reason, and nothing is estimated."""
+'unavailable: <reason>' with each machine's reason, and nothing is estimated.
+
+A figure the counter cannot carry is not shown, with the reason (`not_shown`): a window under
+10 updates of the counter (the H200's block windows: a joule count over a window that short
+gave 1,390 W on a 700 W card), or an average power above the most the device itself reported
+in the window (no device draws more on average than at its highest reading)."""
 
 from __future__ import annotations
 
@@ -15,14 +20,33 @@ J_PER_KWH = 3.6e6
 NOT_RECORDED = "not recorded (a record older than energy metering)"
 
 
+POWER_MARGIN = 1.05  # an average above the highest reading by more than this is impossible
+
+
+def not_shown(record: Record) -> str | None:
+    """Why a recorded energy figure is not shown (the counter cannot carry it), or None."""
+    m = record.typed
+    if m.energy_per_token_j is None:
+        return None
+    if m.energy_window_too_short:
+        return (f"not shown: the timed window ({m.energy_window_s or 0:.3g} s) is under 10 "
+                f"updates of the {m.energy_source} counter ({m.energy_interval_s or 0:g} s)")
+    for avg, top in zip(m.avg_power_w_per_device or [], m.peak_power_w_per_device or [],
+                        strict=False):
+        if top and avg > top * POWER_MARGIN:
+            return (f"not shown: average power {avg:,.0f} W is above the most the device "
+                    f"reported ({top:,.0f} W): the counter did not cover the window")
+    return None
+
+
 def energy_per_token(record: Record) -> float | None:
-    """J per token of a cell's timed steps, None where it has none."""
-    return record.typed.energy_per_token_j
+    """J per token of a cell's timed steps, None where it has none or it is not shown."""
+    return None if not_shown(record) else record.typed.energy_per_token_j
 
 
 def why_none(record: Record) -> str:
-    """The record's own reason for having no energy figure."""
-    note = record.typed.energy_note
+    """Why a record shows no energy figure: not shown (not_shown), or its own reason."""
+    note = not_shown(record) or record.typed.energy_note
     return str(note) if note else NOT_RECORDED
 
 
@@ -37,8 +61,7 @@ def energy_text(record: Record, tokens: float) -> str:
 def _row(name: str, precision: str, best: Any, tokens: float, lowest: float) -> tuple:
     m, per_token = best.record.typed, energy_per_token(best.record)
     watts = m.avg_power_w_per_device or []
-    flag = " (window too short)" if m.energy_window_too_short else ""
-    return (name, precision, best.machine.label, f"{m.energy_source}{flag}",
+    return (name, precision, best.machine.label, f"{m.energy_source}",
             f"{per_token:.3g}", num(m.tokens_per_j, ",.3g"),
             ", ".join(f"{w:,.0f}" for w in watts) or "-",
             f"{per_token * tokens / J_PER_KWH:,.3g}", f"{per_token / lowest:.2f}x")
@@ -59,10 +82,13 @@ def energy_table(best: dict[tuple, list[Any]], tokens: float) -> Table | None:
                  ("workload", "precision", "machine", "source", "J per token",
                   "tokens per J", "average W per device", "kWh", "over the lowest"),
                  tuple(rows),
-                 "Each machine's best cell (most tokens/s), its joules over the timed steps "
-                 "per token, times the stated tokens. Sources measure different things: "
-                 "nvml, amdsmi and hlml the accelerator board, rapl the host's CPU packages and "
-                 "DRAM; a workload is listed only when every machine that ran it has a figure.")
+                 "Each machine's best cell: its joules per token over the timed steps, times "
+                 "the stated tokens.",
+                 "Sources measure different things: nvml, amdsmi and hlml the accelerator "
+                 "board, rapl the host's CPU packages and DRAM; a workload is listed only when "
+                 "every machine that ran it has a figure, and a figure is not shown where its "
+                 "window is under 10 counter updates or its average power is above the most "
+                 "the device reported.")
 
 
 def unavailable_text(best: dict[tuple, list[Any]]) -> str:

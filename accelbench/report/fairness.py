@@ -92,8 +92,9 @@ def fairness_section(machines: list[Machine]) -> Section:
     shared = [(f"{name} {precision}", items)
               for (name, precision), items in best_cells(machines).items() if len(items) > 1]
     if len(machines) < 2 or not shared:
-        return Section("fairness", title, SOURCE, (intro, "No workload was run on more than "
-                                                   "one machine: nothing to compare."))
+        return Section("fairness", title, SOURCE, ("One machine, or no workload run on more "
+                                                   "than one: nothing to compare.",),
+                       methods=(intro,))
     header = ("workload", "what differs", *(m.label for m in machines))
     rows, same = [], []
     for name, items in shared:
@@ -106,8 +107,8 @@ def fairness_section(machines: list[Machine]) -> Section:
             rows.append((name, field, *(value_of.get(m.index, "not run")
                                         if m.index in by_machine else "not run"
                                         for m in machines)))
-    text = (intro,) + ((f"Alike in every compared field: {', '.join(same)}.",) if same else ())
+    text = (f"Alike in every compared field: {', '.join(same)}.",) if same else ()
     return Section("fairness", title, SOURCE, text, (), (Table(
         "Differences between the machines' best runs", header, tuple(rows),
         "Only fields whose values differ are listed; 'not run': the machine has no ok cell "
-        "of that workload."),))
+        "of that workload."),), methods=(intro,))

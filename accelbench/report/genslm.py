@@ -4,8 +4,9 @@ cells (kind 'train', benchmark genslm), and the longest sequence that fits, from
 
 from __future__ import annotations
 
-from accelbench.report.cells import SPREAD, latest, rss_note, train_rate
-from accelbench.report.content import Section, Table
+from accelbench.report.cells import latest, pct, rss_note, status_text, train_rate
+from accelbench.report.content import Finding, Section, Table
+from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
 from accelbench.report.training import (
@@ -60,6 +61,37 @@ def _search_row(key: tuple, entry: dict) -> tuple[str, ...]:
             measured)
 
 
+def _cell_findings(cells: list[tuple[Machine, Record]], many: bool) -> list[Finding]:
+    """Per model (and machine): its best measured codons/s, or that it does not fit."""
+    by_model: dict[tuple, list[Record]] = {}
+    for m, r in cells:
+        if "seq_search" not in r.spec:  # the longest-sequence cells have their own line
+            by_model.setdefault((m.index, str(r.spec.get("model_name"))), []).append(r)
+    phrases: dict[int, list[str]] = {}
+    for (index, model), records in by_model.items():
+        ok = [(rate, r) for r in records if r.status == "ok" and (rate := train_rate(r))]
+        if ok:
+            rate, r = max(ok, key=lambda item: item[0].value)
+            text = (f"{model} at seq {r.spec.get('seq_len')} {r.spec.get('dtype')}: "
+                    f"{rate.text()} codons/s a device, {pct(r.typed.mfu, 1)} MFU")
+        else:
+            text = f"{model}: {status_text(records[0])}"
+        phrases.setdefault(index, []).append(text)
+    return [Finding(prefixed(f"M{i}", "GenSLM: " + "; ".join(p), many), "genslm")
+            for i, p in phrases.items()]
+
+
+def _search_findings(searches: dict[tuple, dict], many: bool) -> list[Finding]:
+    """Per searched cell: the longest sequence that fits one device, and how it was decided."""
+    found = []
+    for key, entry in searches.items():
+        row = _search_row(key, entry)
+        text = (f"Longest GenSLM sequence on one device ({key[2]}, {key[3]}): {row[5]} "
+                f"(decided by {row[7]}), {row[9]} codons/s a device there")
+        found.append(Finding(prefixed(key[1], text, many), "genslm"))
+    return found
+
+
 def genslm_section(machines: list[Machine]) -> Section:
     """Table IV: every GenSLM cell, the longest sequence found, and codons/s against length."""
     title = "GenSLM (table IV)"
@@ -69,6 +101,7 @@ def genslm_section(machines: list[Machine]) -> Section:
         return Section("genslm", title, SOURCE, ("No GenSLM records.",))
     tables = [Table("GenSLM cells", CELL_HEADER + measure_header("codon"),
                     tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
+                    "Every GenSLM cell: codons/s per device with its interval, MFU, memory.",
                     TABLE_CAPTION + rss_note(r for _, r in cells))]
     if searches:
         tables.append(Table(
@@ -77,12 +110,14 @@ def genslm_section(machines: list[Machine]) -> Section:
                                            "decided by", "limited by",
                                            "codons/s per device at the longest"),
             tuple(_search_row(k, e) for k, e in searches.items()),
+            "The longest sequence one device holds, and its measured codons/s.",
             "From the search's probes (kind seq-search: ok = fits) and the measured cell's "
             "spec.seq_search; 'estimate' is the memory estimate against the budget (a CPU, or "
             "--mem-limit), 'trial' two real steps on the device."))
     figures = (seq_figure("table4_genslm_codons", "GenSLM throughput against sequence length",
                           cells, "codon",
-                          "Table IV of the study as a figure: the best GenSLM cell of each "
-                          "machine, model and precision at each length, error bars: "
-                          f"{SPREAD}."),) if cells else ()
-    return Section("genslm", title, SOURCE, (), figures, tuple(tables))
+                          "The study's table IV as a figure: the best GenSLM cell of each "
+                          "machine, model and precision at each length."),) if cells else ()
+    many = len(machines) > 1
+    found = (*_cell_findings(cells, many), *_search_findings(searches, many))
+    return Section("genslm", title, SOURCE, (), figures, tuple(tables), found)

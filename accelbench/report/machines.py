@@ -1,6 +1,7 @@
 """Machines in a report: records from one or several databases told apart by the machine
 fingerprint resume uses (results.fingerprint: device, count, drivers, torch, CPU, threads,
-host) and named by device, count and software version."""
+host) and named by device, count and software version; each machine's measured peaks settled
+to one per precision (report/peaks.py), its cells' MFUs over it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.config.errors import ConfigError
+from accelbench.report.peaks import Settled, rescaled, settle
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
@@ -47,11 +49,12 @@ class Machine:
     environment: dict[str, Any]
     records: tuple[Record, ...]
     sources: tuple[str, ...]
+    peaks: tuple[Settled, ...] = ()  # its measured peaks, one per precision (report/peaks.py)
 
     @property
     def label(self) -> str:
-        """'M1 AMD EPYC (2 cores) cpu, torch 2.13.0': short enough for a legend."""
-        return f"M{self.index} {self.name}"
+        """'M1': the machine's key in legends and tables (the Machines table names it once)."""
+        return f"M{self.index}"
 
 
 def load_records(paths: Sequence[Path]) -> list[tuple[str, Record]]:
@@ -90,9 +93,13 @@ def group_machines(loaded: list[tuple[str, Record]]) -> list[Machine]:
         groups.setdefault(fingerprint(record.environment), []).append((source, record))
     envs = [items[0][1].environment for items in groups.values()]
     names = _unique_names(envs)
-    return [Machine(i + 1, names[i], key, envs[i], tuple(r for _, r in items),
-                    tuple(dict.fromkeys(s for s, _ in items)))
-            for i, (key, items) in enumerate(groups.items())]
+    machines = []
+    for i, (key, items) in enumerate(groups.items()):
+        peaks = tuple(settle(items))  # one peak per precision: MFUs rescaled to it
+        machines.append(Machine(i + 1, names[i], key, envs[i],
+                                tuple(rescaled(r, list(peaks)) for _, r in items),
+                                tuple(dict.fromkeys(s for s, _ in items)), peaks))
+    return machines
 
 
 def pick_baseline(machines: list[Machine], choice: str | None) -> Machine:

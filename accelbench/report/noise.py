@@ -10,7 +10,7 @@ from typing import Any
 from rich.text import Text
 
 from accelbench.config.schema import NoiseMetrics
-from accelbench.report.content import Section, Table
+from accelbench.report.content import Finding, Section, Table
 from accelbench.report.fit import KEY
 from accelbench.report.machines import Machine
 from accelbench.report.table import add_columns, add_plain_row, plain_table
@@ -104,8 +104,9 @@ def noise_sentence(machines: Sequence[Machine]) -> str:
 
 
 def noise_section(machines: list[Machine]) -> Section:
-    """Per machine, its latest noise check: the floor, the verdict, when, whether disturbed."""
-    rows, missing = [], []
+    """Per machine, its latest noise check: the floor, the verdict, when, whether disturbed;
+    the floor as a finding."""
+    rows, missing, found = [], [], []
     for m in machines:
         check = latest_noise(m)
         if check is None:
@@ -115,14 +116,21 @@ def noise_section(machines: list[Machine]) -> Section:
         rows.append((m.label, config_text(check), floor_text(t), t.noise_verdict or "-",
                      ratio_text(t), f"{t.trials}+{t.trials}" if t.trials else "-", when(check),
                      disturbed_text(t.disturbed)))
-    text = ("An A/A check measures one configuration as two identical conditions, "
-            "interleaved; the noise floor is how far apart they came out (the 95% interval's "
-            "larger distance from 1). A comparison on a machine whose difference is within its "
-            "floor is not evidence of a difference (docs/metrics.md).",)
+        text = (f"Noise floor (A/A check, {config_text(check)}): {floor_text(t)}, "
+                f"{t.noise_verdict or '-'} ({ratio_text(t)})"
+                + (", measured while disturbed" if t.disturbed else "")
+                + "; a difference within it is not evidence")
+        found.append(Finding(f"{m.label}: {text}" if len(machines) > 1 else text, "noise"))
+    text = ()
     if missing:
         text += (f"No noise check on {', '.join(missing)}: run {COMMAND} there.",)
     tables = (Table("Noise floor per machine", ("machine", "configuration", "noise floor",
                                                 "verdict", "B/A throughput", "trials", "when",
                                                 "disturbed?"), tuple(rows),
-                    "Each machine's latest ok noise record."),) if rows else ()
-    return Section("noise", "Noise floor", SOURCE, text, (), tables)
+                    "Each machine's latest A/A check: the smallest difference it can tell "
+                    "from noise."),) if rows else ()
+    method = ("An A/A check measures one configuration as two identical conditions, "
+              "interleaved; the noise floor is how far apart they came out (the 95% interval's "
+              "larger distance from 1). A comparison whose difference is within its machine's "
+              "floor is not evidence of a difference (docs/metrics.md).")
+    return Section("noise", "Noise floor", SOURCE, text, (), tables, tuple(found), (method,))

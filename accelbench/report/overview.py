@@ -9,7 +9,7 @@ from accelbench.config.schema import METRICS_BY_KIND, PeakFields
 from accelbench.report.cells import tflops
 from accelbench.report.check import CHECK_HEADER, check_rows, check_summary
 from accelbench.report.content import Section, Table
-from accelbench.report.machines import Machine, short_version
+from accelbench.report.machines import Machine
 from accelbench.report.paper import PAPER
 
 
@@ -19,21 +19,21 @@ def _kinds(machine: Machine) -> str:
 
 
 def _peaks(machine: Machine) -> str:
-    """Each precision's dense peak and where it came from (a measured one per thread count: a
-    one-thread rank's is not a two-thread process's); where cells of one precision and thread
-    count were divided by more than one (sweeps that each measured their own, before one peak a
-    machine was kept), every one of them and the warning that their MFUs do not compare."""
+    """Each precision's dense peak and where it came from: a measured one settled to one per
+    precision and thread count (report/peaks.py: the best undisturbed, what was set aside, a
+    disturbed one flagged), a datasheet's as its cells name it."""
+    measured = [p.text() for p in machine.peaks]
     seen: dict[tuple[str, str], dict[float | None, str]] = {}
     for r in machine.records:
         m = r.typed if r.kind in METRICS_BY_KIND else None
         if not isinstance(m, PeakFields):  # a peak, profile, ... record: no cell's peak
             continue
-        if m.peak_precision and m.peak_label:
+        if m.peak_precision and m.peak_label and not m.peak_label.startswith("measured"):
             threads = _THREADS.search(m.peak_label)
             key = (m.peak_precision, threads.group(0) if threads else "")
             seen.setdefault(key, {}).setdefault(m.peak_flops_per_s_per_device, m.peak_label)
-    return "; ".join(_peak_text(precision, peaks)
-                     for (precision, _), peaks in seen.items()) or "-"
+    sheet = [_peak_text(precision, peaks) for (precision, _), peaks in seen.items()]
+    return "; ".join(measured + sheet) or "-"
 
 
 _THREADS = re.compile(r"\d+ thread\(s\)")
@@ -52,23 +52,42 @@ def _peak_text(precision: str, peaks: dict[float | None, str]) -> str:
 
 
 def machines_section(machines: list[Machine], base: Machine) -> Section:
-    """The machines table: number, name, what tells them apart, records, peaks."""
-    rows = tuple((f"M{m.index}" + (" (baseline)" if m.index == base.index else ""), m.name,
-                  str(m.environment.get("device_type")), str(m.environment.get("device_count")),
+    """The machines table, the key of every M1, M2 ... of the report: name, datasheet row,
+    database, records, and each precision's dense peak (a measured one flagged disturbed)."""
+    rows = tuple((f"M{m.index}" + (" (baseline)" if m.index == base.index and len(machines) > 1
+                                   else ""), m.name,
                   str(m.environment.get("device_spec_key") or "none"),
-                  short_version(m.environment.get("torch")), str(m.environment.get("cpu")),
                   str(m.environment.get("host")), ", ".join(m.sources), _kinds(m), _peaks(m))
                  for m in machines)
-    table = Table("Machines", ("#", "name", "device type", "devices", "hardware table row",
-                               "torch", "CPU", "host", "database", "records", "dense peaks"),
-                  rows, "A machine is one fingerprint of the records' environment: device "
-                  "type, name and count, torch version, CPU and host. The hardware table row "
-                  "(accelbench hw) gives the datasheet peaks and the planner's predictions; "
-                  "'none': no datasheet, peaks measured.")
+    table = Table("Machines", ("#", "name", "hardware table row", "host", "database",
+                               "records", "dense peaks"), rows,
+                  "The key of every M1, M2 ... in this report, and the peak each MFU divides "
+                  "by; 'none': no datasheet, so the peaks were measured.",
+                  "A machine is one fingerprint of the records' environment: device type, name "
+                  "and count, torch version, CPU and host. The hardware table row (accelbench "
+                  "hw) gives the datasheet peaks and the planner's predictions.")
     return Section("machines", "Machines", "the environment of every record",
-                   (f"Regenerates the tables and figures of {PAPER} from accelbench's records, "
-                    "and compares the machines that made them.",), (),
+                   (f"Regenerates the tables and figures of {PAPER} and compares the machines "
+                    "that made them.", *peak_notes(machines)), (),
                    (table, *check_tables(machines)))
+
+
+def peak_notes(machines: list[Machine]) -> list[str]:
+    """A line per machine whose MFUs rest on a disturbed peak, or whose peaks disagreed."""
+    notes = []
+    for m in machines:
+        for p in m.peaks:
+            if p.used.disturbed:
+                notes.append(f"M{m.index}'s {p.precision} MFUs rest on a peak measured while "
+                             "other work used the machine: it reads low, so they read high.")
+            if p.set_aside:
+                notes.append(f"M{m.index}'s {p.precision} peaks disagreed: every MFU uses the "
+                             f"best undisturbed one, {p.used.flops_per_s / 1e12:.3g} TFLOPS; "
+                             "set aside: " + ", ".join(
+                                 f"{c.flops_per_s / 1e12:.3g} ({c.source}"
+                                 f"{', disturbed' if c.disturbed else ''})"
+                                 for c in p.set_aside) + ".")
+    return notes
 
 
 def check_tables(machines: list[Machine]) -> list[Table]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from accelbench.config.schema import ScaleRow
 from accelbench.report.cells import (
     SCALE_CELL,
-    SPREAD,
     Rate,
     latest,
     num,
@@ -16,13 +15,13 @@ from accelbench.report.cells import (
     train_rate,
     varying_label,
 )
-from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
+from accelbench.report.content import PUBLISHED, Figure, Finding, Panel, Section, Series, Table
 from accelbench.report.evidence import stored_speedup_text
+from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
 from accelbench.report.paper import TABLE_II, TABLE_II_NOTE, cite
 from accelbench.report.predict import (
     HEADER,
-    INTERVAL_NOTE,
     prediction_text,
     train_prediction,
 )
@@ -121,13 +120,38 @@ def _figure(items: list[tuple[str, Record, dict[int, Record]]]) -> Figure:
                          tuple(eff + _published_series()), True),
                    Panel("throughput", "devices", "tokens/s (all devices)", tuple(tokens), True,
                          "no scale records")),
-                  "Table II of the study as a figure: scaling efficiency (speedup over the "
-                  "smallest count that ran, divided by the device ratio; error bars: the "
-                  "speedup's 95% interval from both counts' trials over that ratio, where each "
-                  "ran 5 or more, drawn only where every count of the series has one) and "
-                  f"global tokens/s with error bars ({SPREAD}); hollow squares: "
-                  f"the efficiencies the paper states at each system's largest count "
-                  f"({cite('table II')}).")
+                  "The study's table II as a figure: scaling efficiency and global tokens/s "
+                  "against devices. Hollow squares: the efficiencies the paper states at each "
+                  "system's largest count.",
+                  "Scaling efficiency is the speedup over the smallest count that ran divided "
+                  "by the device ratio; its error bars are the speedup's 95% interval over that "
+                  "ratio, drawn only where every count of the series ran 5 or more trials.")
+
+
+def _finding(label: str, summary: Record, many: bool) -> Finding | None:
+    """'Device scaling (gpt2-tiny weak, 1 to 2 ranks): 2 over 1: 1.63x [1.48, 1.83], scaling
+    efficiency 81.4% [73.8-91.4%]'."""
+    rows = summary.typed.rows or []
+    base = next((r for r in rows if r.devices == r.baseline_devices), None)
+    if base is None:
+        return None
+    parts = []
+    for row in rows:
+        if row is base:
+            continue
+        if row.status != "ok":
+            parts.append(f"{row.devices}: {'does not fit' if row.status == 'oom' else row.status}")
+            continue
+        parts.append(f"{row.devices} over {base.devices}: {_speedup(row, base)}, scaling "
+                     "efficiency " + pct_interval(row.scaling_efficiency,
+                                                  row.scaling_efficiency_low,
+                                                  row.scaling_efficiency_high))
+    s = summary.spec
+    counts = [r.devices for r in rows]
+    what = (f"Device scaling ({s.get('model_name')} {s.get('mode')}, {min(counts)} to "
+            f"{max(counts)} ranks): ")
+    text = what + ("; ".join(parts) or "one count ran: nothing to compare")
+    return Finding(prefixed(label, text, many), "scaling")
 
 
 def scaling_section(machines: list[Machine]) -> Section:
@@ -140,20 +164,20 @@ def scaling_section(machines: list[Machine]) -> Section:
     published = Table("Published scaling efficiencies (GPT-2 XL)",
                       ("system", "devices", "scaling efficiency", "note", "source"),
                       tuple((p.system, str(p.devices), pct(p.efficiency), p.note,
-                             cite("table II")) for p in TABLE_II), TABLE_II_NOTE)
+                             cite("table II")) for p in TABLE_II),
+                      "The paper's efficiencies, drawn in the figure.", TABLE_II_NOTE, ())
     ours = Table("Our scaling rows", ("series", "devices", "status", "tokens/s (all devices)",
                                       "tokens/s per device", "speedup", "scaling efficiency",
                                       "MFU", "over devices",
                                       f"planner tokens/s per device {HEADER}"),
                  tuple(row for lab, r, cells in items for row in _rows(lab, r, cells)),
-                 "Speedup over the smallest count that ran ('over devices'), with the 95% "
-                 "interval of the ratio of median throughputs from both counts' trials and "
-                 "what it supports ('no significant difference' where it holds 1; too few "
-                 "samples under 5 trials a count; one trial: no interval); scaling "
-                 "efficiency's [low-high] is that interval over the device ratio; "
-                 f"(low-high) of each count's tokens/s: {SPREAD}; planner: "
-                 f"{INTERVAL_NOTE}.")
+                 "Speedup and scaling efficiency over the smallest count that ran ('over "
+                 "devices'), each with its 95% interval.",
+                 "The speedup's interval is that of the ratio of median throughputs from both "
+                 "counts' trials (too few samples under 5 trials a count); scaling "
+                 "efficiency's is that interval over the device ratio.")
     text = () if items else ("No scale records: the figure shows the paper's published "
                              "efficiencies alone.",)
+    found = tuple(f for lab, r, _ in items if (f := _finding(lab, r, len(items) > 1)))
     return Section("scaling", "Device scaling (table II)", SOURCE, text, (_figure(items),),
-                   (ours, published) if items else (published,))
+                   (ours, published) if items else (published,), found)

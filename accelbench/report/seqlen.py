@@ -6,8 +6,9 @@ whose cell ran, a context-parallel layout (cp=2, 4) taking a length one device c
 from __future__ import annotations
 
 from accelbench.config.fit import DOES_NOT_FIT
-from accelbench.report.cells import SPREAD, layout_text, rss_note, status_text, train_rate
-from accelbench.report.content import Section, Table
+from accelbench.report.cells import layout_text, rss_note, status_text, train_rate
+from accelbench.report.content import Finding, Section, Table
+from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
 from accelbench.report.training import (
@@ -30,8 +31,9 @@ SOURCE = ("kind 'train' records (benchmark train, not a scaling study's cells): 
 
 
 def seq_section(machines: list[Machine]) -> Section:
-    """Table III: every dense training cell, and throughput and MFU against sequence length
-    (sparse cells are figure 7's: beside dense ones here they would pass for dense)."""
+    """Table III: where each length first fits, every dense training cell (folded), and
+    throughput and MFU against sequence length (sparse cells are figure 7's: beside dense ones
+    here they would pass for dense)."""
     title = "Sequence length (table III)"
     every = training_cells(machines, "train")
     cells = [(m, r) for m, r in every if sparsity_level(r) == 0]
@@ -42,24 +44,23 @@ def seq_section(machines: list[Machine]) -> Section:
         return Section("seq", title, SOURCE, ("No dense training records.", *note))
     table = Table("Training cells by sequence length", CELL_HEADER + measure_header("token"),
                   tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
-                  TABLE_CAPTION + rss_note(r for _, r in cells))
-    fits = first_fits_table(cells)
+                  "Every dense training cell, GAS and sparsity sweeps' included.",
+                  TABLE_CAPTION + rss_note(r for _, r in cells), ())
+    fits, found = first_fits_table(cells)
     figure = seq_figure("table3_seq_tokens", "Training throughput against sequence length",
                         cells, "token",
-                        "Table III of the study as a figure: at each length the best cell "
-                        "(over micro-batch, GAS and recompute) of each machine, precision and "
-                        f"context-parallel layout (cp=N: its own series), error bars: {SPREAD}.",
-                        by_cp=True)
-    return Section("seq", title, SOURCE, note, (figure,), (fits, table))
+                        "The study's table III as a figure: at each length the best cell of "
+                        "each machine, precision and context-parallel layout (cp=N its own "
+                        "series).", by_cp=True)
+    return Section("seq", title, SOURCE, note, (figure,), (fits, table), found)
 
 
 FITS_HEADER = ("machine", "model", "precision", "seq", "first fits on", "layout",
                "tokens/s per device", "tokens/s global", "at fewer ranks")
-FITS_CAPTION = ("Where each length first fits: the fewest ranks (devices; on a CPU a rank) "
-                "whose cell ran, the best of its cells there; throughput at the median step, "
-                f"(low-high) after it: {SPREAD}. A length no cell ran is '{DOES_NOT_FIT}', with "
-                "how that was decided. 'at fewer ranks': what the cells at fewer ranks "
-                "recorded (ranks: verdict), every count tried where none ran.")
+FITS_CAPTION = ("Each length's fewest ranks (devices; on a CPU a rank) whose cell ran, and its "
+                "best cell there; a length no cell ran does not fit.")
+FITS_METHOD = ("'at fewer ranks': what the cells at fewer ranks recorded (ranks: verdict), "
+               "every count tried where none ran; 'does not fit' says how that was decided.")
 
 
 def ranks(r: Record) -> int:
@@ -84,8 +85,9 @@ def _rate_value(r: Record) -> float:
     return rate.value if rate else 0.0
 
 
-def first_fits_table(cells: list[tuple[Machine, Record]]) -> Table:
-    """Per machine, model and precision, each sequence length's first fit (first_fits)."""
+def first_fits_table(cells: list[tuple[Machine, Record]]) -> tuple[Table, tuple[Finding, ...]]:
+    """Per machine, model and precision, each sequence length's first fit (first_fits), and
+    a finding per machine, model and precision."""
     groups: dict[tuple, list[Record]] = {}
     machines: dict[tuple, Machine] = {}
     for m, r in cells:
@@ -93,10 +95,40 @@ def first_fits_table(cells: list[tuple[Machine, Record]]) -> Table:
                int(r.spec.get("seq_len") or 0))
         groups.setdefault(key, []).append(r)
         machines[key] = m
-    rows = [_fits_row(machines[key], key, *first_fits(rs))
-            for key, rs in sorted(groups.items(), key=lambda kv: kv[0])]
+    ordered = sorted(groups.items(), key=lambda kv: kv[0])
+    rows = [_fits_row(machines[key], key, *first_fits(rs)) for key, rs in ordered]
+    series: dict[tuple, list[str]] = {}
+    for key, records in ordered:
+        series.setdefault(key[:3], []).append(_fits_phrase(key[3], *first_fits(records)))
+    many = len({k[0] for k in series}) > 1
+    found = tuple(Finding(prefixed(f"M{k[0]}", f"Sequence length ({k[1]}, {k[2]}): "
+                                   + _joined(phrases), many), "seq")
+                  for k, phrases in series.items())
     return Table("Where each sequence length first fits", FITS_HEADER, tuple(rows),
-                 FITS_CAPTION)
+                 FITS_CAPTION, FITS_METHOD), found
+
+
+def _fits_phrase(seq: int, best: Record | None, others: list[Record]) -> str:
+    """'512 does not fit 1 rank (estimated); runs on cp=2, 802 tokens/s a device (784-824)'."""
+    missed = sorted({(ranks(r), status_text(r)) for r in others})
+    before = "; ".join(f"does not fit {n} rank(s) ({text.removeprefix(DOES_NOT_FIT).strip(' ()')})"
+                       if text.startswith(DOES_NOT_FIT) else f"{n} rank(s): {text}"
+                       for n, text in missed)
+    if best is None:
+        return f"{seq}: {before or DOES_NOT_FIT}"
+    rate = train_rate(best)
+    where = (f"runs on {layout_text(best) or '1 rank'}" if ranks(best) > 1
+             else "runs on 1 rank")
+    shown = f", {rate.text()} tokens/s a device" if rate and (before or ranks(best) > 1) else ""
+    return f"{seq}: {before + '; ' if before else ''}{where}{shown}"
+
+
+def _joined(phrases: list[str]) -> str:
+    """Consecutive lengths that plainly run on one rank said once: '128, 256: run on 1 rank'."""
+    plain = [p.split(":")[0] for p in phrases if p.endswith(": runs on 1 rank")]
+    rest = [p for p in phrases if not p.endswith(": runs on 1 rank")]
+    head = [f"{', '.join(plain)}: run{'s' if len(plain) == 1 else ''} on 1 rank"] if plain else []
+    return "; ".join(head + rest)
 
 
 def _fits_row(machine: Machine, key: tuple, best: Record | None,

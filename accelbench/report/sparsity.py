@@ -6,7 +6,6 @@ published speedups are drawn alone, labelled as published."""
 from __future__ import annotations
 
 from accelbench.report.cells import (
-    SPREAD,
     Rate,
     canonical,
     num,
@@ -14,8 +13,9 @@ from accelbench.report.cells import (
     train_rate,
     varying_label,
 )
-from accelbench.report.content import PUBLISHED, Figure, Panel, Section, Series, Table
-from accelbench.report.evidence import speedup_text
+from accelbench.report.content import PUBLISHED, Figure, Finding, Panel, Section, Series, Table
+from accelbench.report.evidence import speedup, speedup_text
+from accelbench.report.findings import prefixed, verdicts_text
 from accelbench.report.machines import Machine
 from accelbench.report.paper import (
     FIG7_LOSS,
@@ -94,13 +94,12 @@ def _figure(groups: dict[tuple, list[Record]]) -> Figure:
                          "speedup (tokens/s over dense)", tuple(pub_speed)),
                    Panel("loss", "weight sparsity (fraction of weights zero)",
                          "loss relative to dense", tuple(loss + pub_loss))),
-                  "Figure 7 of the study. Our cells and the paper's speedups are drawn apart: "
-                  f"the {FIG7_SYSTEM} ran sparse kernels ({cite('fig. 7')}; GPT-2 XL at sparsity "
-                  "0.9: 1.8-2x, drawn as its midpoint with the range as the bar), while a "
-                  f"{MASKED} cell multiplies its zeros and is expected to run at 1x: a ratio "
-                  "above or below 1 there is noise or the masks' cost, not a finding (the "
-                  "table gives each with its interval). Loss: about 15% worse after 3B tokens "
-                  "in the paper.")
+                  f"The study's figure 7: ours apart from the {FIG7_SYSTEM}'s, which ran sparse "
+                  f"kernels; a {MASKED} cell multiplies its zeros, so 1x is expected. Loss: "
+                  "about 15% worse after 3B tokens in the paper.",
+                  f"The {FIG7_SYSTEM}'s GPT-2 XL at sparsity 0.9 (1.8-2x, {cite('fig. 7')}) is "
+                  "drawn as its midpoint with the range as the bar; a masked-dense ratio above "
+                  "or below 1 is noise or the masks' cost, not a finding.")
 
 
 def _published_table() -> Table:
@@ -111,8 +110,8 @@ def _published_table() -> Table:
                  for p in FIG7_SPARSITY)
     return Table("Published sparsity speedups", ("system", "model", "sparsity", "speedup",
                                                  "source"), rows,
-                 "The paper's text gives the GPT-3 speedups without restating the sparsity "
-                 "level, so they are listed, not drawn.")
+                 "The paper's stated speedups; the GPT-3 ones restate no sparsity level, so "
+                 "they are listed, not drawn.", headline=())
 
 
 MASKED = "masked dense"
@@ -159,13 +158,37 @@ def _cells_table(groups: dict[tuple, list[Record]]) -> Table:
     return Table("Sparsity cells", ("machine", "model", "precision", "pattern", "sparsity",
                                     "status", "tokens/s per device", "speedup over dense",
                                     "loss over dense", "kernel"), tuple(rows),
-                 f"Throughput at the median step, (low-high) after it: {SPREAD}; speedup over "
-                 "the same sweep's dense cell (sparsity 0) with the 95% interval of the ratio "
-                 "from both cells' independent trials, 'no significant difference' where it "
-                 "includes 1 (docs/metrics.md); loss over dense after the same steps, one seed "
-                 "(no interval); kernel: what ran the masked matrices, or that nothing sparse "
-                 f"did: a {MASKED} cell multiplies its zeros, so no speedup is expected and "
-                 "none is claimed.")
+                 "Each level's tokens/s and its speedup over the same sweep's dense cell, with "
+                 "their intervals; loss over dense after the same steps (one seed).",
+                 f"Kernel: what ran the masked matrices, or that nothing sparse did: a {MASKED} "
+                 "cell multiplies its zeros, so no speedup is expected and none is claimed.")
+
+
+def _findings(groups: dict[tuple, list[Record]]) -> tuple[Finding, ...]:
+    """Per sweep: every level's speedup over dense in one phrase, what ran it, the loss."""
+    found = []
+    for key, records in groups.items():
+        dense = _dense_of(records)
+        if dense is None:
+            continue
+        speed, loss = _relative(records, train_rate), _relative(records, _loss)
+        items, losses = [], []
+        for r, (level, up, _), (_, rel, _) in zip(records, speed, loss, strict=True):
+            if r is dense or r.status != "ok":
+                continue
+            items.append((f"{level:g}", speedup(dense, r, not masked_dense(r)),
+                          up.value if up else None))
+            if rel:
+                losses.append(rel.value)
+        masked = any(masked_dense(r) for r in records)
+        s = dense.spec
+        what = f"{s.get('model_name')} {s.get('dtype')}" + (
+            f", {MASKED}: 1x expected" if masked else "")
+        text = f"Weight sparsity over dense ({what}): {verdicts_text(items)}"
+        if losses:
+            text += f"; loss {min(losses):.3f}-{max(losses):.3f} of dense (one seed)"
+        found.append(Finding(prefixed(key[1], text, len(groups) > 1), "sparsity"))
+    return tuple(found)
 
 
 def sparsity_section(machines: list[Machine]) -> Section:
@@ -174,4 +197,4 @@ def sparsity_section(machines: list[Machine]) -> Section:
     text = () if groups else (NO_RECORDS,)
     tables = ((_cells_table(groups),) if groups else ()) + (_published_table(),)
     return Section("sparsity", "Weight sparsity (figure 7)", SOURCE, text,
-                   (_figure(groups),), tables)
+                   (_figure(groups),), tables, _findings(groups))

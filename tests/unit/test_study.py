@@ -152,9 +152,12 @@ def test_the_built_in_quick_profile_plans_the_papers_experiments(tmp_path, monke
     assert plan.profile == "quick"
     by_name = {e.experiment.name: e for e in plan.experiments}
     assert list(by_name) == ["block", "seqlen", "gas", "sparsity", "scaling", "genslm",
-                             "genslm-longest"]
+                             "genslm-longest", "noise"]
     assert [e.experiment.source for e in plan.experiments] == [
-        "figures 3-4", "table III", "figure 6", "figure 7", "table II", "table IV", "table IV"]
+        "figures 3-4", "table III", "figure 6", "figure 7", "table II", "table IV", "table IV",
+        "noise floor"]
+    # the main job measures its own noise floor: both A/A conditions, over all their trials
+    assert [c.label for c in by_name["noise"].cells] == ["condition A", "condition B"]
     block = [c.label for c in by_name["block"].cells]
     assert block == [f"batch {b} {d}" for d in ("fp32", "fp16", "bf16") for b in (1, 2, 4, 8)]
     seq = by_name["seqlen"].cells  # one device, then cp=2 where 2 devices (cores) are here

@@ -121,7 +121,7 @@ def test_a_line_per_finished_cell_and_the_study_eta():
     study.cell(1, "blk batch 2")
     now[0] += 5.0
     study.done(1, False)  # 5 s for an estimated 10 s: the 60 s left take 30 s
-    assert lines == ["[2/4] blk batch 2 ... 5.0 s, ETA 30.0 s"]
+    assert lines == ["[1/3] blk batch 2 ... 5.0 s, ETA 30.0 s"]  # numbered in run order
     assert StudyLines([], lines.append).eta() == 0.0
     assert [duration(s) for s in (0.44, 100, 7500)] == ["0.4 s", "1m40s", "2h05m"]
 

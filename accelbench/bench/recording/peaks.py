@@ -4,7 +4,8 @@ A device with no datasheet peak (a CPU) is measured once per machine fingerprint
 its software, the host and the torch threads: store/fingerprint.py) and precision; every later
 sweep on that machine divides by the same stored peak, so MFUs of one machine are comparable
 across sweeps. `--remeasure-peak` leaves the lookup out and measures again; a changed
-fingerprint finds nothing and measures anew.
+fingerprint finds nothing and measures anew. A peak measured while the machine was disturbed
+(PeakMetrics.disturbed) is never reused: the next sweep measures again.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def machine_peaks(store: ResultStore, environment: dict) -> PeakLookup:
         key = repr([spec.get(k) for k in PEAK_IDENTITY])
         if key not in cache:
             found = [r for r in store.query(kind=PEAK_KIND, status="ok")
-                     if _matches(r, spec, machine)]
+                     if _matches(r, spec, machine) and not r.typed.disturbed]
             latest = max(found, key=lambda r: r.id or 0, default=None)
             cache[key] = None if latest is None else _as_peak(latest)
         return cache[key]
