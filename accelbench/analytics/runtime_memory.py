@@ -54,6 +54,7 @@ from accelbench.config.runtime_settings import (
 
 RUNTIME = "runtime"  # MemoryBreakdown.widths of this module's estimates
 FORWARD_END, BACKWARD_END = "end of forward", "end of backward"
+OPTIMIZER_STEP = "optimizer step"  # bf16 weights: the masters' fp32 gradients beside the bf16
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,8 @@ class RuntimeWidths:
 
 # --compute-weights bf16 (bench/train/bf16_weights.py): bf16 weights beside their fp32 masters
 # (2 + 4), bf16 gradients, no autocast copies; the masters' fp32 gradients are made from the
-# bf16 ones before the optimizer step, counted at the end of the backward (a little cautious:
-# a tied embedding's whole gradient is gone by then)
+# bf16 ones before the optimizer step: a moment of its own (OPTIMIZER_STEP), the activations
+# and the backward's transients gone
 BF16_WEIGHTS = RuntimeWidths(weights=6, grads=2, grad=2, master_grads=4)
 
 
@@ -196,14 +197,15 @@ def _backward_end(stage: _Stage, layout: Layout, w: RuntimeWidths, wrapper: str,
         wrapper in (GRAD_SYNC, PIPELINE) and ranks > 1) else 0.0
     tied = cfg.tie_embeddings and layout.pp == 1
     embedding = w.grad * cfg.padded_vocab * cfg.d_model if tied else 0.0
+    embedding *= _tied_copies(w, wrapper, settings)
     if wrapper != FSDP:
-        return flat + embedding * _tied_copies(w, wrapper, settings)
+        return flat + embedding
     # the root's last backward: its parameters and gradient unsharded beside the embedding's;
     # then its gradient, its copy cast to the reduction width where that differs (the bf16
     # policy's fp32 reduction), and the reduce-scatter's input in that width
     cast = w.reduce if w.reduce != w.grad else 0
     return max((w.gathered + w.grad) * stage.root + embedding,
-               (w.grad + cast + w.reduce) * stage.root) + w.master_grads * (stage.dense + stage.expert)
+               (w.grad + cast + w.reduce) * stage.root)
 
 
 def runtime_memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_micro: int,
@@ -232,7 +234,11 @@ def runtime_memory_per_device(cfg: ModelConfig, seq_len: int, layout: Layout, n_
             ModelStateBytes(params, grads_beside, moments), 0.0,
             buckets + _backward_end(stage, layout, w, wrapper, cfg, settings) + workspace_bytes,
             float("inf"), widths=RUNTIME, moment=BACKWARD_END)
-        for moment in (forward, backward):
+        step = MemoryBreakdown(  # bf16 weights: the masters' fp32 gradients, made at the step
+            ModelStateBytes(params, grads_beside, moments), 0.0,
+            w.master_grads * (stage.dense + stage.expert) + workspace_bytes, float("inf"),
+            widths=RUNTIME, moment=OPTIMIZER_STEP)
+        for moment in (forward, backward, step):
             if worst is None or moment.total > worst.total:
                 worst = moment
     assert worst is not None
