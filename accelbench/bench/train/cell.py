@@ -46,7 +46,8 @@ def estimate(spec: TrainSpec, cell: TrainCell, layout: Layout) -> MemoryBreakdow
     on_cpu = resolve_device(spec.device).type == "cpu"  # selects; creates no device context
     return runtime_memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas, cell.dtype,
                                      spec.runtime_settings,
-                                     CPU_WORKSPACE_BYTES if on_cpu else WORKSPACE_BYTES)
+                                     CPU_WORKSPACE_BYTES if on_cpu else WORKSPACE_BYTES,
+                                     compute_weights=spec.compute_weights)
 
 
 def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
