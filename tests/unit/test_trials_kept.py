@@ -150,3 +150,60 @@ def test_all_trials_kept_but_no_record_makes_the_record_without_measuring(tmp_pa
     log.clear()
     [record] = record_sweep(_sweep(_cells(1, log)), open_recorder(db, "cpu"), _view([]), "t")
     assert log == [] and record.status == "ok" and record.metrics["trials"] == 3
+
+
+BLOCK = ["block", "--model", "gpt2-tiny", "--seq", "32", "--batch", "1,2", "--dtype", "fp32",
+         "--repeats", "3", "--warmup", "1", "--trials", "6", "--device", "cpu"]
+
+
+def _cells_of(db) -> list[tuple]:
+    """The block cells a store holds: batch, status, trials, per-trial times recorded."""
+    return sorted((r.spec["batch"], r.status, r.metrics["trials"],
+                   len(r.raw["trial_values"]["forward_time_s_median"]), len(r.raw["trial_order"]))
+                  for r in ResultStore(db, write=False).query(kind="block"))
+
+
+@pytest.mark.slow
+def test_a_block_sweep_killed_with_sigkill_resumes_to_the_uninterrupted_records(
+        tmp_path, monkeypatch, capsys):
+    """`accelbench block --trials 6` over two cells, killed (SIGKILL: no handler runs) once it
+    has kept two trials: the kept trials are in the store, the rerun measures only the missing
+    ones, and its records are an uninterrupted sweep's: same cells, same trial counts; 12
+    trials in all, none measured twice."""
+    import subprocess
+    import sys
+    import time
+
+    import torch
+    from cli_run import run_main
+
+    db = tmp_path / "killed.db"
+    proc = subprocess.Popen([sys.executable, "-m", "accelbench.cli.main", *BLOCK, "--db",
+                             str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ,  # this process's threads: the same machine
+                                 "OMP_NUM_THREADS": str(torch.get_num_threads())})
+    deadline = time.monotonic() + 120
+    kept = 0
+    while kept < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+        try:
+            kept = _rows(db)
+        except sqlite3.Error:  # no file or no table yet
+            kept = 0
+    proc.kill()
+    proc.communicate()
+    kept = _rows(db)
+    assert 2 <= kept < 12, f"{kept} trials kept when killed: the sweep was not stopped midway"
+    assert ResultStore(db, write=False).query(kind="block") == []  # no record: SIGKILL
+
+    code, _, err = run_main(monkeypatch, capsys, *BLOCK, "--db", str(db))
+    assert code == 0, err
+    assert f"{kept} trial(s) of unfinished cells kept by an earlier run" in err
+    assert _rows(db) == 12  # each trial measured once
+    records = ResultStore(db, write=False).query(kind="block")
+    assert sorted(i for r in records for i in r.raw[TRIAL_ROWS_KEY]) == list(range(1, 13))
+
+    whole = tmp_path / "whole.db"
+    code, _, err = run_main(monkeypatch, capsys, *BLOCK, "--db", str(whole))
+    assert code == 0, err
+    assert _cells_of(db) == _cells_of(whole) == [(1, "ok", 6, 6, 6), (2, "ok", 6, 6, 6)]
