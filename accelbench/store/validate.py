@@ -24,6 +24,8 @@ from itertools import accumulate
 from types import NoneType, UnionType
 from typing import Any
 
+from accelbench.config.layout import Layout
+from accelbench.config.model import ModelConfig
 from accelbench.config.schema import (
     BLOCK_PHASES,
     METRICS_BY_KIND,
@@ -256,9 +258,10 @@ def _check_fields(part: str, values: dict[str, Any], types: dict[str, Any]) -> N
 
 def _check_spec(spec: dict[str, Any]) -> None:
     _check_fields("spec", spec, SPEC)
-    for part in ("model", "layout"):
+    for part, cls in (("model", ModelConfig), ("layout", Layout)):
+        hints = _hints(cls)  # the declared fields' types; any other key a scalar
         for key, value in (spec.get(part) or {}).items():
-            _check(f"spec.{part}.{key[:60]}", value, SCALAR)
+            _check(f"spec.{part}.{key[:60]}", value, hints.get(key, SCALAR) | None)
     for key in ("fingerprint", "workload_id"):
         value = spec.get(key)
         if value is not None and not (isinstance(value, str) and _HEX.fullmatch(value)):
