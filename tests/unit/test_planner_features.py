@@ -13,6 +13,8 @@ import pytest
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import device_variant, make_cluster
 from accelbench.analytics.efficiency import (
+    ATTENTION_SHARE,
+    FA2_ON_HOPPER,
     FUSED_ATTENTION_OF_PEAK,
     GEMM_FIXED_S,
     layer_cost,
@@ -112,16 +114,29 @@ def test_cp_step_exposes_what_the_attention_core_does_not_hide() -> None:
     step = estimate_step(GQA, cluster, setup, Layout(dp=1, cp=8, mb=1), efficiency=0.5)
     ring = comm.cp_bytes_per_layer(GQA, 8192, 1, "bf16", 1, 8) / (1e9 * 0.8)
     cost = layer_cost(layer_rates(cluster, "bf16", 0.5), GQA, 8192, 1, 8, 1, False, "bf16", True)
-    # the attention core of s/cp queries: 4sh FLOPs per token at FlashAttention-2's stated
-    # share of the H100 peak (not ATTENTION_SHARE of the 0.5 given for the GEMMs)
-    core = 4 * 8192 * 4096 * (8192 / 8) / (989.4e12 * FUSED_ATTENTION_OF_PEAK["h100"]) \
-        + GEMM_FIXED_S
+    # the attention core of s/cp queries: 4sh FLOPs per token at ATTENTION_SHARE of the 0.5
+    # given for the GEMMs (no FlashAttention rate of its own in force: docs/planner.md)
+    assert FUSED_ATTENTION_OF_PEAK == {}
+    core = 4 * 8192 * 4096 * (8192 / 8) / (989.4e12 * ATTENTION_SHARE * 0.5) + GEMM_FIXED_S
     assert cost.core_fwd == pytest.approx(core) and cost.core_bwd > cost.core_fwd
     per_layer = ring - cost.core_fwd - cost.core_bwd
     assert per_layer > 0
     assert step.cp_comm_exposed_s == pytest.approx(2 * 4 * per_layer)  # m=2, 4 layers
     assert step.mfu == pytest.approx(step.tokens_per_s / 8 * model_flops_per_token(
         GQA, 8192).total / 989.4e12)
+
+
+def test_a_flashattention_rate_put_in_force_times_the_core_at_its_share_of_peak(
+        monkeypatch) -> None:
+    """The judged-out FA2 rate (scripts/planner_tables.py puts it back to re-judge it): an
+    H100's attention core at 35% of the peak, whatever the GEMMs' efficiency."""
+    import accelbench.analytics.efficiency as efficiency
+
+    monkeypatch.setattr(efficiency, "FUSED_ATTENTION_OF_PEAK", dict(FA2_ON_HOPPER))
+    rates = efficiency.builtin_rates(make_cluster("h100-sxm", 1).device, "bf16", 989.4e12, 0.5)
+    cost = layer_cost(rates, GQA, 8192, 1, 8, 1, False, "bf16", True)
+    core = 4 * 8192 * 4096 * (8192 / 8) / (989.4e12 * 0.35) + GEMM_FIXED_S
+    assert cost.core_fwd == pytest.approx(core)
 
 
 # --- uneven pipeline stages ---

@@ -65,8 +65,8 @@ def test_full_recompute_reruns_the_forward_casts() -> None:
 
 
 def test_gpt2_xl_h200_fp8_cell_lower_by_its_casts() -> None:
-    # the H200 cell (docs/planner.md): before the casts the planner gave 60,742 tokens/s
-    # (with the H100 top fitted on the shipped runs only, 0.53);
+    # the H200 cell (docs/planner.md): without the casts the planner gives 61,724 tokens/s
+    # (the H100 top fitted on the shipped runs only, 0.52, attention at 0.75 of it: issue 41);
     # each of the 48 layers adds the casts of 8 x 1024 tokens at 80% of 4.8 TB/s
     cfg = resolve_shape("gpt2-xl")
     cluster = make_cluster("h200", 1, devices_per_node=1)
@@ -74,8 +74,8 @@ def test_gpt2_xl_h200_fp8_cell_lower_by_its_casts() -> None:
     t, h, f = 8 * 1024, 1600, 6400
     ins, outs = (h, h, h, f), (3 * h, h, f, h)
     casts = sum(4 * t * k + 6 * k * n + 4 * t * n for k, n in zip(ins, outs, strict=True))
-    expected_s = 8192 / 60_742.02 + 48 * casts / (4800e9 * 0.8)
+    expected_s = 8192 / 61_723.62 + 48 * casts / (4800e9 * 0.8)
     assert step.tokens_per_s == pytest.approx(8192 / expected_s, rel=1e-5)
-    assert step.tokens_per_s < 56_000  # measured 38,062: still over-predicted (docs)
+    assert step.tokens_per_s < 57_000  # measured 38,062: still over-predicted (docs)
     bf16 = estimate_step(cfg, cluster, TrainSetup(8, 1024, "bf16"), Layout(mb=8))
-    assert bf16.tokens_per_s == pytest.approx(40_995, rel=1e-4)  # bf16 unchanged
+    assert bf16.tokens_per_s == pytest.approx(40_890, rel=1e-4)  # bf16: no casts
