@@ -138,6 +138,13 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     step_time_s_iqr: float | None = None
     step_time_s_median_per_rank: list[float] | None = None
     step_time_slowest_rank: int | None = None
+    # each rank's own compute a step (CPU seconds of its forward and backward, a CPU device) and
+    # its wait (the step less that), medians over the timed steps; the rank whose compute
+    # stands out of its peers' noise, and the evidence (analytics/straggler.py)
+    compute_time_s_median_per_rank: list[float] | None = None
+    wait_time_s_median_per_rank: list[float] | None = None
+    slow_rank: int | None = None
+    slow_rank_evidence: str | None = None
     tokens_per_s_global: float | None = None
     tokens_per_s_per_device: float | None = None
     samples_per_s_global: float | None = None

@@ -36,17 +36,28 @@ KIND = "train"
 VERIFIED = "--verify-fit ran it"
 
 
+TOKEN_ID_BYTES = 8  # int64 token ids (data/loader.py)
+
+
+def step_batch_bytes(cell: TrainCell) -> float:
+    """The step's token ids a rank holds through the step, input and target: gas x micro-batch
+    sequences each, stacked by the step loop (steps.py _step_batch). What GAS itself adds to a
+    rank's memory: 2 GiB at gas 16,384, micro-batch 8, sequence 1024 (MAX_GAS)."""
+    return 2 * TOKEN_ID_BYTES * cell.gas * cell.micro_batch * cell.seq_len
+
+
 def estimate(spec: TrainSpec, cell: TrainCell, layout: Layout) -> MemoryBreakdown:
     """What one rank of this runtime holds at this cell's peak, in the widths it keeps
     (analytics/runtime_memory.py: fp32 weights, gradients and moments, DDP's buckets, FSDP2's
     unsharded blocks; the embedding and head whole on every tensor rank; a CPU cell without a
-    device context's workspace: CPU_WORKSPACE_BYTES)."""
+    device context's workspace: CPU_WORKSPACE_BYTES; the step's stacked token ids,
+    step_batch_bytes)."""
     per_cell = Layout(**{**layout.to_dict(), "mb": cell.micro_batch,
                          "recompute": cell.recompute})
     on_cpu = resolve_device(spec.device).type == "cpu"  # selects; creates no device context
+    workspace = (CPU_WORKSPACE_BYTES if on_cpu else WORKSPACE_BYTES) + step_batch_bytes(cell)
     return runtime_memory_per_device(spec.model, cell.seq_len, per_cell, cell.gas, cell.dtype,
-                                     spec.runtime_settings,
-                                     CPU_WORKSPACE_BYTES if on_cpu else WORKSPACE_BYTES,
+                                     spec.runtime_settings, workspace,
                                      compute_weights=spec.compute_weights)
 
 
@@ -178,4 +189,11 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     metrics = replace(cell_metrics(spec, cell, layout, counts, ranks, breakdown.total, backend),
                       **estimate_fields(breakdown))
     return Outcome(KIND, "ok", record_spec, metrics_dict(metrics), raw,
-                   reason=peak_warning(metrics))
+                   reason=notes(metrics))
+
+
+def notes(metrics: TrainMetrics) -> str:
+    """The reason line of a measured cell: a utilisation over 100%, and a slow rank with its
+    evidence (the CLI table's note column and the report show it)."""
+    slow = metrics.slow_rank_evidence if metrics.slow_rank is not None else ""
+    return "; ".join(n for n in (peak_warning(metrics), slow) if n)

@@ -9,6 +9,7 @@ rank's; memory is kept per rank with the worst rank named. Names come from confi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 
 from accelbench.analytics.energy import UNAVAILABLE, cell_energy
 from accelbench.analytics.flops import (
@@ -20,6 +21,7 @@ from accelbench.analytics.flops import (
 from accelbench.analytics.metrics import at_measured_clock, tflops, utilisation
 from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
+from accelbench.analytics.straggler import find_straggler
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import TimingStats, summarize
 from accelbench.bench.train.rank_result import RankResult
@@ -193,7 +195,24 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         mem_estimate_bytes_per_rank=estimate_bytes,
         **_energy(counts, ranks, stats.count),
         **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps),
+        **straggler_fields(ranks, spec.warmup_steps),
         **topology_fields(layout, ranks))
+
+
+def straggler_fields(ranks: list[RankResult], warmup_steps: int) -> dict:
+    """Each rank's median compute over the timed steps and its median wait (the step less its
+    compute), and the rank whose compute stands out of its peers' noise (analytics/
+    straggler.py), with the evidence; nothing where compute is not measured (an accelerator)
+    or a single rank ran."""
+    compute = [r.compute_s[warmup_steps:] for r in ranks]
+    if len(ranks) < 2 or not all(compute):
+        return {}
+    waits = [median(t - c for t, c in zip(r.step_times_s[warmup_steps:], steps, strict=False))
+             for r, steps in zip(ranks, compute, strict=True)]
+    found = find_straggler({r.rank: c for r, c in zip(ranks, compute, strict=True)})
+    return dict(compute_time_s_median_per_rank=[median(c) for c in compute],
+                wait_time_s_median_per_rank=waits, slow_rank=found.rank,
+                slow_rank_evidence=found.evidence())
 
 
 def topology_fields(layout: Layout, ranks: list[RankResult]) -> dict:

@@ -21,6 +21,9 @@ class RankResult:
     coords: dict[str, int] = field(default_factory=dict)  # mesh position: pp, dp, tp (cp)
     lr: list[float] = field(default_factory=list)
     data_wait_s: list[float] = field(default_factory=list)
+    # every step's CPU seconds of forward and backward (a CPU device; empty elsewhere): the
+    # rank's own work, which waiting in a collective does not add to (bench/train/straggler.py)
+    compute_s: list[float] = field(default_factory=list)
     timed_steps: int = 0
     step_time_s: float | None = None  # median of the timed steps
     optimizer: str = ""
@@ -44,5 +47,6 @@ class RankResult:
     def raw(self) -> dict[str, Any]:
         """The per-step lists the record keeps raw, one entry a rank."""
         return {"step_times_s": self.step_times_s, "loss": self.loss, "lr": self.lr,
-                "data_wait_s": self.data_wait_s, "collective_s": self.collective_s,
+                "data_wait_s": self.data_wait_s, "compute_s": self.compute_s,
+                "collective_s": self.collective_s,
                 "disturbance": self.disturbance}

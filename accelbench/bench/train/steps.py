@@ -29,6 +29,12 @@ from accelbench.bench.train.hooks import hook_results
 from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
+from accelbench.bench.train.straggler import (
+    compute_clock,
+    measures_compute,
+    spin,
+    test_delay_fraction,
+)
 from accelbench.bench.trials import WindowProbe
 from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
@@ -59,6 +65,8 @@ class StepLog:
     loss: list[float] = field(default_factory=list)
     data_wait_s: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)  # CPU seconds of forward+backward
+    delay_s: float = 0.0  # the last step's test-only spin (ACCELBENCH_TEST_SLOW_RANK)
 
 
 class Diverged(Exception):
@@ -130,6 +138,14 @@ def _maybe_profile(enabled: bool, device: torch.device, out: dict,
                all_to_all_s=all_to_all_time_s(comm, pipeline))
 
 
+def _test_delay(log: StepLog, device: torch.device) -> None:
+    """The test-only slow rank: spin for its fraction of this rank's last step's compute."""
+    fraction = test_delay_fraction(_rank())
+    if fraction and log.compute_s and measures_compute(device):
+        log.delay_s = fraction * (log.compute_s[-1] - log.delay_s)
+        spin(log.delay_s)
+
+
 def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.device,
               trainer: Trainer, batches, step: int, log: StepLog, collectives: dict) -> None:
     """One timed optimizer step; its time, global loss, lr and data wait go into `log`. The
@@ -147,7 +163,11 @@ def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
         x, y = _step_batch(batches, cell)
         log.data_wait_s.append(time.perf_counter() - t0)
         _beat(step + 1, "forward/backward")
+        compute_started = compute_clock()
+        _test_delay(log, device)  # tests only: ACCELBENCH_TEST_SLOW_RANK slows one rank
         loss = _forward_backward(trainer, cell, layout, x, y, device)
+        if measures_compute(device):  # the rank's own work, not its waits (straggler.py)
+            log.compute_s.append(compute_clock() - compute_started)
         _beat(step + 1, "optimizer")
         _optimizer_step(trainer, layout, spec.grad_clip)
     log.step_time_s.append(timer.times_s()["step"][0])
@@ -217,6 +237,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         rank=_rank(), coords=dict(coords), optimizer=optimizer_label, timed_steps=len(timed),
         step_time_s=summarize(timed).median_s if timed else None,
         step_times_s=log.step_time_s, loss=log.loss, lr=log.lr, data_wait_s=log.data_wait_s,
+        compute_s=log.compute_s,
         collective_s=collectives["time_s"], collective_source=collectives["source"],
         all_to_all_s=collectives.get("all_to_all_s"), mem_peak_bytes=peak_mem.peak_bytes,
         mem_base_bytes=peak_mem.base_bytes, mem_method=peak_mem.method, energy=meter.result(),
