@@ -99,6 +99,7 @@ class CellTrials:
     finish: Callable[[list[Outcome]], Outcome]
     kind: str | None = None
     spec: dict[str, Any] | None = None
+    adopt: Callable[[list[Outcome]], None] | None = None  # told the kept trials, if any
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,9 @@ class _Interleaved:
         self.progress = progress
         self.keeper = _keepers[-1] if _keepers else None
         self.kept = [self._resumed(c) for c in cells]
+        for cell, kept in zip(cells, self.kept, strict=True):
+            if kept and cell.adopt is not None:  # e.g. the micro-batch a search found then
+                cell.adopt([kept[r].outcome for r in sorted(kept)])
         self.done: dict[int, Outcome] = {}
         self.sunk: set[int] = set()
         self.running: tuple[int, int, int, list[str]] | None = None  # cell, trial, place, order

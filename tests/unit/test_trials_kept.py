@@ -207,3 +207,19 @@ def test_a_block_sweep_killed_with_sigkill_resumes_to_the_uninterrupted_records(
     code, _, err = run_main(monkeypatch, capsys, *BLOCK, "--db", str(whole))
     assert code == 0, err
     assert _cells_of(db) == _cells_of(whole) == [(1, "ok", 6, 6, 6), (2, "ok", 6, 6, 6)]
+
+
+def test_a_resumed_max_micro_batch_cell_measures_the_micro_batch_its_kept_trials_did():
+    """--max-micro-batch: the search is not run again for a cell with kept trials, so every
+    trial of the cell measures one micro-batch (and is keyed by the cell as asked)."""
+    from types import SimpleNamespace
+
+    from accelbench.bench.train.spec import TrainCell
+    from accelbench.bench.train.trials import LocalCell
+
+    cell = TrainCell(seq_len=16, micro_batch=1, gas=1, dtype="fp32", recompute="none")
+    local = LocalCell(SimpleNamespace(max_micro_batch=True), cell, None, None, None, {"asked": 1})
+    kept = Outcome("train", "ok", {"micro_batch": 12, "micro_batch_search": {"largest": 12}})
+    local.adopt([kept])
+    assert local.cell.micro_batch == 12 and local.searched
+    assert local.search == {"largest": 12}

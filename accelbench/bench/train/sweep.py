@@ -131,7 +131,8 @@ def run_local_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
             peaks.adopt(outcome)
         else:
             run = LocalCell(spec, cell, device, peaks, progress, asked, verify)
-            to_run.append(CellTrials(cell.label, run.trial, combine_train_trials, KIND, asked))
+            to_run.append(CellTrials(cell.label, run.trial, combine_train_trials, KIND, asked,
+                                     run.adopt))
         if verify:  # the series' first refusal is checked: that is all
             verified.add(_series(cell))
         outcomes.append(outcome)

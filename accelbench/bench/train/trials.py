@@ -42,6 +42,14 @@ class LocalCell:
         self.search: dict | None = None
         self.searched = False
 
+    def adopt(self, kept: list[Outcome]) -> None:
+        """Trials an earlier run kept: the rest measure their micro-batch (a --max-micro-batch
+        search is not run again, so that every trial of the cell measures one micro-batch)."""
+        if self.spec.max_micro_batch and kept and not self.searched:
+            spec = kept[0].spec
+            self.cell = replace(self.cell, micro_batch=int(spec["micro_batch"]))
+            self.search, self.searched = spec.get("micro_batch_search"), True
+
     def trial(self, trial: int) -> Outcome:
         """Measure one trial (the record keyed by the cell as asked, before the search)."""
         spec = self.spec
