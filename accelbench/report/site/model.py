@@ -50,6 +50,7 @@ class Site:
     bundle_of: dict[str, str] = field(default_factory=dict)  # record uid -> bundle checksum
     near: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # id -> (id, what)
     floors: dict[str, float | None] = field(default_factory=dict)  # machine key -> noise floor
+    workload_ids: dict[int, str | None] = field(default_factory=dict)  # id(record) -> its id
 
     def machine_cells(self, machine: Machine) -> list[Cell]:
         """Every measured cell of one machine, over all workloads."""
@@ -102,8 +103,9 @@ def build_model(bundles: list[Bundle], baseline: Machine | None = None) -> Site:
     site = Site(bundles, machines, baseline, bundle_of=bundle_of)
     for m in machines:
         for r in m.records:
-            pair, wid = rates(r), workload_id(r.kind, r.spec)
-            if pair is None or wid is None:
+            wid = site.workload_ids[id(r)] = workload_id(r.kind, r.spec)
+            pair = rates(r) if wid is not None else None
+            if pair is None:
                 continue
             key = r.uid or canonical_json([r.run_id, r.created_utc, r.kind, r.spec])
             cell = Cell(Best(m, r, *pair), bundle_of[key], device_class(r.environment),

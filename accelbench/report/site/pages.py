@@ -141,9 +141,8 @@ def workload_page(site: Site, wid: str) -> str:
 def _record_row(site: Site, r: Any) -> list[Cell | str]:
     from accelbench.report.compare import workload
     from accelbench.report.table import key_figure
-    from accelbench.store.fingerprint import workload_id
 
-    wid = workload_id(r.kind, r.spec)
+    wid = site.workload_ids.get(id(r))
     name = safe(lambda: workload(r) or "-")
     where = (Cell(markup=link(workload_page_name(wid), name)) if wid in site.cells
              else Cell(name))
