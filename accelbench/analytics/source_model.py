@@ -195,8 +195,8 @@ class IntervalModel:
             return unseen
         runs = sum(fit.means[s][1] for s in sources)
         named = fit.named(str(stack)).interval(
-            self.coverage, f"stack {stack} ({runs} runs, {len(sources)} source"
-                           f"{'s' if len(sources) > 1 else ''})", runs)
+            self.coverage, f"stack {stack} ({runs} run{'s' if runs > 1 else ''}, "
+                           f"{len(sources)} source{'s' if len(sources) > 1 else ''})", runs)
         if named.high / named.low > unseen.high / unseen.low:  # its sources disagree
             return replace(unseen, group=f"stack {stack}: its {len(sources)} sources disagree "
                                          f"as much as any; {unseen.group}")
