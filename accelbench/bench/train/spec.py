@@ -245,6 +245,11 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
                         ("grad-clip", spec.grad_clip), ("cell-timeout", spec.cell_timeout_s),
                         ("hang-timeout", spec.hang_timeout_s)):
         require_finite(name, value)
+    if spec.compile and spec.layout and parse_layout(spec.layout, RUNTIME_KEYS).sp:
+        raise ConfigError("compile", "sequence-parallel blocks do not compile here (torch "
+                          "2.13: DTensor's sharding of a sequence-sharded layer norm fails "
+                          "under Dynamo; tests/dist/test_compile_dist.py)",
+                          "--compile without sp=1, or sp=1 without --compile")
     require_positive("lr", spec.lr)
     for name, value in (("lr-warmup-steps", spec.lr_warmup_steps),
                         ("weight-decay", spec.weight_decay), ("grad-clip", spec.grad_clip)):
