@@ -8,6 +8,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import get_args
@@ -122,8 +123,21 @@ def _end_now(code: int) -> None:
     os._exit(code)
 
 
+_SIGINT_SEEN: list[int] = []  # SIGINTs taken by _on_sigint (not by a command's own handler)
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """Python's own SIGINT handling, remembered: recent typer turns the KeyboardInterrupt into
+    a silent exit code 130, which a command's own interruption returns too."""
+    _SIGINT_SEEN.append(signum)
+    raise KeyboardInterrupt
+
+
 def _run() -> None:
     """Run the command line; every refusal is one line on stderr and an exit code."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         code = app(standalone_mode=False)
     except ConfigError as err:
@@ -138,8 +152,8 @@ def _run() -> None:
     except _ABORT:
         _fail("aborted", 130)
     except KeyboardInterrupt:  # SIGINT where a command has not taken signals over
-        code = 128 + signal.SIGINT
-    if code == 128 + signal.SIGINT:  # recent typer returns 130 for a KeyboardInterrupt, silently
+        _fail("interrupted by SIGINT", 128 + signal.SIGINT)
+    if code == 128 + signal.SIGINT and _SIGINT_SEEN:  # typer's silent 130 for a Ctrl-C
         _fail("interrupted by SIGINT", code)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -235,6 +235,7 @@ def validate_train_spec(spec: TrainSpec) -> TrainSpec:
     _check_step_options(spec)
     parse_runtime(spec.runtime)  # one line naming the setting and its values
     require_choice("benchmark", spec.benchmark, BENCHMARKS)
+    require_positive("steps", spec.steps)
     require_count("steps", spec.steps, MAX_STEPS)
     if not 0 <= spec.warmup_steps < spec.steps:
         raise ConfigError("warmup-steps", f"must be in [0, steps), got {spec.warmup_steps}",
