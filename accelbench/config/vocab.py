@@ -17,6 +17,7 @@ FP8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")  # torchao's scali
 PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")  # what datasheet peaks are given for
 RECOMPUTE_KINDS = ("none", "selective", "full")  # activation recomputation (Korthikanti et al.)
 LOSS_IMPLS = ("torch", "chunked")  # the loss: whole logits, or chunked head + loss
+COMPILE_SCOPES = ("blocks", "model")  # what --compile compiles (bench/train/compile_scope.py)
 COMPUTE_WEIGHTS = ("fp32", "bf16")  # the weights a bf16 step computes with (bf16: kept
 # between steps, fp32 masters in the optimizer; bench/train/bf16_weights.py)
 ZERO_STAGES = (0, 1, 2, 3)  # 0: plain data parallel; 1 optimizer, 2 +grads, 3 +params sharded

@@ -47,7 +47,7 @@ IGNORED_SPEC_FIELDS: dict[str, str] = {
 # resumed sweep skips it; at any other value they are hashed (they change the measurement).
 ADDED_AT_DEFAULT: dict[str, dict[str, Any]] = {
     "": {"fp8_recipe": None, "trials": 1,  # trials: a record before them measured one
-         "loss_impl": "torch", "compute_weights": "fp32"},
+         "loss_impl": "torch", "compute_weights": "fp32", "compile_scope": "blocks"},
     "layout": {"cp": 1, "ep": 1, "pp_first": 0, "pp_last": 0},
     "model": {"norm": "layernorm", "bias": True, "qkv_bias": False, "n_kv_head": 0,
               "rotary_base": 10000.0, "rope_scaling": "none", "rope_factor": 8.0,

@@ -111,3 +111,33 @@ def test_the_estimate_counts_bf16_weights_beside_their_masters_and_the_step_s_gr
     assert bf16.states.params == pytest.approx(6 * params, rel=1e-3)
     assert bf16.total == pytest.approx(20 * params, rel=2e-3)
     assert bf16.total / 2**30 == pytest.approx(2.319, abs=0.01)
+
+
+def test_the_whole_model_compile_scope_replaces_the_blocks_compile():
+    """--compile-scope model (bench/train/compile_scope.py): once placed, the blocks' compiled
+    wrappers are off and the model is compiled as one graph (here with the eager backend, the
+    graph capture without inductor's kernels); its loss equals the uncompiled model's; refused
+    without --compile and on a multi-rank layout."""
+    import accelbench.bench.train.compile_scope as scope
+    from accelbench.models.gpt import compile_blocks
+
+    torch.manual_seed(0)
+    model = GPT(TINY)
+    x = torch.randint(0, 512, (2, 16))
+    _, eager = model(x, x)
+    compile_blocks(list(model.h))
+    assert all(b._compiled_call_impl is not None for b in model.h)
+    scope.COMPILE_KWARGS["backend"] = "eager"
+    try:
+        scope.CompileScopeHook().placed(model)
+    finally:
+        scope.COMPILE_KWARGS.clear()
+    assert all(b._compiled_call_impl is None for b in model.h)
+    assert model._compiled_call_impl is not None
+    _, compiled = model(x, x)
+    torch.testing.assert_close(compiled, eager)
+    with pytest.raises(ConfigError, match="compile-scope: model without --compile"):
+        validate_train_spec(_spec(compile_scope="model"))
+    with pytest.raises(ConfigError, match="compile-scope: model on a launched"):
+        validate_train_spec(_spec(compile_scope="model", compile=True, nproc=2))
+    validate_train_spec(_spec(compile_scope="model", compile=True))

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from accelbench.bench.dtypes import fp8_mode
 from accelbench.bench.peak import fp8_datasheet_peak
 from accelbench.bench.train.bf16_weights import bf16_weights_hook
+from accelbench.bench.train.compile_scope import compile_scope_hook
 from accelbench.bench.train.loss_impl import loss_impl_hook
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
@@ -186,10 +187,12 @@ def _moe(spec: TrainSpec, cell: TrainCell, layout: Layout, precision: Precision,
 
 # the features, in the order their hooks are called at each point (sparsity masks the host
 # model before float8 converts it on the device; results are gathered in this order too);
-# the loss and bf16 weights: bench/train/loss_impl.py, bench/train/bf16_weights.py
+# the loss, bf16 weights and the compile scope: bench/train/loss_impl.py, bf16_weights.py,
+# compile_scope.py
 FEATURE_HOOKS: tuple[HookFactory, ...] = (
     _sparsity, _float8, _moe, lambda spec, *_: loss_impl_hook(spec.loss_impl),
-    lambda spec, *_: bf16_weights_hook(spec.compute_weights))
+    lambda spec, *_: bf16_weights_hook(spec.compute_weights),
+    lambda spec, *_: compile_scope_hook(spec.compile_scope, spec.compile))
 
 
 def hooks_for(spec: TrainSpec, cell: TrainCell, layout: Layout, precision: Precision,

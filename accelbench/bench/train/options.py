@@ -69,6 +69,9 @@ class TrainOptions:
     weight_decay: float = _opt(0.1, "AdamW weight decay.")
     grad_clip: float = _opt(1.0, "Gradient clipping norm (0: off).")
     compile: bool = _opt(False, "torch.compile the model's blocks.", "--compile/--no-compile")
+    compile_scope: str = _opt("blocks", "What --compile compiles: blocks (each block) or model "
+                              "(the whole model as one graph, as torchao advises for fp8; one "
+                              "process; docs/train.md).")
     tf32: bool = _opt(False, "Allow TF32 for fp32 matmuls.", "--tf32/--no-tf32")
     device: str = _opt("auto", "auto, cpu, cuda, cuda:N, xpu, mps.")
     seed: int = _opt(0, "Seed for weights and data order (and for the order of the cells "
@@ -181,7 +184,7 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         gas=parse_int_list("gas", options.gas),
         dtypes=parse_choice_list("dtype", options.dtype, TRAIN_DTYPES),
         fp8_recipe=_fp8_recipe(options), loss_impl=options.loss_impl,
-        compute_weights=options.compute_weights,
+        compute_weights=options.compute_weights, compile_scope=options.compile_scope,
         recomputes=parse_choice_list("recompute", options.recompute, RECOMPUTE_KINDS),
         sparsities=parse_sparsity_list(options.sparsity),
         sparsity_pattern=options.sparsity_pattern, sparsity_mask=options.sparsity_mask,

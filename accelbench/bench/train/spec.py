@@ -13,6 +13,7 @@ import torch
 
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.bf16_weights import validate_compute_weights
+from accelbench.bench.train.compile_scope import validate_compile_scope
 from accelbench.bench.train.loss_impl import validate_loss_impl
 from accelbench.config.errors import (
     ConfigError,
@@ -75,6 +76,7 @@ class TrainSpec:
     fp8_recipe: str | None = None  # torchao's float8 scaling recipe of the fp8 cells
     loss_impl: str = "torch"  # torch, or chunked (models/chunked_loss.py)
     compute_weights: str = "fp32"  # bf16: kept between steps (bench/train/bf16_weights.py)
+    compile_scope: str = "blocks"  # model: --compile compiles the whole model (compile_scope.py)
     recomputes: tuple[str, ...] = ("none",)
     sparsities: tuple[float, ...] = (0.0,)  # weight sparsity levels of the blocks' matrices
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
@@ -226,6 +228,7 @@ def _check_step_options(spec: TrainSpec) -> None:
     validate_loss_impl(spec.loss_impl, layout)
     validate_compute_weights(spec.compute_weights, spec.dtypes, spec.sparsities, layout,
                              spec.nproc)
+    validate_compile_scope(spec.compile_scope, spec.compile, layout, spec.nproc)
 
 
 def validate_train_spec(spec: TrainSpec) -> TrainSpec:
