@@ -67,7 +67,7 @@ def _machine(m: Machine) -> dict[str, Any]:
     dates = sorted(r.created_utc for r in m.records)
     return {"fingerprint": m.key, "name": m.name, "environment": m.environment,
             "records": len(m.records), "first_utc": dates[0], "last_utc": dates[-1],
-            "peaks": peaks(m), "noise_floor": noise_floor(m)}
+            "peaks": peaks(m), "noise_check": noise_floor(m)}
 
 
 def summary(records: Sequence[Record]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -32,7 +32,6 @@ from accelbench.config.schema import (
     SCHEMA_VERSION,
     BlockMetrics,
     PhaseFields,
-    ScaleRow,
 )
 from accelbench.store.jsontext import loads
 from accelbench.store.migrate import upgrade
@@ -202,9 +201,18 @@ def metric_types(kind: str) -> dict[str, Any]:
     if cls is BlockMetrics:
         phase = typing.get_type_hints(PhaseFields)
         types |= {f"{p}_{f.name}": phase[f.name] for p in BLOCK_PHASES for f in fields(PhaseFields)}
-    if kind == "scale":
-        types["rows"] = list[ScaleRow] | None
-    return types
+    return {name: _as_written(hint) for name, hint in types.items()}
+
+
+def _as_written(hint: Any) -> Any:
+    """A field declared as read or as written (`list[dict] | list[ScaleRow]`: written as dicts,
+    read back as the class) is checked as the class's fields, each typed."""
+    args = typing.get_args(hint)
+    rows = [a for a in args if typing.get_origin(a) is list and is_dataclass(
+        typing.get_args(a)[0])]
+    if not rows:
+        return hint
+    return rows[0] | None if NoneType in args else rows[0]
 
 
 def _sizes(data: Any) -> None:
@@ -285,23 +293,7 @@ def _check_metrics(kind: str, metrics: dict[str, Any]) -> None:
     types = metric_types(kind)
     for name, hint in types.items():
         if name in metrics:
-            problem = (_dataclass_problem_rows(metrics[name]) if kind == "scale"
-                       and name == "rows" else None)
-            if problem:
-                raise RecordProblem(f"metrics.rows{problem}")
             _check(f"metrics.{name}", metrics[name], hint)
-
-
-def _dataclass_problem_rows(rows: Any) -> str | None:
-    if not isinstance(rows, list):
-        return None
-    for n, row in enumerate(rows):
-        if not isinstance(row, dict):
-            return f"[{n}] is {_json_type(row)}; allowed: an object (ScaleRow)"
-        problem = _dataclass_problem(row, ScaleRow, f"[{n}].")
-        if problem:
-            return problem
-    return None
 
 
 def _upgraded(data: dict[str, Any]) -> dict[str, Any]:

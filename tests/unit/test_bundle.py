@@ -51,7 +51,7 @@ def test_a_bundle_round_trips_exactly(monkeypatch, capsys, tmp_path, name):
     assert machine["records"] == 24 and machine["environment"]["device_name"] == "NVIDIA H200"
     sources = {p["precision"]: p["source"] for p in machine["peaks"]}
     assert sources["bf16"].startswith("datasheet dense (h200): NVIDIA datasheet")
-    assert machine["noise_floor"] is None  # no A/A check in that run
+    assert machine["noise_check"] is None  # no A/A check in that run
     # imported into a new database: the same stored texts; a second import adds nothing
     db = tmp_path / "copy.db"
     for added in (24, 0):

@@ -81,6 +81,8 @@ IMPORT_FILES = {
                           "raw.trial_values"),
     "environment-count-text": (_record(environment={"device_count": "many"}) + "\n",
                                "environment.device_count is a string"),
+    "scale-row-of-text": (_record(kind="scale", metrics={"rows": [{"devices": "all"}]}) + "\n",
+                          "metrics.rows is a list; allowed: list of (object (ScaleRow))"),
     "not-json": ("this is not JSON\n", "line 1 is not JSON"),
     "not-utf8": (b"\xff\xfe\x00garbage", "cannot be read"),
     "integer-of-10000-digits": ('{"kind": ' + "9" * 10_000 + "}\n", "not JSON"),
@@ -149,7 +151,7 @@ def _bundle_cases(tmp_path):
                                          .__setitem__(0, _metrics(mfu=[1]))),
                                   "metrics.mfu is a list"),
         "summary-forged": (forged(good, tmp_path / "f.json", lambda b: b["machines"][0].update(
-            {"noise_floor": {"floor": 0.0}})), "summary that does not match"),
+            {"noise_check": {"floor": 0.0}})), "summary that does not match"),
         "not-a-bundle": (forged(good, tmp_path / "x.json", put("format", "other")),
                          "is not an accelbench bundle|record 1 is not a record: kind is missing"),
     }

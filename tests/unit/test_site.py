@@ -54,7 +54,7 @@ def test_trust_marks_reproduced_once_disagreeing_and_disturbed(tmp_path):
     marks = _marks(site, seq1024)
     assert marks["a"] == ["reproduced"] and marks["b"] == ["reproduced"]
     # c: same class and count, 3x slower, spreads apart; and its windows were disturbed
-    assert marks["c"] == ["not reproduced", "disturbed"]
+    assert marks["c"] == ["not reproduced", "disturbed window"]
     assert marks["d"] == ["measured once"]  # another device class
     # e: the same device class and count as a and b (the cell ran on 1 device of its 8)
     assert marks["e"] == ["reproduced"]

@@ -27,7 +27,7 @@ input.filter { margin: .2rem 0; padding: .15rem .3rem; width: 22rem; }
 span.mark { display: inline-block; border-radius: 3px; padding: 0 .3rem; margin: 0 .15rem .1rem 0;
             font-size: .75rem; background: #eee; white-space: nowrap; }
 span.reproduced { background: #d4f0d4; } span.once { background: #eee; }
-span.disagrees, span.disturbed, span.noisy { background: #f8d7a8; }
+span.disagrees, span.disturbance, span.noisy { background: #f8d7a8; }
 span.estimated { background: #dde4f8; } span.reference { background: #efe0f5; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
 """

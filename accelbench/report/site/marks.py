@@ -3,7 +3,7 @@
 - reproduced: another bundle holds the same workload on the same device class and count, and
   the two spreads of tokens/s overlap; disagrees: it holds one and they do not overlap;
   measured once: no other bundle ran it on that class and count.
-- disturbed: some trial's timed window was disturbed (other processes took the machine).
+- disturbed window: some trial's timed window was disturbed (other processes took the machine).
 - noisy: the cell's own spread (its interval's half-width over the median) is wider than the
   machine's noise floor (its latest A/A check), so a difference smaller than the spread is not
   evidence.
@@ -23,9 +23,9 @@ from accelbench.report.site.model import Cell
 from accelbench.store.record import Record
 
 REPRODUCED, DISAGREES, ONCE = "reproduced", "disagrees", "once"
-DISTURBED, NOISY, ESTIMATED, REFERENCE = "disturbed", "noisy", "estimated", "reference"
+DISTURBED, NOISY, ESTIMATED, REFERENCE = "disturbance", "noisy", "estimated", "reference"
 WORDS = {REPRODUCED: "reproduced", DISAGREES: "not reproduced", ONCE: "measured once",
-         DISTURBED: "disturbed", NOISY: "spread above noise floor", ESTIMATED: "estimated",
+         DISTURBED: "disturbed window", NOISY: "spread above noise floor", ESTIMATED: "estimated",
          REFERENCE: "published (reference)"}
 
 
