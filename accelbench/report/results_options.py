@@ -10,6 +10,7 @@ from pathlib import Path
 
 from accelbench.config.errors import ConfigError, require_choice
 from accelbench.config.options import DB_HELP, REQUIRED, WIDE_TABLE_HELP, argument, option
+from accelbench.config.paths import default_db_path
 from accelbench.report.bundle import bundle_records, is_bundle
 from accelbench.report.export import OUTPUT_ALLOWED, check_output
 from accelbench.report.listing import select
@@ -117,14 +118,35 @@ def imported(given: ImportOptions) -> tuple[int, int, Path]:
     store that does not take them is one ConfigError line (nothing was stored)."""
     records = (bundle_records(given.file) if is_bundle(given.file)
                else read_records(given.file))
-    store = ResultStore(given.db)
+    target = Path(given.db if given.db is not None else default_db_path()).expanduser()
+    made = not target.exists()  # a database this import makes is removed if it takes nothing
     try:
+        store = ResultStore(target)
         added = sum(new for _, new in store.add_many(records))
-    except (sqlite3.Error, OSError) as err:  # one transaction: nothing was stored
-        raise ConfigError("db", f"'{store.path}' did not take the records ({err}); nothing "
-                          "was imported", "a database that can be written") from err
+    except (sqlite3.Error, OSError, ConfigError) as err:  # one transaction: nothing was stored
+        if made:
+            _remove_database(target)
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError("db", f"'{target}' did not take the records ({err}); nothing "
+                          "was imported" + ("; the file this import made is removed" if made
+                                            else ""), "a database that can be written") from err
     store.close()
     return added, len(records), store.path
+
+
+def _remove_database(path: Path) -> None:
+    """A database file an import made and could not fill, with SQLite's side files: an empty
+    database left behind would read as a machine with no records. Kept where it holds a record
+    (another process wrote to it meanwhile) or cannot be read to say."""
+    if path.exists():
+        try:
+            if ResultStore(path, write=False).query(limit=1):
+                return
+        except (sqlite3.Error, OSError, ConfigError):
+            return
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def merged(given: MergeOptions) -> list[Merged]:
