@@ -114,11 +114,16 @@ def linear_rows(args: argparse.Namespace, device: torch.device, d_in: int, d_out
                    f"fp8 {recipe}", compiled=args.compile)
         try:
             if recipe != "bf16":
-                from accelbench.models.float8 import float8_config, torchao_float8
+                from accelbench.models.float8 import (
+                    _cast_to_autocast,
+                    float8_config,
+                    torchao_float8,
+                )
 
                 emulate = device.type != "cuda"
                 layer = torchao_float8().convert_to_float8_training(
                     nn.Sequential(layer), config=float8_config(recipe, emulate, False))[0]
+                layer.register_forward_pre_hook(_cast_to_autocast)  # as the runner converts
                 row["emulated"] = emulate
             module = torch.compile(layer) if args.compile else layer
             row["seconds"] = time_s(_linear_step(module, x, device), device, args.repeats)
