@@ -19,9 +19,11 @@ MAX_GAS = 16_384  # a step's micro-batches are stacked: gas x micro-batch sequen
 MAX_BATCH = 65_536  # sequences in one micro-batch (block: in one batch)
 MAX_REPEATS = 100_000  # a block trial's timed repetitions, each kept in the record
 MAX_DEVICES = 65_536  # one process a device: scale's counts
+MAX_THREADS = 1024  # calibrate's CPU threads: more than any node has
+MAX_GEMM_ROWS = 1_048_576  # calibrate's --tokens: GEMM rows (batch x sequence) of one product
 COUNT_BOUNDS = {"steps": MAX_STEPS, "gas": MAX_GAS, "micro-batch": MAX_BATCH,
                 "batch": MAX_BATCH, "repeats": MAX_REPEATS, "warmup": MAX_REPEATS,
-                "devices": MAX_DEVICES}
+                "devices": MAX_DEVICES, "threads": MAX_THREADS, "tokens": MAX_GEMM_ROWS}
 
 _BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}

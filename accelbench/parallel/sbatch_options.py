@@ -49,6 +49,11 @@ class SbatchOptions:
     port: int = option(29500, "Rendezvous port on the first node.")
 
 
+# The largest allocation a script asks for: more nodes than any machine has (Fugaku's 158,976
+# are the most), and more GPUs, ranks or CPUs on one node than any node has.
+MAX_NODES = 200_000
+MAX_PER_NODE = 1024
+
 # Slurm names (job name, account, each partition of a list): letters, digits and . _ + -, so a
 # name is one word on an #SBATCH line and one file name in the %x of --output.
 _SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
@@ -93,13 +98,16 @@ def check_sbatch(given: SbatchOptions) -> None:
     """The allocation's sizes, the port, Slurm's time and names (ConfigError naming the
     option, before the command is read)."""
     require_positive("nodes", given.nodes)
+    require_count("nodes", given.nodes, MAX_NODES)
     if given.gpus_per_node < 0:
         raise ConfigError("gpus-per-node", f"must be 0 or more, got {given.gpus_per_node}",
                           "0 (CPU nodes) or a positive number")
+    require_count("gpus-per-node", given.gpus_per_node, MAX_PER_NODE, minimum=0)
     for field, value in (("nproc-per-node", given.nproc_per_node),
                          ("cpus-per-task", given.cpus_per_task)):
         if value is not None:
             require_positive(field, value)
+            require_count(field, value, MAX_PER_NODE)
     if not 1 <= given.port <= 65535:
         raise ConfigError("port", f"must be a TCP port, got {given.port}", "1 to 65535")
     if not _SLURM_TIME.fullmatch(given.time_limit):

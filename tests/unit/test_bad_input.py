@@ -226,6 +226,12 @@ CASES = [
     case("calibrate --collectives broadcast", "error: collectives: unknown value 'broadcast'"),
     case("calibrate --nproc 1", "error: nproc: collectives need 2 processes or more, got 1"),
     case("calibrate --threads -1", "error: threads: must be 0 or more, got -1"),
+    case("calibrate --threads 5000", "error: threads: must be a whole number from 0 to 1,024, "
+         "got 5000"),
+    case("calibrate --repeats 1000000", "error: repeats: must be a whole number from 1 to "
+         "100,000, got 1000000"),
+    case("calibrate --tokens 128,2000000", "error: tokens: 2,000,000 is over the bound of "
+         "1,048,576"),
     # plan
     case("plan --seq 4096", "error: seq: 4096 is longer than gpt3-175b's 2048 positions"),
     case("plan --train-tokens nan", "error: train-tokens: must be a finite number, got nan"),
@@ -341,6 +347,10 @@ CASES = [
          "the model's 1024 positions"),
     case("sbatch --nodes 1 -- genslm --model gpt2 --dtype fp64", "error: dtype: unknown value "
          "'fp64'"),
+    case("sbatch --nodes 1000000 -- train", "error: nodes: must be a whole number from 1 to "
+         "200,000, got 1000000"),
+    case("sbatch --nodes 1 --cpus-per-task 5000 -- train", "error: cpus-per-task: must be a "
+         "whole number from 1 to 1,024, got 5000"),
     case("sbatch --nodes 1 -- train --db {dir}/afile/r.db", "error: db: {dir}/afile/r.db cannot "
          "be written: {dir}/afile is not a folder"),
     case("hw --device tpu", "error: device: unknown device 'tpu'"),

@@ -7,11 +7,11 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 from accelbench.analytics.kernels import COLLECTIVE_OPS, GEMM_PASSES, STREAM_OPS
-from accelbench.config.errors import ConfigError
+from accelbench.config.errors import ConfigError, require_count
 from accelbench.config.model import ModelConfig
 from accelbench.config.options import option
 from accelbench.config.presets import resolve_model
-from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
+from accelbench.config.units import COUNT_BOUNDS, parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 
 OPS = ("gemm", "attention", "memory", "loss", "embedding", "optimizer", "collective")
@@ -158,6 +158,9 @@ def _check_counts(options: CalibrateOptions) -> None:
     if options.threads < 0:
         raise ConfigError("threads", f"must be 0 or more, got {options.threads}",
                           "0 (torch's default) or a thread count")
+    for field, value, least in (("repeats", options.repeats, 1), ("warmup", options.warmup, 0),
+                                ("threads", options.threads, 0)):
+        require_count(field, value, COUNT_BOUNDS[field], minimum=least)
     if not options.timeout_s > 0:
         raise ConfigError("timeout", f"must be positive, got {options.timeout_s}", "> 0 s")
     if options.concurrent and options.threads not in (0, 1):
