@@ -215,7 +215,7 @@ def _plan_json(request: PlanRequest, outcome: PlanOutcome, header: str, rejected
     cluster = request.cluster
     return json.dumps({"model": request.model.name, "cluster": cluster.to_dict(),
                        "setup": asdict(request.setup), "assumptions": _assumptions(request),
-                       "search": header, "rejected": rejected,
+                       "stack": request.stack, "search": header, "rejected": rejected,
                        "memory_headroom": request.headroom,
                        "over_headroom": outcome.search.n_over_headroom
                        if outcome.search else None,

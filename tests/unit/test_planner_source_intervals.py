@@ -131,7 +131,9 @@ def _plan(*extra: str) -> dict:
 
 
 def test_plan_stack_narrows_the_interval_and_says_how_thin_it_is() -> None:
-    unknown, named = _plan()["best"][0], _plan("--stack", "llm-foundry")["best"][0]
+    data = _plan("--stack", "llm-foundry")
+    unknown, named = _plan()["best"][0], data["best"][0]
+    assert data["stack"] == "llm-foundry"
     width = {name: row["interval"]["high_factor"] / row["interval"]["low_factor"]
              for name, row in (("unknown", unknown), ("named", named))}
     assert width["named"] < width["unknown"]
