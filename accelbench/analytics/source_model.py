@@ -193,10 +193,11 @@ class IntervalModel:
         sources = fit.stacks().get(stack or "")
         if not sources:
             return unseen
-        runs = sum(fit.means[s][1] for s in sources)
-        named = fit.named(str(stack)).interval(
+        runs, spread = sum(fit.means[s][1] for s in sources), fit.named(str(stack))
+        named = spread.interval(
             self.coverage, f"stack {stack} ({runs} run{'s' if runs > 1 else ''}, "
-                           f"{len(sources)} source{'s' if len(sources) > 1 else ''})", runs)
+                           f"{len(sources)} source{'s' if len(sources) > 1 else ''}; centred on "
+                           f"{math.exp(-spread.centre):.2f}x the prediction)", runs)
         if named.high / named.low > unseen.high / unseen.low:  # its sources disagree
             return replace(unseen, group=f"stack {stack}: its {len(sources)} sources disagree "
                                          f"as much as any; {unseen.group}")

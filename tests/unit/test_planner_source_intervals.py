@@ -56,7 +56,7 @@ def _held_out_coverage(residuals: tuple[Residual, ...]) -> float:
 @pytest.mark.parametrize("tau,sigma", [(0.1, 0.05), (0.05, 0.1), (0.12, 0.0)])
 def test_a_held_out_source_is_covered_near_80_percent(tau: float, sigma: float) -> None:
     """Eight sources a set, 150 sets: the mean coverage of a held-out source is within 10
-    points of the nominal 80% (it is 0.80-0.81 on these seeds)."""
+    points of the nominal 80% (0.803, 0.809 and 0.797 on this seed)."""
     rng = random.Random(41)
     coverage = statistics.fmean(_held_out_coverage(_synthetic(rng, 8, tau, sigma))
                                 for _ in range(150))
@@ -137,7 +137,8 @@ def test_plan_stack_narrows_the_interval_and_says_how_thin_it_is() -> None:
     width = {name: row["interval"]["high_factor"] / row["interval"]["low_factor"]
              for name, row in (("unknown", unknown), ("named", named))}
     assert width["named"] < width["unknown"]
-    assert named["interval"]["group"] == "stack llm-foundry (15 runs, 1 source)"
+    assert named["interval"]["group"].startswith("stack llm-foundry (15 runs, 1 source; "
+                                                 "centred on ")
     assert [f["value"] for f in named["flags"] if f["kind"] == "evidence"] == ["1 source"]
     assert not [f for f in unknown["flags"] if f["kind"] == "evidence"]  # hopper: 3 sources
     out = CliRunner().invoke(app, [*LLAMA_16[:-1], "--stack", "llm-foundry", "--wide"])
