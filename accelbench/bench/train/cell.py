@@ -66,9 +66,11 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     return estimate(spec, cell, layout).total
 
 
-def estimate_fields(breakdown: MemoryBreakdown) -> dict:
-    """The record's estimate fields: bytes, whose widths, and the moment they are the peak of."""
-    return dict(mem_estimate_bytes_per_rank=breakdown.total,
+def estimate_fields(spec: TrainSpec, cell: TrainCell, layout: Layout) -> dict:
+    """The record's estimate fields: bytes (estimate_bytes), whose widths, and the moment they
+    are the peak of."""
+    breakdown = estimate(spec, cell, layout)
+    return dict(mem_estimate_bytes_per_rank=estimate_bytes(spec, cell, layout),
                 mem_estimate_widths=breakdown.widths, mem_estimate_moment=breakdown.moment)
 
 
@@ -108,11 +110,12 @@ def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.devi
     unsupported = dtype_support(device, cell.dtype)
     if unsupported:
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
-    breakdown = estimate(spec, cell, layout)
-    reason = refuse_if_too_big(breakdown.total, device, spec.mem_limit_bytes, local_ranks)
+    fields = estimate_fields(spec, cell, layout)
+    reason = refuse_if_too_big(fields["mem_estimate_bytes_per_rank"], device,
+                               spec.mem_limit_bytes, local_ranks)
     if reason is None:
         return None
-    metrics = TrainMetrics(**estimate_fields(breakdown))
+    metrics = TrainMetrics(**fields)
     return Outcome(KIND, "oom", record_spec, metrics_dict(metrics), reason=reason)
 
 
@@ -174,11 +177,11 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     ranks = gather_rank_results(local)
     if _rank() != 0:
         return None
-    breakdown = estimate(spec, cell, layout)
+    fields = estimate_fields(spec, cell, layout)
     raw = {f"rank{r.rank}": r.raw() for r in ranks}
     bad = next((r for r in ranks if r.diverged_step is not None), None)
     if bad is not None:
-        metrics = TrainMetrics(diverged_step=bad.diverged_step, **estimate_fields(breakdown))
+        metrics = TrainMetrics(diverged_step=bad.diverged_step, **fields)
         return Outcome(KIND, "diverged", record_spec, metrics_dict(metrics), raw, bad.reason)
     if min(r.timed_steps for r in ranks) == 0:
         steps = len(ranks[0].step_times_s)
@@ -186,8 +189,8 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
                        reason=f"time budget ended after {steps} steps, none timed past the "
                               f"{spec.warmup_steps} warm-up steps")
     backend = dist.get_backend() if dist.is_initialized() else "none"
-    metrics = replace(cell_metrics(spec, cell, layout, counts, ranks, breakdown.total, backend),
-                      **estimate_fields(breakdown))
+    metrics = replace(cell_metrics(spec, cell, layout, counts, ranks,
+                                   fields["mem_estimate_bytes_per_rank"], backend), **fields)
     return Outcome(KIND, "ok", record_spec, metrics_dict(metrics), raw,
                    reason=notes(metrics))
 
