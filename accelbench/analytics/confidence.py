@@ -84,6 +84,15 @@ class Confidence:
                 "within_envelope": self.within_envelope}
 
 
+LIMITED = "peak_scale"  # a device variant's field that states a power or clock limit
+
+
+def limited(device_key: str) -> bool:
+    """Whether a device is a power- or clock-limited variant (`KEY:peak_scale=...`): a
+    different device from its datasheet row, as no shipped source states a limit."""
+    return LIMITED in device_key
+
+
 def intervals_for(device_class_: str, profiled: bool, envelope: Envelope,
                   intervals: IntervalModel, unseen: IntervalModel | None) -> IntervalModel:
     """Which residuals make a prediction's interval: those of a device class never validated
@@ -101,8 +110,9 @@ def prediction_interval(device_key: str, dtype: str, limiter: str, n_devices: in
     process); the report's overlays take theirs here: one rule for both. The precision,
     limiter and device count only report the run: the interval does not depend on them."""
     del dtype, limiter, n_devices
-    model = intervals_for(class_of_key(device_key), profiled, validated_envelope(),
-                          shipped_interval_model(), unseen_class_interval_model())
+    model = intervals_for(class_of_key(device_key), profiled or limited(device_key),
+                          validated_envelope(), shipped_interval_model(),
+                          unseen_class_interval_model())
     return model.interval(stack)
 
 
@@ -123,9 +133,10 @@ def evidence_flags(intervals: IntervalModel, generation: str, dtype: str, stack:
         if k < MIN_SOURCES:
             flags.append(Flag(EVIDENCE, f"stack {stack}: fewer than {MIN_SOURCES} shipped "
                                           "sources", f"{k} source{'' if k == 1 else 's'}"))
-    if "peak_scale" in device_key:
+    if limited(device_key):
         flags.append(Flag(EVIDENCE, "a power or clock limit (peak_scale): no shipped source "
-                                      "states one, so none is fitted", "0 sources"))
+                                    "states one, so none is fitted; the interval of a device "
+                                    "class never validated", "0 sources"))
     return flags
 
 
@@ -142,7 +153,8 @@ def assess(result: PlanResult, model: ModelConfig, cluster: ClusterSpec, setup: 
     if cluster.profile is not None:
         flags.append(Flag("device", "compute timed by a measured profile: no validated run "
                                     "was; the interval of a device class never validated"))
-    chosen = intervals_for(cls, cluster.profile is not None, envelope, intervals, unseen)
+    chosen = intervals_for(cls, cluster.profile is not None or limited(cluster.device.key),
+                           envelope, intervals, unseen)
     mem = memory_flag(result.memory.total, result.memory.usable_bytes, headroom)
     flags += [mem] if mem else []
     flags += envelope.flags(cls, setup.dtype, float(active_params(model)), cluster.n_devices,

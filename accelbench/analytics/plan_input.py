@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
-from accelbench.analytics.confidence import Confidence, assess
+from accelbench.analytics.confidence import Confidence, assess, limited
 from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.envelope import HEADROOM, check_headroom
 from accelbench.analytics.plan_options import (
@@ -314,8 +314,8 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         results = found.best
     intervals, envelope = shipped_interval_model(), validated_envelope()
     cls_known = envelope.has_class(device_class(request.cluster.device))
-    unseen = (unseen_class_interval_model()
-              if request.cluster.profile is not None or not cls_known else None)
+    unseen = (unseen_class_interval_model() if request.cluster.profile is not None
+              or not cls_known or limited(request.cluster.device.key) else None)
     stack = None if request.stack == UNKNOWN_STACK else request.stack
     confidence = [assess(r, request.model, request.cluster, request.setup, intervals, envelope,
                          request.headroom, unseen, stack) for r in results]

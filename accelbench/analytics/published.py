@@ -426,11 +426,11 @@ def row_residual(row: ValidationRow) -> Residual:
                     f"{row.run_id} {row.name}".strip(), row_stack(row))
 
 
-def interval_model(rows: list[ValidationRow], extra: tuple[Residual, ...] = ()
-                   ) -> IntervalModel:
+def interval_model(rows: list[ValidationRow], extra: tuple[Residual, ...] = (),
+                   device: str = "") -> IntervalModel:
     """The intervals of out-of-sample rows (leave-one-source-out ones), with any further
-    residuals."""
-    return IntervalModel(tuple(row_residual(r) for r in rows) + extra)
+    residuals; `device` names what they stand for beyond an unseen stack."""
+    return IntervalModel(tuple(row_residual(r) for r in rows) + extra, device=device)
 
 
 _SHIPPED: dict[str, object] = {}
@@ -452,7 +452,8 @@ def unseen_class_interval_model() -> IntervalModel:
     class's runs (validate_leave_one_class_out), computed once a process. Wider than the
     leave-one-source-out ones: a new class's efficiency is unknown, and so is its error."""
     if "unseen" not in _SHIPPED:
-        _SHIPPED["unseen"] = interval_model(validate_leave_one_class_out())
+        _SHIPPED["unseen"] = interval_model(validate_leave_one_class_out(),
+                                            device="a device class never validated")
     model = _SHIPPED["unseen"]
     assert isinstance(model, IntervalModel)
     return model

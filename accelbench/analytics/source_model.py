@@ -170,6 +170,7 @@ class IntervalModel:
 
     residuals: tuple[Residual, ...]
     coverage: float = COVERAGE
+    device: str = ""  # what the residuals stand for beyond an unseen stack ('' or a phrase)
     _fits: dict[tuple[str | None, str | None], SourceFit] = field(default_factory=dict,
                                                                  repr=False)
 
@@ -187,15 +188,16 @@ class IntervalModel:
         than an unseen stack's), else that of an unseen stack (never narrower for a stack it
         does not know)."""
         fit = self.fit(leave_out, drop)
+        where = f" on {self.device}" if self.device else ""
         unseen = fit.unseen().interval(
-            self.coverage, f"unseen stack ({fit.n_sources} sources, {fit.n_runs} runs)",
+            self.coverage, f"unseen stack{where} ({fit.n_sources} sources, {fit.n_runs} runs)",
             fit.n_runs)
         sources = fit.stacks().get(stack or "")
         if not sources:
             return unseen
         runs, spread = sum(fit.means[s][1] for s in sources), fit.named(str(stack))
         named = spread.interval(
-            self.coverage, f"stack {stack} ({runs} run{'s' if runs > 1 else ''}, "
+            self.coverage, f"stack {stack}{where} ({runs} run{'s' if runs > 1 else ''}, "
                            f"{len(sources)} source{'s' if len(sources) > 1 else ''}; centred on "
                            f"{math.exp(-spread.centre):.2f}x the prediction)", runs)
         if named.high / named.low > unseen.high / unseen.low:  # its sources disagree

@@ -201,7 +201,7 @@ def test_validate_over_fp16_cells_without_an_fp16_curve_says_so_and_goes_on(
     # device class never validated (as plan --profile gives it)
     [cell] = data["intervals"]["own"]["runs"]
     assert cell["source"].startswith("profile: ") and cell["generation"] == "measured profile"
-    assert cell["group"].startswith("unseen stack")
+    assert cell["group"].startswith("unseen stack on a device class never validated")
     assert not any(r["source"].startswith("profile: ") for r in data["intervals"]["runs"])
     out = CliRunner().invoke(app, ["plan", "--validate", "--db", str(tmp_path / "r.db")])
     assert "own cells, profile: " in out.stdout
@@ -215,7 +215,7 @@ def test_a_device_class_never_validated_takes_the_wider_unseen_class_interval() 
     assert "device" in {f["kind"] for f in unseen["flags"]}
     evidence = [f for f in unseen["flags"] if f["kind"] == "evidence"]
     assert evidence and evidence[0]["value"] == "0 sources"
-    assert unseen["interval"]["group"].startswith("unseen stack")
+    assert unseen["interval"]["group"].startswith("unseen stack on a device class never")
     width = {name: row["interval"]["high_factor"] / row["interval"]["low_factor"]
              for name, row in (("seen", seen), ("unseen", unseen))}
     # the residuals of each class predicted without its own runs spread wider

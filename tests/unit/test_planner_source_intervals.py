@@ -146,6 +146,22 @@ def test_plan_stack_narrows_the_interval_and_says_how_thin_it_is() -> None:
     assert "evidence:1" in out.stdout  # the count beside each layout, in the flags column
 
 
+def test_a_power_limited_variant_is_a_device_never_validated() -> None:
+    """A power-capped H100 is a different device: no shipped source states a limit, so it
+    takes the unseen-class interval and says so with the count (0 sources)."""
+    def first(device: str) -> dict:
+        out = CliRunner().invoke(app, ["plan", "--model", "llama3-8b", "--device", device,
+                                       "--nodes", "1", "--global-batch", "16", "--seq", "2048",
+                                       "--top", "1", "--json"])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["best"][0]
+    full, capped = first("h100-sxm"), first("h100-sxm:peak_scale=0.7")
+    assert capped["interval"]["group"].startswith("unseen stack on a device class never")
+    assert full["interval"]["group"].startswith("unseen stack (7 sources")
+    assert ([f["value"] for f in capped["flags"] if f["kind"] == "evidence"] == ["0 sources"])
+    assert not [f for f in full["flags"] if f["kind"] == "evidence"]
+
+
 @pytest.mark.parametrize("stack,says", [
     ("torchtitan", "error: stack: torchtitan has no shipped run"),
     ("vllm", "error: stack: unknown value 'vllm'"),
