@@ -155,3 +155,19 @@ def test_a_baseline_that_names_no_machine_is_refused(monkeypatch, capsys, tmp_pa
     code, out, err = run_main(monkeypatch, capsys, "site", str(path), "--out",
                               str(tmp_path / "s"), "--no-figures", "--baseline", baseline)
     assert (code, out, err.count("\n")) == (2, "", 1) and "error: baseline:" in err
+
+
+def test_many_bundles_are_read_on_every_core_and_a_bad_one_is_one_line(monkeypatch, capsys,
+                                                                       tmp_path):
+    from accelbench.report.bundle import PARALLEL_FROM
+
+    paths = [bundle_file(tmp_path, f"{n}.json", [variant(f"h{n}")])
+             for n in range(PARALLEL_FROM)]
+    site = build_model(read_bundles(paths))
+    assert [m.environment["host"] for m in site.machines] == [f"h{n}" for n in range(PARALLEL_FROM)]
+    bad = tmp_path / "bad.json"
+    bad.write_text(paths[3].read_text().replace('\\"host\\": \\"h3\\"', '\\"host\\": \\"x\\"'))
+    assert bad.read_text() != paths[3].read_text()
+    code, out, err = run_main(monkeypatch, capsys, "site", *map(str, paths), str(bad), "--out",
+                              str(tmp_path / "s"), "--no-figures")
+    assert (code, out, err.count("\n")) == (2, "", 1) and "'bad.json' was altered" in err, err

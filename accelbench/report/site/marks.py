@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from accelbench.config.fit import fit_basis
 from accelbench.report.cells import Rate
 from accelbench.report.site.html import esc
-from accelbench.report.site.model import Cell
+from accelbench.report.site.model import Ranked
 from accelbench.store.record import Record
 
 REPRODUCED, DISAGREES, ONCE = "reproduced", "disagrees", "once"
@@ -49,7 +49,7 @@ def overlap(a: Rate, b: Rate) -> bool | None:
     return a.low <= b.high and b.low <= a.high
 
 
-def reproduction(cell: Cell, others: list[Cell]) -> Mark:
+def reproduction(cell: Ranked, others: list[Ranked]) -> Mark:
     """reproduced, not reproduced or measured once, against the workload's cells carried by
     other bundles on the same device class and count."""
     peers = [o for o in others if o.bundle != cell.bundle and o.device_class == cell.device_class
@@ -72,7 +72,7 @@ def spread_fraction(rate: Rate) -> float | None:
     return (rate.high - rate.low) / 2 / rate.value
 
 
-def cell_marks(cell: Cell, others: list[Cell], floor: float | None) -> list[Mark]:
+def cell_marks(cell: Ranked, others: list[Ranked], floor: float | None) -> list[Mark]:
     """Every mark of a measured cell (`floor`: its machine's noise floor, None if unmeasured)."""
     marks = [reproduction(cell, others)]
     if cell.record.typed.disturbed:

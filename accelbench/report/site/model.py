@@ -11,18 +11,18 @@ from typing import Any
 
 from accelbench.report.bundle import Bundle
 from accelbench.report.bundle_summary import noise_floor
-from accelbench.report.cells import Rate, phase_rate, train_rate
+from accelbench.report.cells import Rate
 from accelbench.report.compare import Best, devices_of
+from accelbench.report.compare import _rates as cell_rates
 from accelbench.report.machines import Machine, group_machines
 from accelbench.store.fingerprint import canonical_json, workload_id, workload_identity
 from accelbench.store.record import Record
 
-CELL_KINDS = ("block", "train")  # the kinds ranked: a measured throughput of a workload
 NEAR_SHOWN = 20  # near matches listed per field that differs (a page stays small)
 
 
 @dataclass(frozen=True)
-class Cell:
+class Ranked:
     """One measured cell: the machine, the record and its rates (compare.Best), the bundle
     that carried it (its checksum) and the device class and count it ran on."""
 
@@ -44,7 +44,7 @@ class Site:
     bundles: list[Bundle]
     machines: list[Machine]
     baseline: Machine | None
-    cells: dict[str, list[Cell]] = field(default_factory=dict)  # workload id -> its cells
+    cells: dict[str, list[Ranked]] = field(default_factory=dict)  # workload id -> its cells
     identities: dict[str, dict[str, Any]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # workload id -> its table name
     bundle_of: dict[str, str] = field(default_factory=dict)  # record uid -> bundle checksum
@@ -52,7 +52,7 @@ class Site:
     floors: dict[str, float | None] = field(default_factory=dict)  # machine key -> noise floor
     workload_ids: dict[int, str | None] = field(default_factory=dict)  # id(record) -> its id
 
-    def machine_cells(self, machine: Machine) -> list[Cell]:
+    def machine_cells(self, machine: Machine) -> list[Ranked]:
         """Every measured cell of one machine, over all workloads."""
         return [c for cells in self.cells.values() for c in cells
                 if c.best.machine.key == machine.key]
@@ -63,16 +63,10 @@ def _finite(rate: Rate | None) -> bool:
 
 
 def rates(record: Record) -> tuple[Rate, Rate] | None:
-    """(all devices, per device) tokens/s of an ok block or training cell, or None (one that
-    measured nothing usable: no time, zero tokens)."""
-    if record.status != "ok" or record.kind not in CELL_KINDS:
-        return None
-    if record.kind == "block":
-        r = phase_rate(record, "forward_backward", "tokens")
-        pair = (r, r)
-    else:
-        pair = (train_rate(record, per_device=False), train_rate(record))
-    return pair if all(_finite(r) for r in pair) else None
+    """(all devices, per device) tokens/s of an ok block or training cell as the report reads
+    them (compare.py), or None where it measured nothing usable (no time, zero tokens)."""
+    pair = cell_rates(record)
+    return pair if pair is not None and all(_finite(r) for r in pair) else None
 
 
 def device_class(environment: dict[str, Any]) -> str:
@@ -108,7 +102,7 @@ def build_model(bundles: list[Bundle], baseline: Machine | None = None) -> Site:
             if pair is None:
                 continue
             key = r.uid or canonical_json([r.run_id, r.created_utc, r.kind, r.spec])
-            cell = Cell(Best(m, r, *pair), bundle_of[key], device_class(r.environment),
+            cell = Ranked(Best(m, r, *pair), bundle_of[key], device_class(r.environment),
                         devices_of(r))
             site.cells.setdefault(wid, []).append(cell)
             if wid not in site.identities:

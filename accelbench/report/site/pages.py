@@ -12,8 +12,7 @@ from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine, short_version
 from accelbench.report.site.html import Cell, esc, link, page, paragraph, table
 from accelbench.report.site.marks import cell_marks, marks_html, record_marks
-from accelbench.report.site.model import Cell as SiteCell
-from accelbench.report.site.model import Site
+from accelbench.report.site.model import Ranked, Site
 from accelbench.store.fingerprint import canonical_json
 
 INDEX, FIGURES, REFERENCE = "index.html", "figures.html", "reference.html"
@@ -79,7 +78,7 @@ def index_page(site: Site) -> str:
     return page("accelbench: machines compared", body, NAV)
 
 
-def _verdict(site: Site, cell: SiteCell, base: SiteCell | None) -> str:
+def _verdict(site: Site, cell: Ranked, base: Ranked | None) -> str:
     if base is None:
         return "baseline did not run it"
     if base is cell:
@@ -88,9 +87,9 @@ def _verdict(site: Site, cell: SiteCell, base: SiteCell | None) -> str:
     return safe(lambda: speedup_text(base.record, cell.record, ratio), f"{ratio:.2f}x")
 
 
-def best_per_machine(cells: list[SiteCell]) -> list[SiteCell]:
+def best_per_machine(cells: list[Ranked]) -> list[Ranked]:
     """Each machine's fastest cell of a workload (most tokens/s, all devices), fastest first."""
-    best: dict[str, SiteCell] = {}
+    best: dict[str, Ranked] = {}
     for c in cells:
         key = c.best.machine.key
         if key not in best or c.best.total.value > best[key].best.total.value:
@@ -98,7 +97,7 @@ def best_per_machine(cells: list[SiteCell]) -> list[SiteCell]:
     return sorted(best.values(), key=lambda c: -c.best.total.value)
 
 
-def _rank_row(site: Site, n: int, c: SiteCell, base: SiteCell | None, cells: list[SiteCell],
+def _rank_row(site: Site, n: int, c: Ranked, base: Ranked | None, cells: list[Ranked],
               floor: float | None) -> list[Cell | str]:
     m = c.best.machine
     mfu = safe(lambda: c.best.mfu.text(".2%") if c.best.mfu else "-")
