@@ -1,13 +1,18 @@
-"""The CPU memory estimate against what the cells measured: the quick study's training cells
-(its seqlen, gas, sparsity and genslm experiments) run through `accelbench train`/`genslm` on
-this CPU, and each cell's estimate (mem_estimate_bytes_per_rank) set beside the memory it added
-(mem_added_bytes_per_rank_max: malloc's bytes in use above the cell's start, sampled; RSS
-without glibc). Target (issue 28): every error within 15%. The cells run one after another in
-one process per command, so only the first to run GEMMs counts MKL's kept packing buffers
-(docs/metrics.md); the sampler misses spikes shorter than its interval, so a measured figure is
-a lower bound.
+"""The CPU memory estimate against what the cells measured, as a table.
 
-    python benchmarks/cpu_memory_estimate.py [--db PATH] [--keep]
+Two sets. `quick`: the quick study's one-process training cells (its seqlen, gas, sparsity and
+genslm experiments) through `accelbench train`/`genslm`, fp32 (issue 28's target: 15%).
+`layouts`: gpt2 (124M) at micro-batch 1, sequence 64, 3 steps (1 warm-up), one trial, on every
+layout accelbench's runtime builds (one process, DDP, ZeRO 1/2/3, tp, tp + sp, pp, cp and, on a
+6-layer gpt2 with 4 experts, ep) in fp32 and bf16, bf16 again with the lean settings off
+(`--runtime ddp_views=off,zero_views=off,fsdp_mp=off`: the before
+of docs/parallel.md's before/after), and last fp16 and fp8 on one process and dp=2 (fp16 also
+ZeRO-3), which a CPU runs slowly. Each cell's estimate (mem_estimate_bytes_per_rank, with
+the widths and moment it names) is set beside the memory the worst rank added
+(mem_added_bytes_per_rank_max: malloc's bytes in use above the cell's start, sampled every
+2 ms, so a lower bound). Issue 37's target: every layout within 10%.
+
+    python benchmarks/cpu_memory_estimate.py [--set quick|layouts] [--db PATH] [--keep]
 """
 
 from __future__ import annotations
@@ -34,39 +39,100 @@ CELLS = (  # the quick profile's training experiments (accelbench/assets/studies
 )
 
 
-def run(db: Path) -> None:
-    """Every experiment's cells into `db` (progress on stderr)."""
-    for name, args in CELLS:
-        print(f"{name}: accelbench {' '.join(args)}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "accelbench.cli.main", *args, *COMMON,
-                        "--db", str(db)], check=True, stdout=subprocess.DEVNULL)
+GPT2 = ("train", "--model", "gpt2", "--seq", "64", "--micro-batch", "1", "--steps", "3",
+        "--warmup-steps", "1", "--trials", "1", "--device", "cpu", "--quiet")  # a --db
+# given again resumes: its finished cells are skipped
+MOE = "gpt2:n_layer=6,experts=4"  # ep needs experts: gpt2's width, 6 layers, 4 experts a layer
+LEGACY = ("--runtime", "ddp_views=off,zero_views=off,fsdp_mp=off")
+LAYOUTS = (  # (name, layout, dtypes, extra arguments): fp32 and bf16 everywhere first, then
+    # bf16 with the lean settings off, then fp16 and fp8 where the CPU runs them (slowly)
+    ("one process", "dp=1", "fp32,bf16", ()),
+    ("ddp", "dp=2", "fp32,bf16", ()),
+    ("zero1", "dp=2,zero=1", "fp32,bf16", ()),
+    ("zero2", "dp=2,zero=2", "fp32,bf16", ()),
+    ("zero3", "dp=2,zero=3", "fp32,bf16", ()),
+    ("tp", "tp=2", "fp32,bf16", ()),
+    ("tp+sp", "tp=2,sp=1", "fp32,bf16", ()),
+    ("pp 1f1b", "pp=2", "fp32,bf16", ("--gas", "2")),
+    ("cp", "cp=2", "fp32,bf16", ()),
+    ("ep", "dp=2,ep=2", "fp32,bf16", ("--model", MOE)),
+    *((f"{name} lean off", layout, "bf16", LEGACY) for name, layout in
+      (("ddp", "dp=2"), ("zero1", "dp=2,zero=1"), ("zero2", "dp=2,zero=2"),
+       ("zero3", "dp=2,zero=3"))),
+    ("one process", "dp=1", "fp16,fp8", ()),
+    ("ddp", "dp=2", "fp16,fp8", ()),
+    ("zero3", "dp=2,zero=3", "fp16", ()),
+)
+
+
+def run_command(args: tuple[str, ...], db: Path) -> None:
+    """One accelbench command into `db`; a failed one is said on stderr, the rest go on."""
+    print(f"accelbench {' '.join(args)}", file=sys.stderr)
+    done = subprocess.run([sys.executable, "-m", "accelbench.cli.main", *args, "--db", str(db)],
+                          stdout=subprocess.DEVNULL, check=False)
+    if done.returncode:
+        print(f"  exit {done.returncode}", file=sys.stderr)
+
+
+def run(db: Path, which: str) -> None:
+    """The set's cells into `db` (progress on stderr)."""
+    if which == "quick":
+        for _, args in CELLS:
+            run_command((*args, *COMMON), db)
+        return
+    for _, layout, dtypes, extra in LAYOUTS:
+        nproc = 1 if layout == "dp=1" else 2
+        where = ("--nproc", "1") if nproc == 1 else ("--nproc", "2", "--layout", layout)
+        run_command((*GPT2, *where, "--dtype", dtypes, *extra), db)
+
+
+def _label(spec: dict) -> str:
+    """A cell's layout, settings and shape in a few words."""
+    layout = spec.get("layout", {})
+    parts = [f"{k}={v}" for k, v in layout.items()
+             if k in ("dp", "tp", "pp", "cp", "ep") and v != 1 or k == "zero" and v]
+    parts += ["sp"] * bool(layout.get("sp"))
+    settings = spec.get("runtime_settings", {})
+    off = [k for k, v in settings.items() if v is False]
+    return (f"{spec['model_name']} {','.join(parts) or 'one process'} {spec['dtype']} "
+            f"seq {spec['seq_len']} mb {spec['micro_batch']} gas {spec['gas']}"
+            + (f" sparsity {spec['sparsity']}" if spec.get("sparsity") else "")
+            + (f" [{' '.join(off)} off]" if off else ""))
 
 
 def report(db: Path) -> float:
-    """One line a cell: estimate, measured, error; the largest error."""
+    """One line a cell: estimate, measured, error, the estimate's widths and moment; then the
+    cells that did not run, with why; the largest error."""
     worst = 0.0
-    print(f"{'cell':<44} {'est GiB':>8} {'meas GiB':>9} {'error':>7}")
-    for r in ResultStore(db, write=False).query(kind="train", status="ok"):
-        m, s = r.typed, r.spec
+    print(f"{'cell':<58} {'est GiB':>8} {'meas GiB':>9} {'error':>7}  widths, moment")
+    records = ResultStore(db, write=False).query(kind="train")
+    for r in records:
+        m = r.typed
+        if r.status != "ok" or not m.mem_added_bytes_per_rank_max:
+            continue
         error = m.mem_estimate_bytes_per_rank / m.mem_added_bytes_per_rank_max - 1
         worst = max(worst, abs(error))
-        label = (f"{s['model_name']} seq {s['seq_len']} mb {s['micro_batch']} gas {s['gas']} "
-                 f"sp {s['sparsity']}")
-        print(f"{label:<44} {m.mem_estimate_bytes_per_rank / GIB:>8.3f} "
-              f"{m.mem_added_bytes_per_rank_max / GIB:>9.3f} {error:>+7.1%}")
-    print(f"largest error {worst:.1%} (target 15%)")
+        print(f"{_label(r.spec):<58} {m.mem_estimate_bytes_per_rank / GIB:>8.3f} "
+              f"{m.mem_added_bytes_per_rank_max / GIB:>9.3f} {error:>+7.1%}  "
+              f"{m.mem_estimate_widths or 'published'}, {m.mem_estimate_moment or 'sum'}")
+    for r in records:
+        if r.status != "ok":
+            print(f"{_label(r.spec):<58} {r.status}: {r.reason}")
+    print(f"largest error {worst:.1%} (targets: 15% quick, 10% layouts)")
     return worst
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=("quick", "layouts"), default="quick",
+                        help="The quick study's cells, or gpt2 on every layout and precision.")
     parser.add_argument("--db", type=Path, help="Reuse this database (default: a temporary one).")
     parser.add_argument("--keep", action="store_true", help="Only report the --db's cells.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "mem.db"
         if not args.keep:
-            run(db)
+            run(db, args.set)
         report(db)
 
 
