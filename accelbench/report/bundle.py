@@ -32,7 +32,12 @@ from accelbench.report.bundle_summary import published_problem, summary
 from accelbench.store.fingerprint import canonical_json
 from accelbench.store.record import Record
 from accelbench.store.unsaved import MAX_FILE_BYTES, with_uid
-from accelbench.store.validate import RecordProblem, parse_json, record_from_text
+from accelbench.store.validate import (
+    MAX_RECORD_CHARS,
+    RecordProblem,
+    parse_json,
+    record_from_text,
+)
 
 FORMAT = "accelbench-bundle"
 BUNDLE_VERSION = 1  # the layout of this file; the records carry their own schema_version
@@ -191,7 +196,8 @@ def read_bundle(path: Path) -> Bundle:
     problem."""
     name = Path(path).name
     try:
-        body = _header(name, parse_json(_file_text(Path(path)), _HEADER_DEPTH))
+        text = _file_text(Path(path))  # its records are strings: each checked as a record
+        body = _header(name, parse_json(text, _HEADER_DEPTH, MAX_RECORD_CHARS))
     except RecordProblem as err:
         raise _problem(name, f"is {err}") from err
     records, texts = _records(name, body["records"])

@@ -88,16 +88,16 @@ def _depth(text: str) -> int:
     return max(accumulate(steps, initial=0))
 
 
-def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
+def parse_json(text: str, max_depth: int = MAX_DEPTH, max_text: int = MAX_TEXT_CHARS) -> Any:
     """Decode JSON (tagged non-finite floats restored: jsontext) that nests at most `max_depth`;
     RecordProblem, one line, for deeper text or text that is not JSON."""
     depth = _depth(text)
     if depth > max_depth:
         raise RecordProblem(f"nested {depth} deep; allowed: at most {max_depth}")
     longest = max(map(len, _STRINGS.findall(text)), default=2) - 2
-    if longest > MAX_TEXT_CHARS:
+    if longest > max_text:
         raise RecordProblem(f"holds a string of {longest:,} characters; allowed: at most "
-                            f"{MAX_TEXT_CHARS:,}")
+                            f"{max_text:,}")
     try:
         return loads(text)
     except RecursionError as err:  # a belt: the depth check above comes first

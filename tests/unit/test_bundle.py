@@ -188,3 +188,12 @@ def test_merge_refuses_a_row_an_older_build_let_in(monkeypatch, capsys, tmp_path
                               str(into))
     assert (code, out, err.count("\n")) == (2, "", 1)
     assert "record 2 is not a record: metrics is an integer" in err and not into.exists()
+
+
+def test_a_long_run_s_record_over_a_megabyte_travels(tmp_path):
+    r = json.loads(variant("a"))
+    r["raw"]["rank0"]["step_times_s"] = [0.5 + n * 1e-9 for n in range(100_000)]
+    text = json.dumps(r, sort_keys=True)
+    assert len(text) > 1_200_000  # past the 1,000,000 characters a string in a record may have
+    bundle = read_bundle(bundle_file(tmp_path, "long.json.gz", [text]))
+    assert bundle.texts == (text,) and len(bundle.records[0].raw["rank0"]["step_times_s"]) == 1e5
