@@ -150,8 +150,8 @@ def _bundle_cases(tmp_path):
         "record-of-wrong-types": (forged(good, tmp_path / "w.json", lambda b: b["records"]
                                          .__setitem__(0, _metrics(mfu=[1]))),
                                   "metrics.mfu is a list"),
-        "summary-forged": (forged(good, tmp_path / "f.json", lambda b: b["machines"][0].update(
-            {"noise_check": {"floor": 0.0}})), "summary that does not match"),
+        "machines-not-a-list": (forged(good, tmp_path / "f.json", put("machines", "x")),
+                                "field machines is missing or not a list"),
         "not-a-bundle": (forged(good, tmp_path / "x.json", put("format", "other")),
                          "is not an accelbench bundle|record 1 is not a record: kind is missing"),
     }
