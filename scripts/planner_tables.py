@@ -22,7 +22,9 @@ ORACLE = {"mfu": "{:.1%} MFU", "tokens_per_s_per_device": "{:,.0f} tok/s per dev
           "tflops_per_device": "{:.0f} TFLOP/s per GPU"}
 
 
-H200_STORE = Path(__file__).resolve().parent.parent / "docs/gpu-runs/2026-11-27-h200-2/results.db"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+H200_STORE = DOCS / "gpu-runs/2026-11-27-h200-2/results.db"
+CPU_STORE = DOCS / "planner-runs/2026-11-29-cpu-epyc-2core/results.db"
 JUDGED = {"unseen": "source left out, unseen stack",
           "named_source": "source left out, stack named (its other source fitted)",
           "named_run": "run left out, stack named",
@@ -178,8 +180,8 @@ def width_table(data: dict) -> list[str]:
 
 
 def own_lines(data: dict) -> list[str]:
-    """This project's own H200 cells, a source of their own, against the unseen-stack
-    interval."""
+    """This project's own cells (a store's), a source of their own, against the interval a
+    plan gives them."""
     own = data["intervals"]["own"]
     lines = ["| Cell | Observed / predicted | 80% interval | Inside |", "|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['observed_over_predicted']:.3f} "
@@ -243,11 +245,12 @@ def found_table(data: dict) -> list[str]:
 
 def main() -> None:
     """The tables, each under a comment naming it, a blank line between."""
-    data, own = _validation(), _validation(H200_STORE)
+    data, own, cpu = _validation(), _validation(H200_STORE), _validation(CPU_STORE)
     parts = {"runs": run_table(data), "sources": source_table(data),
              "coverage": interval_table(data), "source runs": source_runs(data),
              "widths": width_table(data), "mechanisms": mechanism_table(),
-             "own H200 cells": own_lines(own), "found": found_table(data)}
+             "own H200 cells": own_lines(own), "own CPU cells": own_lines(cpu),
+             "found": found_table(data)}
     print("\n\n".join(f"<!-- {name} -->\n" + "\n".join(lines)
                       for name, lines in parts.items()))
 
