@@ -86,6 +86,10 @@ def test_a_stage_the_budget_cannot_hold_is_skipped_with_its_reason(tmp_path):
     assert all(s["note"].startswith("skipped: ") and "needs at least" in s["note"]
                and s["rc"] is None for s in summary["stages"])
     assert summary["commit"] == "not given (--commit)" and summary["sizes"] == "tiny"
+    sha = summary["checkout"].split()[0]  # this checkout's commit then (HEAD may move since)
+    assert len(sha) == 40 and subprocess.run(
+        ["git", "-C", str(SCRIPT.parent), "merge-base", "--is-ancestor", sha, "HEAD"]
+    ).returncode == 0
     assert (out / "clocks.csv").read_text().startswith("# clock log skipped: nvidia-smi")
     assert not (out / "results.db").exists() and "skipped: probe-cp, zero1" in done.stderr
 
