@@ -22,7 +22,7 @@ import os
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,8 @@ HEADER: dict[str, type] = {"format": str, "bundle_version": int, "contents": str
 @dataclass(frozen=True)
 class Bundle:
     """A bundle as read: its header, its records (read as the store reads them) and their
-    stored text, the reference figures of a reference bundle, and its checksum."""
+    stored text, the reference figures of a reference bundle, and its checksum. Its summary
+    (`header`'s machines and workloads) is the file's, for a person: never read for a figure."""
 
     name: str  # the file's name, shown as text; never opened again
     header: dict[str, Any]
@@ -64,7 +65,6 @@ class Bundle:
     texts: tuple[str, ...]
     published: tuple[dict[str, Any], ...] = ()
     sha256: str = ""
-    machines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def contents(self) -> str:
@@ -207,9 +207,8 @@ def read_bundle(path: Path) -> Bundle:
     problem = published_problem(published, body["contents"], records)
     if problem:
         raise _problem(name, problem)
-    machines, _ = summary(records)  # derived again here: the file's summary is for its reader
-    return Bundle(name, body, tuple(records), tuple(texts), tuple(published), body["sha256"],
-                  machines)
+    header = {k: v for k, v in body.items() if k != "records"}  # the records are kept once
+    return Bundle(name, header, tuple(records), tuple(texts), tuple(published), body["sha256"])
 
 
 def is_bundle(path: Path) -> bool:
