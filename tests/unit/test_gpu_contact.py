@@ -97,6 +97,8 @@ def test_a_stage_the_budget_cannot_hold_is_skipped_with_its_reason(tmp_path):
 FAKE_SMI = """#!/usr/bin/env python3
 import sys, time
 args = sys.argv[1:]
+if "--query-gpu=memory.total" in args:
+    print("{mib}"); sys.exit(0)
 if any(a.startswith("--query-gpu=") and "clocks_throttle" in a for a in args) and "{old}":
     sys.exit(6)  # an old driver without the reasons field
 row = "2026/11/29 08:00:00.000, {{}}, 2619, {{}}, 41" + ("" if "{old}" else ", 0x0000000000000004")
@@ -115,7 +117,7 @@ def test_the_clock_log_samples_beside_a_stage_with_a_stand_in_nvidia_smi(tmp_pat
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text(textwrap.dedent(FAKE_SMI.format(old=old)))
+    smi.write_text(textwrap.dedent(FAKE_SMI.format(old=old, mib=143771)))
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     query = gc.clock_query()
@@ -169,3 +171,21 @@ def test_the_cpu_rehearsal_runs_every_stage_into_at_most_eight_files(tmp_path):
     assert {r.spec["compute_weights"] for r in trains} == {"fp32", "bf16"}
     assert {r.spec["layout"]["zero"] for r in trains} == {0, 1, 2, 3}
     assert "Feature check" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("mib, micro_batch", [(143771, "32"), (81559, "16")])
+def test_the_gpt2_xl_micro_batch_follows_the_card_s_memory(tmp_path, monkeypatch, mib,
+                                                            micro_batch):
+    """An H200 (143,771 MiB as nvidia-smi reports it) runs micro-batch 32, where it measured
+    122.2 GiB; an 80 GB H100 (81,559 MiB) 16, the largest estimated to fit it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(textwrap.dedent(FAKE_SMI.format(old="", mib=mib)))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    chosen, why = gc.headline_micro_batch(gc.clock_query())
+    assert chosen == micro_batch and why.startswith(f"{micro_batch}: {mib} MiB")
+    assert gc.headline_micro_batch("nvidia-smi not found")[0] == "32"
+    opts = gc.parse_args([str(tmp_path / "o"), "--device", "cuda", "--micro-batch", "16"])
+    assert "16" in gc.plan_stages(opts, full=True)[2].command
