@@ -17,7 +17,7 @@ from shared_launch import launched  # this folder: the script's own, on the path
 from accelbench.bench.train.metrics import straggler_fields
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.steps import run_rank_steps
-from accelbench.bench.train.straggler import TEST_DELAY_ENV, stage_work
+from accelbench.bench.train.straggler import TEST_DELAY_ENV
 from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.gather import gather_rank_results
@@ -42,8 +42,7 @@ def _trial(spec: TrainSpec, layout, device: torch.device) -> dict:
     """One trial's named rank and evidence, on every rank (rank 0's answer is kept)."""
     local = run_rank_steps(spec, spec.cells()[0], layout, device, None, None)
     ranks = sorted(gather_rank_results(local), key=lambda r: r.rank)
-    work = {p: stage_work(spec.model, layout, 128, p) for p in range(layout.pp)}
-    fields = straggler_fields(ranks, spec.warmup_steps, work)
+    fields = straggler_fields(ranks, spec.warmup_steps)
     return {"named": fields.get("slow_rank"), "evidence": fields.get("slow_rank_evidence")}
 
 

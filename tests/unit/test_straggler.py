@@ -45,22 +45,23 @@ def test_the_delay_variable_names_one_rank_and_a_fraction():
         delay_fraction(0, {"ACCELBENCH_TEST_SLOW_RANK": "slow"})
 
 
-def _ranks(computes: list[list[float]], pp: bool) -> list:
+
+def _ranks(computes: list[list[float]], pp: list[int]) -> list:
     from accelbench.bench.train.rank_result import RankResult
     return [RankResult(rank=i, step_times_s=[1.0] * len(c), loss=[], compute_s=c,
-                       coords={"pp": i if pp else 0}) for i, c in enumerate(computes)]
+                       coords={"pp": p})
+            for i, (c, p) in enumerate(zip(computes, pp, strict=True))]
 
 
-def test_pipeline_stages_are_compared_per_unit_of_their_own_work():
-    """The last stage carries the head: 29x the first's work here, so 29x its compute is even
-    and 1.3 x 29x is slow; the waits are the steps less the compute."""
+def test_peers_are_the_ranks_of_one_pipeline_position():
+    """A stage's work differs from another's (the head's stage: 29x here), so ranks are
+    compared only with those of their own pipeline position; a position of one rank is not."""
     from accelbench.bench.train.metrics import straggler_fields
 
-    work = {0: 1.0, 1: 29.0}
-    even = straggler_fields(_ranks([[0.01] * 4, [0.29] * 4], pp=True), 0, work)
-    assert even["slow_rank"] is None
-    assert even["wait_time_s_median_per_rank"] == pytest.approx([0.99, 0.71])
-    slow = straggler_fields(_ranks([[0.01] * 4, [0.377] * 4], pp=True), 0, work)
-    assert slow["slow_rank"] == 1
-    unweighted = straggler_fields(_ranks([[0.01] * 4, [0.29] * 4], pp=False), 0)
-    assert unweighted["slow_rank"] == 1  # without the work shares the head's stage looks slow
+    stages = straggler_fields(_ranks([[0.01] * 4, [0.29] * 4], pp=[0, 1]), 0)
+    assert stages["slow_rank"] is None
+    assert stages["slow_rank_evidence"].startswith("not compared")
+    assert stages["wait_time_s_median_per_rank"] == pytest.approx([0.99, 0.71])
+    dp_pp = [[0.01] * 4, [0.013] * 4, [0.29] * 4, [0.29] * 4]  # ranks 0, 1 stage 0; 2, 3 stage 1
+    found = straggler_fields(_ranks(dp_pp, pp=[0, 0, 1, 1]), 0)
+    assert found["slow_rank"] == 1 and "+30%" in found["slow_rank_evidence"]

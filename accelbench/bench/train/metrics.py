@@ -26,7 +26,6 @@ from accelbench.bench.peak import Peak
 from accelbench.bench.timing import TimingStats, summarize
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
-from accelbench.bench.train.straggler import stage_work
 from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
 from accelbench.config.runtime_settings import reduce_bytes
@@ -196,32 +195,34 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
         mem_estimate_bytes_per_rank=estimate_bytes,
         **_energy(counts, ranks, stats.count),
         **_sparsity(spec, cell, counts, ranks, t), **_moe(ranks, spec.warmup_steps),
-        **straggler_fields(ranks, spec.warmup_steps, {
-            p: stage_work(spec.model, layout, cell.seq_len, p) for p in range(layout.pp)}),
+        **straggler_fields(ranks, spec.warmup_steps),
         **topology_fields(layout, ranks))
 
 
-def straggler_fields(ranks: list[RankResult], warmup_steps: int,
-                     work: dict[int, float] | None = None) -> dict:
+def straggler_fields(ranks: list[RankResult], warmup_steps: int) -> dict:
     """Each rank's median compute over the timed steps and its median wait (the step less its
     compute), and the rank whose compute stands out of its peers' noise (analytics/
     straggler.py), with the evidence; nothing where compute is not measured (an accelerator)
-    or a single rank ran. `work`: each pipeline position's share of the work (straggler.py
-    stage_work), by which a rank's compute is compared (scaled to the mean share)."""
-    compute = [r.compute_s[warmup_steps:] for r in ranks]
-    if len(ranks) < 2 or not all(compute):
+    or a single rank ran. Peers are the ranks of one pipeline position (their data, tensor
+    and context parallel ranks do the same work; stages do not: a FLOP count of each stage's
+    work missed the head's stage by 20-30% on this CPU, as much as a slow rank adds), so a
+    pipeline position of one rank is not compared."""
+    compute = {r.rank: r.compute_s[warmup_steps:] for r in ranks}
+    if len(ranks) < 2 or not all(compute.values()):
         return {}
-    waits = [median(t - c for t, c in zip(r.step_times_s[warmup_steps:], steps, strict=False))
-             for r, steps in zip(ranks, compute, strict=True)]
-    share = {r.rank: 1.0 for r in ranks}
-    if work:
-        mean = sum(work[r.coords.get("pp", 0)] for r in ranks) / len(ranks)
-        share = {r.rank: work[r.coords.get("pp", 0)] / mean for r in ranks}
-    found = find_straggler({r.rank: [c / share[r.rank] for c in steps]
-                            for r, steps in zip(ranks, compute, strict=True)})
-    return dict(compute_time_s_median_per_rank=[median(c) for c in compute],
-                wait_time_s_median_per_rank=waits, slow_rank=found.rank,
-                slow_rank_evidence=found.evidence())
+    waits = [median(t - c for t, c in zip(r.step_times_s[warmup_steps:], compute[r.rank],
+                                           strict=False)) for r in ranks]
+    positions: dict[int, dict[int, list[float]]] = {}
+    for r in ranks:
+        positions.setdefault(r.coords.get("pp", 0), {})[r.rank] = compute[r.rank]
+    found = [find_straggler(peers) for peers in positions.values() if len(peers) > 1]
+    named = [f for f in found if f.rank is not None]
+    worst = max(named or found, key=lambda f: f.excess or 0.0, default=None)
+    return dict(compute_time_s_median_per_rank=[median(compute[r.rank]) for r in ranks],
+                wait_time_s_median_per_rank=waits,
+                slow_rank=worst.rank if worst is not None else None,
+                slow_rank_evidence=(worst.evidence() if worst is not None else
+                                    "not compared: no two ranks share a pipeline position"))
 
 
 def topology_fields(layout: Layout, ranks: list[RankResult]) -> dict:

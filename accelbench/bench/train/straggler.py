@@ -20,10 +20,6 @@ import time
 
 import torch
 
-from accelbench.analytics.flops import block_forward_per_token
-from accelbench.config.layout import Layout, rank_layer_counts
-from accelbench.config.model import ModelConfig
-
 TEST_DELAY_ENV = "ACCELBENCH_TEST_SLOW_RANK"
 
 
@@ -61,12 +57,3 @@ def spin(seconds: float) -> None:
     while compute_clock() < end:
         pass
 
-
-def stage_work(cfg: ModelConfig, layout: Layout, seq_len: int, pp_rank: int) -> float:
-    """Forward FLOPs a token of one pipeline rank's stages: its blocks and, on the last rank,
-    the output head. Pipeline ranks do unequal work (the head alone can outweigh the blocks),
-    so each rank's compute is compared per unit of its own; data, tensor and context parallel
-    ranks of one position do equal work."""
-    counts = rank_layer_counts(layout, cfg.n_layer) or (cfg.n_layer,)
-    head = 2.0 * cfg.padded_vocab * cfg.d_model if pp_rank == layout.pp - 1 else 0.0
-    return counts[pp_rank] * block_forward_per_token(cfg, seq_len) + head
