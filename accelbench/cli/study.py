@@ -133,36 +133,26 @@ def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
 
 class _Progress(ProgressColumn):
     """One progress display over the whole study (cells done of all), and its ETA column: the
-    rough times of the cells not done, scaled by how long the finished ones took against
-    theirs, less the time the running cell has had (so it counts down between cells)."""
+    same ETA as the lines off a terminal (report/cell_lines.py StudyLines), less the time the
+    running cell has had (so it counts down between cells)."""
 
     def __init__(self, plan: StudyPlan, bar: Progress) -> None:
         super().__init__()
-        self.estimates = [c.time_s for c in plan.cells]
-        self.bar, self.start = bar, time.monotonic()
-        self.cell_start = self.start
-        self.done_est = self.spent_est = 0.0  # estimated seconds: of cells run, of all closed
-        self.done = 0
-        self.task = bar.add_task(plan.study.name, total=len(self.estimates) or 1, label="")
+        self.lines = StudyLines([c.time_s for c in plan.cells], lambda text: None)
+        self.bar, self.done = bar, 0
+        self.task = bar.add_task(plan.study.name, total=len(plan.cells) or 1, label="")
 
     def render(self, task: object) -> Text:
-        now = time.monotonic()
-        remaining = sum(self.estimates) - self.spent_est
-        if self.done_est > 0:
-            remaining *= (self.cell_start - self.start) / self.done_est
-        return Text(f"ETA {_minutes(max(remaining - (now - self.cell_start), 0.0))}")
+        running = time.monotonic() - self.lines.start if self.lines.label else 0.0
+        return Text(f"ETA {_minutes(max(self.lines.eta() - running, 0.0))}")
 
     def cell(self, index: int, label: str) -> None:
-        self.cell_start = time.monotonic()
+        self.lines.cell(index, label)
         self.bar.update(self.task, label=label)
 
     def finished(self, index: int, skipped: bool) -> None:
-        estimate = self.estimates[index] if index < len(self.estimates) else 0.0
-        self.spent_est += estimate
-        if not skipped:
-            self.done_est += estimate
-        self.done += 1
-        self.cell_start = time.monotonic()
+        self.lines.done(index, skipped)
+        self.done = len(self.lines.closed)
         self.bar.update(self.task, completed=self.done)
 
 
@@ -205,7 +195,7 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     for experiment in plan.experiments:
         exp = experiment.experiment
         result = results.get(exp.name, ExperimentResult())
-        cells = [r for r in result.records if r.kind in ("block", "train")]
+        cells = [r for r in result.records if r.kind in ("block", "train", "noise-cell")]
         ok = sum(r.status == "ok" for r in cells)
         oom = sum(r.status == "oom" for r in cells)
         table.add_row(Text(exp.name), Text(exp.source), str(len(cells)), str(ok), str(oom),

@@ -101,10 +101,7 @@ def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figu
                   (tflops("forward"), tflops("backward")),
                   "The study's figure 3: model TFLOPS per device of one transformer layer, "
                   "forward and backward, against batch. Dotted where drawn: the planner's "
-                  "assumed rate, shaded its 80% interval.",
-                  "Error bars and x at the axis as under Methods' terms; the planner's "
-                  "interval is an estimate from the shipped published runs' leave-one-source-"
-                  "out residuals, as accelbench plan gives it.")
+                  "assumed rate, shaded its 80% interval.")
     tokens = Panel("forward + backward", "batch (sequences)", "tokens/s per device",
                    tuple(_series(lab, rs, lambda r: phase_rate(r, "forward_backward",
                                                                "tokens"))

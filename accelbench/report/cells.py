@@ -114,6 +114,13 @@ def layout_text(record: Record) -> str:
     return " ".join(parts)
 
 
+def short_layout(record: Record) -> str:
+    """The layout's parallel degrees above one, for a sentence or an axis: 'cp=2', 'dp=2 zero=1'
+    ('' for one device, no parallelism)."""
+    return " ".join(w for w in layout_text(record).split() if w != "-"
+                    and not w.endswith(("=1", "=0")))
+
+
 def canonical(value: Any) -> str:
     """A value as one comparable text (dicts with sorted keys)."""
     return json.dumps(value, sort_keys=True, default=str)

@@ -16,6 +16,7 @@ from accelbench.report.cells import (
     layout_text,
     num,
     phase_rate,
+    short_layout,
     tflops,
     train_rate,
 )
@@ -284,8 +285,7 @@ def _category(record: Record) -> str:
     s = record.spec
     model = str(s.get("model_name")).split(":")[0]
     size = f"batch {s.get('batch')}" if record.kind == "block" else f"mb {s.get('micro_batch')}"
-    layout = layout_text(record) if record.kind != "block" else ""
-    layout = " ".join(w for w in layout.split() if not w.endswith(("=1", "=0")))
+    layout = short_layout(record) if record.kind != "block" else ""
     return " ".join(w for w in (s.get("benchmark", record.kind), model, f"seq {s.get('seq_len')}",
                                 size, layout, str(s.get("dtype"))) if w)
 

@@ -115,6 +115,25 @@ class Report:
         """Every section's findings, in section order."""
         return [f for s in self.sections for f in s.findings]
 
+    def methods(self) -> list[tuple[str, str]]:
+        """(section title, its notes) for the Methods section: the section's own, then each
+        figure's and table's, a note said before named by where it was said."""
+        said: dict[str, str] = {}
+        out = []
+        for s in self.sections:
+            notes = [(s.title, m) for m in s.methods]
+            notes += [(x.title, x.method) for x in (*s.figures, *s.tables) if x.method]
+            text = []
+            for where, note in notes:
+                if note in said:
+                    text.append(f"{where}: as {said[note]}.")
+                else:
+                    said[note] = where
+                    text.append(note if where == s.title else f"{where}: {note}")
+            if text:
+                out.append((s.title, " ".join(text)))
+        return out
+
     def tables(self) -> list[Table]:
         """Every table, in order."""
         return [t for s in self.sections for t in s.tables]

@@ -93,8 +93,7 @@ def fairness_section(machines: list[Machine]) -> Section:
               for (name, precision), items in best_cells(machines).items() if len(items) > 1]
     if len(machines) < 2 or not shared:
         return Section("fairness", title, SOURCE, ("One machine, or no workload run on more "
-                                                   "than one: nothing to compare.",),
-                       methods=(intro,))
+                                                   "than one: nothing to compare.",))
     header = ("workload", "what differs", *(m.label for m in machines))
     rows, same = [], []
     for name, items in shared:

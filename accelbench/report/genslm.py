@@ -4,15 +4,15 @@ cells (kind 'train', benchmark genslm), and the longest sequence that fits, from
 
 from __future__ import annotations
 
-from accelbench.report.cells import latest, pct, rss_note, status_text, train_rate
+from accelbench.report.cells import latest, pct, status_text, train_rate
 from accelbench.report.content import Finding, Section, Table
 from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
 from accelbench.report.training import (
     CELL_HEADER,
-    TABLE_CAPTION,
     cell_columns,
+    cells_method,
     measure_columns,
     measure_header,
     seq_figure,
@@ -102,7 +102,7 @@ def genslm_section(machines: list[Machine]) -> Section:
     tables = [Table("GenSLM cells", CELL_HEADER + measure_header("codon"),
                     tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
                     "Every GenSLM cell: codons/s per device with its interval, MFU, memory.",
-                    TABLE_CAPTION + rss_note(r for _, r in cells))]
+                    cells_method([r for _, r in cells]))]
     if searches:
         tables.append(Table(
             "Longest sequence that fits", ("machine", "model", "precision", "micro-batch",

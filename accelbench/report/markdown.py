@@ -54,11 +54,7 @@ def _methods(report: Report) -> str:
     """Shared terms once, then each section's own notes (its figures' and tables')."""
     parts = ['<a id="methods"></a>\n\n## Methods']
     parts += [f"- **{term}**: {text}" for term, text in report.terms]
-    for s in report.sections:
-        notes = [*s.methods, *(f"{f.title}: {f.method}" for f in s.figures if f.method),
-                 *(f"{t.title}: {t.method}" for t in s.tables if t.method)]
-        if notes:
-            parts.append(f"**{s.title}.** " + " ".join(notes))
+    parts += [f"**{title}.** {text}" for title, text in report.methods()]
     parts.append(f"What each section reads from the records: [{APPENDIX}]({APPENDIX}).")
     return "\n\n".join(parts)
 

@@ -51,8 +51,10 @@ class Settled:
     set_aside: tuple[Candidate, ...]
 
     def text(self) -> str:
-        """'fp32 0.201 TFLOPS (label); set aside: 0.111 (record 3, disturbed)'."""
-        shown = f"{self.precision} {self.used.flops_per_s / 1e12:.3g} TFLOPS ({self.used.label})"
+        """'fp32 0.201 TFLOPS (GEMM, 2 thread(s), record 1 of a.db); set aside: 0.111 (record 3
+        of b.db, disturbed)'."""
+        shown = (f"{self.precision} {self.used.flops_per_s / 1e12:.3g} TFLOPS (GEMM, "
+                 f"{self.threads or '? thread(s)'}, {self.used.source})")
         if self.used.disturbed:
             shown += " (disturbed: its MFUs read high)"
         if self.set_aside:

@@ -23,7 +23,7 @@ figcaption { font-size: 0.9rem; color: #333; }
 div.scroll { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.85rem; }
 th, td { border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+         overflow-wrap: break-word; }
 th { background: #f3f3f3; } caption { caption-side: top; text-align: left; font-weight: 600; }
 p.tablenote { font-size: 0.85rem; color: #555; margin-top: -0.5rem; }
 ul.findings li { margin: 0.2rem 0; } nav { font-size: 0.9rem; margin: 1rem 0; }
@@ -139,11 +139,7 @@ def _html_methods(report: Report) -> str:
     """Shared terms once, each section's notes, and (folded) what each section reads."""
     terms = "".join(f"<dt>{_e(t)}</dt><dd>{_e(d)}</dd>" for t, d in report.terms)
     parts = ['<section id="methods"><h2>Methods</h2>', f"<dl>{terms}</dl>" if terms else ""]
-    for s in report.sections:
-        notes = [*s.methods, *(f"{f.title}: {f.method}" for f in s.figures if f.method),
-                 *(f"{t.title}: {t.method}" for t in s.tables if t.method)]
-        if notes:
-            parts.append(f"<p><b>{_e(s.title)}.</b> {_e(' '.join(notes))}</p>")
+    parts += [f"<p><b>{_e(title)}.</b> {_e(text)}</p>" for title, text in report.methods()]
     reads = "".join(f"<li>{_e(s.title)}: {_e(s.source)}</li>" for s in report.sections)
     parts.append(f"<details><summary>What each section reads</summary><ul>{reads}</ul>"
                  "</details></section>")

@@ -6,15 +6,15 @@ whose cell ran, a context-parallel layout (cp=2, 4) taking a length one device c
 from __future__ import annotations
 
 from accelbench.config.fit import DOES_NOT_FIT
-from accelbench.report.cells import layout_text, rss_note, status_text, train_rate
+from accelbench.report.cells import layout_text, short_layout, status_text, train_rate
 from accelbench.report.content import Finding, Section, Table
 from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
 from accelbench.report.paper import cite
 from accelbench.report.training import (
     CELL_HEADER,
-    TABLE_CAPTION,
     cell_columns,
+    cells_method,
     measure_columns,
     measure_header,
     seq_figure,
@@ -45,7 +45,7 @@ def seq_section(machines: list[Machine]) -> Section:
     table = Table("Training cells by sequence length", CELL_HEADER + measure_header("token"),
                   tuple(cell_columns(m, r) + measure_columns(r) for m, r in cells),
                   "Every dense training cell, GAS and sparsity sweeps' included.",
-                  TABLE_CAPTION + rss_note(r for _, r in cells), ())
+                  cells_method([r for _, r in cells]), ())
     fits, found = first_fits_table(cells)
     figure = seq_figure("table3_seq_tokens", "Training throughput against sequence length",
                         cells, "token",
@@ -117,7 +117,7 @@ def _fits_phrase(seq: int, best: Record | None, others: list[Record]) -> str:
     if best is None:
         return f"{seq}: {before or DOES_NOT_FIT}"
     rate = train_rate(best)
-    where = (f"runs on {layout_text(best) or '1 rank'}" if ranks(best) > 1
+    where = (f"runs on {short_layout(best) or f'{ranks(best)} ranks'}" if ranks(best) > 1
              else "runs on 1 rank")
     shown = f", {rate.text()} tokens/s a device" if rate and (before or ranks(best) > 1) else ""
     return f"{seq}: {before + '; ' if before else ''}{where}{shown}"

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 from accelbench.report.cells import (
     DOES_NOT_FIT,
-    SPREAD,
     Rate,
     canonical,
     gib,
@@ -19,6 +18,7 @@ from accelbench.report.cells import (
     measured_gib,
     pct,
     points_series,
+    rss_note,
     status_text,
     train_rate,
     varying_label,
@@ -26,10 +26,9 @@ from accelbench.report.cells import (
 )
 from accelbench.report.content import Figure, Panel, Series
 from accelbench.report.machines import Machine
-from accelbench.report.precision import FP8_CAPTION, precision_text
+from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
 from accelbench.report.predict import (
     HEADER,
-    INTERVAL_NOTE,
     prediction_text,
     train_prediction,
 )
@@ -102,12 +101,14 @@ def measure_header(unit: str) -> tuple[str, ...]:
             f"planner {unit}s/s per device {HEADER}")
 
 
-TABLE_CAPTION = (f"Throughput at the median step, (low-high) after it: {SPREAD}; MFU against "
-                 "the machine's own dense peak for the precision that ran; mem: measured peak "
-                 "above the cell's start, worst rank; est.: the analytics estimate; planner: "
-                 "the planner's prediction for the same model, layout and batch, and its error; "
-                 f"{INTERVAL_NOTE}. "
-                 f"{FP8_CAPTION[0].upper()}{FP8_CAPTION[1:]}.")
+TABLE_CAPTION = ("Planner: the prediction for the same model, layout and batch, and its error.")
+
+
+def cells_method(records: list[Record]) -> str:
+    """A training cells table's method: the planner's column, and the notes its cells need
+    (fp8's MFU, a memory measured as RSS)."""
+    fp8 = f" {FP8_CAPTION[0].upper()}{FP8_CAPTION[1:]}." if has_fp8(records) else ""
+    return TABLE_CAPTION + fp8 + rss_note(records)
 
 
 def cp_label(record: Record) -> str:

@@ -83,7 +83,7 @@ def test_sequence_length_says_what_does_not_fit_and_where_it_runs():
     (finding,) = seq_section(machines).findings
     text = finding.text
     assert text.startswith("Sequence length (gpt2-tiny, fp32): 128: runs on 1 rank; 512: does "
-                           "not fit 1 rank(s) (estimated); runs on cp=2"), text
+                           "not fit 1 rank(s) (estimated); runs on cp=2, "), text
     assert "tokens/s a device" in text
     assert text.endswith("1024: does not fit 1 rank(s) (estimated); does not fit 2 rank(s) "
                          "(estimated)")

@@ -15,6 +15,7 @@ from accelbench.analytics.plan_options import PlanOptions
 from accelbench.config.presets import get_preset
 from accelbench.report.block import block_section
 from accelbench.report.content import PREDICTED
+from accelbench.report.findings import TERMS
 from accelbench.report.machines import group_machines
 from accelbench.report.predict import (
     INTERVAL_NOTE,
@@ -71,8 +72,10 @@ def test_the_table_text_is_pred_lo_hi_then_error_and_says_when_outside() -> None
 
 def test_the_training_table_names_the_interval_an_estimate() -> None:
     assert "80% interval, est." in measure_header("token")[-1]
-    assert INTERVAL_NOTE in TABLE_CAPTION
+    assert "Planner" in TABLE_CAPTION  # the interval itself: the Methods section's term, once
     assert "estimate" in INTERVAL_NOTE and "leave-one-source-out" in INTERVAL_NOTE
+    (term,) = [text for name, text in TERMS if name.startswith("Planner")]
+    assert INTERVAL_NOTE[1:] in term
 
 
 def _block_record(batch: int, fwd_bwd_s: float) -> Record:
@@ -92,7 +95,7 @@ def test_the_block_table_and_figure_carry_the_interval() -> None:
     records = [_block_record(b, 1e-3 * b) for b in (8, 16)]
     section = block_section(group_machines([("a.db", r) for r in records]))
     (table,) = section.tables
-    assert "80% interval, est." in table.header[-1] and INTERVAL_NOTE in table.caption
+    assert "80% interval, est." in table.header[-1] and "Planner" in table.method
     pred = block_prediction(records[0])
     assert isinstance(pred, Prediction)
     assert pred.interval == prediction_interval("h100-sxm", "bf16", "compute", 1)
@@ -102,4 +105,4 @@ def test_the_block_table_and_figure_carry_the_interval() -> None:
     (planner,) = [s for s in fig3.panels[0].series if s.kind == PREDICTED]
     low, high = pred.bounds
     assert planner.low == (low, low) and planner.high == (high, high)
-    assert "80% prediction interval" in fig3.caption and "estimate" in fig3.caption
+    assert "80% interval" in fig3.caption  # what it is: the Methods section's terms (TERMS)
