@@ -52,10 +52,11 @@ class Site:
     floors: dict[str, float | None] = field(default_factory=dict)  # machine key -> noise floor
     workload_ids: dict[int, str | None] = field(default_factory=dict)  # id(record) -> its id
 
+    by_machine: dict[str, list[Ranked]] = field(default_factory=dict)  # machine key -> cells
+
     def machine_cells(self, machine: Machine) -> list[Ranked]:
         """Every measured cell of one machine, over all workloads."""
-        return [c for cells in self.cells.values() for c in cells
-                if c.best.machine.key == machine.key]
+        return self.by_machine.get(machine.key, [])
 
 
 def _finite(rate: Rate | None) -> bool:
@@ -105,6 +106,7 @@ def build_model(bundles: list[Bundle], baseline: Machine | None = None) -> Site:
             cell = Ranked(Best(m, r, *pair), bundle_of[key], device_class(r.environment),
                         devices_of(r))
             site.cells.setdefault(wid, []).append(cell)
+            site.by_machine.setdefault(m.key, []).append(cell)
             if wid not in site.identities:
                 site.identities[wid] = workload_identity(r.kind, r.spec) or {}
                 site.names[wid] = f"{workload(r)} {r.spec.get('dtype')}"

@@ -97,14 +97,14 @@ def best_per_machine(cells: list[Ranked]) -> list[Ranked]:
     return sorted(best.values(), key=lambda c: -c.best.total.value)
 
 
-def _rank_row(site: Site, n: int, c: Ranked, base: Ranked | None, cells: list[Ranked],
+def _rank_row(site: Site, n: int, c: Ranked, base: Ranked | None, peers: list[Ranked],
               floor: float | None) -> list[Cell | str]:
     m = c.best.machine
     mfu = safe(lambda: c.best.mfu.text(".2%") if c.best.mfu else "-")
     return [Cell(str(n), n), Cell(markup=link(machine_page_name(m), f"M{m.index} {m.name}")),
             f"{c.device_class} x{c.devices}", rate_cell(c.best.total),
             rate_cell(c.best.per_device), Cell(mfu),
-            _verdict(site, c, base), Cell(markup=marks_html(cell_marks(c, cells, floor))),
+            _verdict(site, c, base), Cell(markup=marks_html(cell_marks(c, peers, floor))),
             c.bundle[:12]]
 
 
@@ -116,8 +116,11 @@ def workload_page(site: Site, wid: str) -> str:
     base = next((c for c in ranked if site.baseline and c.best.machine.key == site.baseline.key),
                 None)
     noise = site.floors
-    rows = [_rank_row(site, n, c, base, cells, noise[c.best.machine.key])
-            for n, c in enumerate(ranked, 1)]
+    groups: dict[tuple[str, int], list[Ranked]] = {}  # a reproduction's peers: class, count
+    for c in cells:
+        groups.setdefault((c.device_class, c.devices), []).append(c)
+    rows = [_rank_row(site, n, c, base, groups[(c.device_class, c.devices)],
+                      noise[c.best.machine.key]) for n, c in enumerate(ranked, 1)]
     header = ("rank", "machine", "devices", "tokens/s (all devices)", "tokens/s per device",
               "MFU", f"vs baseline M{site.baseline.index}" if site.baseline else "vs baseline",
               "trust", "bundle")
