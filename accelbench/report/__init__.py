@@ -70,11 +70,11 @@ def build_report(db_paths: Sequence[Path], baseline: str | None = None,
     workload_sections = tuple(resolve(ref)(machines) for ref in section_refs())
     sections = (machines_section(machines, base), *workload_sections,
                 compare_section(machines, base, tokens), fairness_section(machines))
-    intro = (f"{sum(len(m.records) for m in machines)} records from "
-             f"{len(db_paths)} database(s), {len(machines)} machine(s) (the key: Machines). "
-             "Each finding links to its section; how every number was made is under Methods, "
-             "at the end.",)
-    return Report(TITLE, intro, sections, TERMS)
+    intro = (f"{sum(len(m.records) for m in machines)} records, {len(db_paths)} database(s), "
+             f"{len(machines)} machine(s). How every number was made: Methods, at the end.",)
+    sheets = any(m.environment.get("device_spec_key") for m in machines)
+    terms = tuple(t for t in TERMS if sheets or not t[0].startswith("Planner"))  # no prediction
+    return Report(TITLE, intro, sections, terms)
 
 
 def make_report(db_paths: Sequence[Path], out_dir: Path, baseline: str | None = None,

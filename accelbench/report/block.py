@@ -27,6 +27,7 @@ from accelbench.report.predict import (
     block_prediction,
     prediction_text,
 )
+from accelbench.report.training import has_datasheet
 from accelbench.store.record import Record
 
 SOURCE = ("kind 'block' records: <phase>_tflops_per_device, forward_backward_tokens_per_s_per_"
@@ -183,14 +184,15 @@ def block_section(machines: list[Machine]) -> Section:
     labels = _labels(groups, machines)
     rows = tuple(_row(lab, r) for lab, rs in zip(labels, groups.values(), strict=True)
                  for r in rs)
+    every = [r for rs in groups.values() for r in rs]
     table = Table("Block cells", ("series", "batch", "status", "fwd TFLOPS", "bwd TFLOPS",
                                   "tokens/s f+b", "MFU f+b", "mem GiB", "est. GiB",
                                   f"planner TFLOPS f+b {HEADER}"), rows,
                   "Each series' fastest batch; throughput at the median repetition with its "
                   "interval.",
-                  "Planner: its compute efficiency times the datasheet's dense peak (that of "
-                  "one compute-limited device)." + rss_note(r for rs in groups.values()
-                                                              for r in rs),
+                  ("Planner: its compute efficiency times the datasheet's dense peak (that of "
+                   "one compute-limited device)." if has_datasheet(every) else "")
+                  + rss_note(every),
                   _best_rows(groups))
     return Section("block", title, SOURCE, (), _figures(groups, labels), (table,),
                    _finding(groups, machines))

@@ -59,12 +59,15 @@ class StudyLines:
                  clock: Clock = time.monotonic) -> None:
         self.estimates, self.write, self.clock = list(estimates), write, clock
         self.closed: set[int] = set()
-        self.label, self.start = "", 0.0
+        self.label, self.start, self.index = "", 0.0, -1
         self.spent = self.spent_est = 0.0  # seconds of the cells run, and their estimates
         self.runs = self.skipped = 0
 
     def cell(self, index: int, label: str) -> None:
-        self.label, self.start = label, self.clock()
+        """Cell `index` starts, or runs its next trial (its clock keeps running)."""
+        if index != self.index or index in self.closed:
+            self.index, self.start = index, self.clock()
+        self.label = label
 
     def done(self, index: int, skipped: bool) -> None:
         if index in self.closed:

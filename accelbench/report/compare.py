@@ -13,7 +13,6 @@ from accelbench.config.model import ModelConfig
 from accelbench.report.cells import (
     Rate,
     duration,
-    layout_text,
     num,
     phase_rate,
     short_layout,
@@ -59,7 +58,7 @@ def workload(record: Record) -> str | None:
     name += f"{params_text(s.get('model') or {})} seq {s.get('seq_len')}"
     if record.kind == "block":
         return f"{name} batch {s.get('batch')}"
-    layout = layout_text(record)
+    layout = short_layout(record)
     batch = _global_batch(record.kind, s)
     sparsity = f" sparsity {s['sparsity']:g}" if s.get("sparsity") else ""
     return f"{name} batch {batch} {layout}{sparsity}".strip()
@@ -298,9 +297,8 @@ def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Se
     if not best:
         return Section("compare", title, SOURCE, ("No ok block or training cells to compare.",
                                                   noise_sentence(machines)))
-    text = (f"{len(machines)} machine(s)" + (f"; baseline {base.label} (choose another with "
-            "--baseline NAME or NUMBER)." if len(machines) > 1 else "."),
-            noise_sentence(machines))
+    text = ((f"{len(machines)} machines; baseline {base.label} (choose another with --baseline "
+             "NAME or NUMBER).", noise_sentence(machines)) if len(machines) > 1 else ())
     energy = energy_table(best, tokens)
     text += () if energy else (unavailable_text(best),)
     timed = time_table(best, tokens)

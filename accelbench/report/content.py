@@ -36,6 +36,20 @@ class Table:
         """Whether the full table is kept apart (HTML details, the Markdown appendix)."""
         return len(self.shown) < len(self.rows)
 
+    def compact(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...], str]:
+        """The shown rows without the columns every row of the table has the same value in,
+        and those values said once ('Every row: machine M1; precision fp32.'); a table of one
+        row, or whose columns all vary, as it is. Nothing is lost: each value is said once."""
+        if len(self.rows) < 2:
+            return self.header, self.shown, ""
+        same = [i for i in range(len(self.header)) if len({r[i] for r in self.rows}) == 1]
+        if not same or len(same) == len(self.header):
+            return self.header, self.shown, ""
+        keep = [i for i in range(len(self.header)) if i not in same]
+        said = "; ".join(f"{self.header[i]} {self.rows[0][i]}" for i in same)
+        return (tuple(self.header[i] for i in keep),
+                tuple(tuple(r[i] for i in keep) for r in self.shown), f"Every row: {said}.")
+
 
 @dataclass(frozen=True)
 class Series:

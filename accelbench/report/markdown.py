@@ -30,14 +30,15 @@ def md_rows(header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> list[
 def _table(table: Table, section: str) -> str:
     """The headline rows, the caption, and where the full table is (a table with no headline
     rows: its title and caption, and the link)."""
-    notes = [table.caption] if table.caption else []
+    header, rows, same = table.compact()
+    notes = [n for n in (table.caption, same if table.shown else "") if n]
     if table.folded:
         notes.append(f"All {len(table.rows)} rows: [{APPENDIX}]({APPENDIX}#"
                      f"{anchor(section, table.title)}).")
     note = md_cell(" ".join(notes))
     if not table.shown:
         return f"**{md_cell(table.title)}**: _{note}_"
-    lines = [f"**{md_cell(table.title)}**", "", *md_rows(table.header, table.shown)]
+    lines = [f"**{md_cell(table.title)}**", "", *md_rows(header, rows)]
     return "\n".join(lines + (["", f"_{note}_"] if note else []))
 
 
@@ -60,9 +61,7 @@ def _methods(report: Report) -> str:
 
 
 def _findings(report: Report) -> str:
-    titles = {s.key: s.title for s in report.sections}
-    lines = [f"- {f.text} ([{titles.get(f.section, f.section)}](#{f.section}))"
-             for f in report.findings]
+    lines = [f"- {f.text} ([{f.section}](#{f.section}))" for f in report.findings]
     return "## Findings\n\n" + ("\n".join(lines) or "- No experiment has records yet.")
 
 

@@ -97,12 +97,14 @@ def _rows_html(header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> st
 def _html_table(table: Table) -> str:
     """The headline rows; the full table folded below them (details) when there are more (a
     table with no headline rows: its title and caption, the rows folded)."""
+    header, rows, same = table.compact()
+    said = " ".join(n for n in (table.caption, same if table.shown else "") if n)
     if not table.shown:
-        shown, note = "", f'<p class="tablenote"><b>{_e(table.title)}</b>: {_e(table.caption)}</p>'
+        shown, note = "", f'<p class="tablenote"><b>{_e(table.title)}</b>: {_e(said)}</p>'
     else:
         shown = (f'<div class="scroll"><table><caption>{_e(table.title)}</caption>'
-                 f"{_rows_html(table.header, table.shown)}</table></div>")
-        note = f'<p class="tablenote">{_e(table.caption)}</p>' if table.caption else ""
+                 f"{_rows_html(header, rows)}</table></div>")
+        note = f'<p class="tablenote">{_e(said)}</p>' if said else ""
     if not table.folded:
         return shown + note
     full = (f'<details><summary>All {len(table.rows)} rows of "{_e(table.title)}"</summary>'

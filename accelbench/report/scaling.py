@@ -123,9 +123,9 @@ def _figure(items: list[tuple[str, Record, dict[int, Record]]]) -> Figure:
                   "The study's table II as a figure: scaling efficiency and global tokens/s "
                   "against devices. Hollow squares: the efficiencies the paper states at each "
                   "system's largest count.",
-                  "Scaling efficiency is the speedup over the smallest count that ran divided "
-                  "by the device ratio; its error bars are the speedup's 95% interval over that "
-                  "ratio, drawn only where every count of the series ran 5 or more trials.")
+                  "Scaling efficiency: the speedup over the smallest count that ran over the "
+                  "device ratio, its interval the speedup's over that ratio (drawn where every "
+                  "count ran 5 or more trials).")
 
 
 def _finding(label: str, summary: Record, many: bool) -> Finding | None:
@@ -173,9 +173,7 @@ def scaling_section(machines: list[Machine]) -> Section:
                  tuple(row for lab, r, cells in items for row in _rows(lab, r, cells)),
                  "Speedup and scaling efficiency over the smallest count that ran ('over "
                  "devices'), each with its 95% interval.",
-                 "The speedup's interval is that of the ratio of median throughputs from both "
-                 "counts' trials (too few samples under 5 trials a count); scaling "
-                 "efficiency's is that interval over the device ratio.")
+                 "As the figure's.")
     text = () if items else ("No scale records: the figure shows the paper's published "
                              "efficiencies alone.",)
     found = tuple(f for lab, r, _ in items if (f := _finding(lab, r, len(items) > 1)))

@@ -6,7 +6,7 @@ whose cell ran, a context-parallel layout (cp=2, 4) taking a length one device c
 from __future__ import annotations
 
 from accelbench.config.fit import DOES_NOT_FIT
-from accelbench.report.cells import layout_text, short_layout, status_text, train_rate
+from accelbench.report.cells import short_layout, status_text, train_rate
 from accelbench.report.content import Finding, Section, Table
 from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
@@ -98,8 +98,12 @@ def first_fits_table(cells: list[tuple[Machine, Record]]) -> tuple[Table, tuple[
     ordered = sorted(groups.items(), key=lambda kv: kv[0])
     rows = [_fits_row(machines[key], key, *first_fits(rs)) for key, rs in ordered]
     series: dict[tuple, list[str]] = {}
-    for key, records in ordered:
-        series.setdefault(key[:3], []).append(_fits_phrase(key[3], *first_fits(records)))
+    swept = {k[:3] for k, rs in ordered if any(r.status != "ok" for r in rs)}
+    swept |= {k for k in {k[:3] for k, _ in ordered}
+              if len({key[3] for key, _ in ordered if key[:3] == k}) > 1}
+    for key, records in ordered:  # a finding where lengths were swept or one did not fit
+        if key[:3] in swept:
+            series.setdefault(key[:3], []).append(_fits_phrase(key[3], *first_fits(records)))
     many = len({k[0] for k in series}) > 1
     found = tuple(Finding(prefixed(f"M{k[0]}", f"Sequence length ({k[1]}, {k[2]}): "
                                    + _joined(phrases), many), "seq")
@@ -139,7 +143,7 @@ def _fits_row(machine: Machine, key: tuple, best: Record | None,
     if best is None:
         return (*start, DOES_NOT_FIT, "-", "-", "-", before)
     per_device, global_ = train_rate(best), train_rate(best, per_device=False)
-    return (*start, f"{ranks(best)} rank(s)", layout_text(best),
+    return (*start, f"{ranks(best)} rank(s)", short_layout(best) or "-",
             per_device.text() if per_device else "-", global_.text() if global_ else "-",
             before)
 

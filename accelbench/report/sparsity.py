@@ -127,9 +127,10 @@ def _kernel_text(r: Record) -> str:
     """What ran the sparse matrices: the kernel, or that none did (masked dense) and why."""
     if float(r.spec["sparsity"]) == 0:
         return "dense"
-    if masked_dense(r):
+    if masked_dense(r):  # the record's reason where it says more than that
         why = r.typed.sparse_kernel_reason
-        return f"{MASKED}: {NO_SPEEDUP}" + (f" ({why})" if why else "")
+        return f"{MASKED}: {NO_SPEEDUP}" + (f" ({why})" if why and "no sparse kernel ran"
+                                              not in why else "")
     return str(r.typed.sparse_kernel)
 
 

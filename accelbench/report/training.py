@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accelbench.report.cells import (
-    DOES_NOT_FIT,
     Rate,
     canonical,
     gib,
@@ -104,11 +103,17 @@ def measure_header(unit: str) -> tuple[str, ...]:
 TABLE_CAPTION = ("Planner: the prediction for the same model, layout and batch, and its error.")
 
 
+def has_datasheet(records: list[Record]) -> bool:
+    """Whether a record's device has a datasheet row (so the planner predicts its cells)."""
+    return any(r.environment.get("device_spec_key") for r in records)
+
+
 def cells_method(records: list[Record]) -> str:
-    """A training cells table's method: the planner's column, and the notes its cells need
-    (fp8's MFU, a memory measured as RSS)."""
+    """A training cells table's method: the planner's column (where a device has a datasheet),
+    and the notes its cells need (fp8's MFU, a memory measured as RSS)."""
     fp8 = f" {FP8_CAPTION[0].upper()}{FP8_CAPTION[1:]}." if has_fp8(records) else ""
-    return TABLE_CAPTION + fp8 + rss_note(records)
+    planner = TABLE_CAPTION if has_datasheet(records) else ""
+    return (planner + fp8 + rss_note(records)).strip()
 
 
 def cp_label(record: Record) -> str:
@@ -167,5 +172,5 @@ def seq_figure(name: str, title: str, cells: list[tuple[Machine, Record]], unit:
               Panel("model FLOPs utilisation", "sequence length (tokens)",
                     "MFU (fraction of dense peak)", tuple(best_series(cells, seq, mfu_rate, by_cp)),
                     xlog))
-    return Figure(name, title, panels, caption + f" x at the axis: {DOES_NOT_FIT}.")
+    return Figure(name, title, panels, caption + " x at the axis: does not fit.")
 

@@ -63,7 +63,7 @@ BAD = [
      "study.experiments.a.options.warmup_steps: must be in [0, steps), got 5"),
     (GOOD.replace('workload = "train"', 'workload = "inference"'),
      "study.experiments.a.workload: unknown workload 'inference' (allowed: block, train, "
-     "genslm, scale)"),
+     "genslm, scale, noise)"),
     (GOOD.replace("seq = [32, 64]", "seq = 32"),
      "study.experiments.a.sweep.seq: a swept axis must be a list, got an integer"),
     (GOOD.replace('model = "gpt2-tiny"', 'model = ["gpt2-tiny"]'),

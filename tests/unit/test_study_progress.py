@@ -63,3 +63,30 @@ options = {{ model = "gpt2-tiny", seq = 32, steps = 2, warmup_steps = 1, trials 
     assert round(gas4[1].time_s / gas2[1].time_s, 6) == 2.0
     assert [c.label for c in noise6] == ["condition A", "condition B"]
     assert round(noise8[1].time_s / noise6[1].time_s, 6) == round(8 / 6, 6)
+
+
+def test_a_study_cell_spans_all_its_trials():
+    """A sweep of 6 trials of 2 cells reports 12 starts: study cell 0 is the first 6, closed
+    when cell 1 starts, not after its first trial (which had left the ETA counting one trial of
+    each cell: 'ETA 6.2 s' with 11 of the noise check's 12 trials to run)."""
+    from accelbench.bench.recording.study import StudyView, _Cells
+
+    events = []
+    view = StudyView(banner=print, note=print, failed=print,
+                     cell=lambda i, label: events.append(("cell", i)),
+                     done=lambda i, skipped: events.append(("done", i)))
+    cells = _Cells(view, offset=10, count=2, prefix="noise: ")
+    for i in range(12):
+        cells.start(i, 12, f"condition {'AB'[i % 2]}, trial {i // 2 + 1}/6")
+    cells.end()
+    assert events == [("cell", 10)] * 6 + [("done", 10)] + [("cell", 11)] * 6 + [("done", 11)]
+
+
+def test_a_cells_time_runs_over_all_its_trials():
+    now, lines = [0.0], []
+    study = StudyLines([6.0, 6.0], lines.append, clock=lambda: now[0])
+    for trial in range(6):
+        study.cell(0, f"condition A, trial {trial + 1}/6")
+        now[0] += 1.0
+    study.done(0, False)
+    assert lines == ["[1/2] condition A, trial 6/6 ... 6.0 s, ETA 6.0 s"]

@@ -75,10 +75,16 @@ class _Cells:
         self.closed: set[int] = set()
 
     def start(self, i: int, total: int, label: str) -> None:
-        self.finish()
-        # a sweep of trials reports trials x cells starts: each study cell spans its share
-        cell = i * self.count // total if total > self.count else i
-        self.current, self.was_skipped = min(cell, self.count - 1), False
+        # a sweep of trials reports trials x cells starts: each study cell spans its share, and
+        # is closed when the next one starts, not at each of its trials (closing it at its first
+        # left the ETA counting one trial of every cell: "ETA 6 s" with 11 trials to run)
+        if i >= total:  # the sweep's last word: every cell started has ended
+            self.finish()
+            return
+        cell = min(i * self.count // total if total > self.count else i, self.count - 1)
+        if cell != self.current:
+            self.finish()
+            self.current, self.was_skipped = cell, False
         self.view.cell(self.offset + self.current, f"{self.prefix}{label}")
 
     def finish(self) -> None:
