@@ -21,7 +21,8 @@ def report(options: ReportOptions) -> None:
     console.print(f"report from {len(paths)} database(s): {len(written.pngs)} figures; open "
                   f"{written.html} in any browser (no network needed)", markup=False,
                   soft_wrap=True)
-    for path in (written.html, written.markdown, *written.pngs, *written.svgs):
+    appendix = (written.appendix,) if written.appendix else ()
+    for path in (written.html, written.markdown, *appendix, *written.pngs, *written.svgs):
         out.print(str(path))
 
 

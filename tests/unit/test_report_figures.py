@@ -25,6 +25,7 @@ from tests.unit.test_report_findings import (
 )
 
 pytest.importorskip("matplotlib")
+pytestmark = pytest.mark.slow  # draws every figure of a report, several times
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,8 @@ study of 4 trials a cell is estimated at twice one of 2."""
 
 from __future__ import annotations
 
+import pytest
+
 from accelbench.report.cell_lines import StudyLines
 
 
@@ -35,6 +37,7 @@ def test_the_eta_scales_by_how_the_cells_run_took_against_their_estimates():
     assert study.eta() == 180.0  # the 90 s left, at twice
 
 
+@pytest.mark.slow  # plans twice, each with a quick GEMM probe
 def test_a_cells_estimate_counts_its_trials(tmp_path):
     from accelbench.bench.study import plan_study
     from accelbench.config.study import parse_study
