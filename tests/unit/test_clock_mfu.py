@@ -94,3 +94,17 @@ def test_a_cell_records_the_peak_clock_and_its_mfu_at_the_clock_it_ran():
     measured = Peak(1e12, "fp32", "measured peak (GEMM n=1024)")
     assert _at_clock(0.5, measured, [_rank(ran)]) == dict(peak_clock_mhz=None,
                                                           mfu_at_measured_clock=None)
+
+
+def test_a_cell_of_several_trials_keeps_the_trials_mean_clock_and_its_combined_mfu_there():
+    """combine_train_trials: the cell's MFU is over the median step time of its trials, and its
+    clock the mean of the trials' window means: the clock-scaled MFU is that MFU at that clock
+    (the first trial's own would not match the combined MFU)."""
+    from accelbench.bench.train.trials import clock_over_trials
+    from accelbench.config.schema import TrainMetrics
+
+    trials = [TrainMetrics(sm_clock_mhz_mean=1500.0), TrainMetrics(sm_clock_mhz_mean=1600.0)]
+    combined = TrainMetrics(mfu=0.5, peak_clock_mhz=1830)
+    assert clock_over_trials(trials, combined) == dict(
+        sm_clock_mhz_mean=1550.0, mfu_at_measured_clock=pytest.approx(0.5 * 1830 / 1550))
+    assert clock_over_trials([TrainMetrics(), *trials], combined) == {}

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import torch
 
+from accelbench.analytics.metrics import at_measured_clock
 from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeaks
@@ -77,6 +78,18 @@ def per_rank_medians(trials: list[TrainMetrics]) -> dict:
                                 step_time_slowest_rank=ranks.index(max(ranks)))
 
 
+def clock_over_trials(trials: list[TrainMetrics], combined: TrainMetrics) -> dict:
+    """The trials' mean SM clock (each its timed window's mean) and the combined MFU against
+    the peak at that clock; nothing where a trial read no clock."""
+    clocks = [t.sm_clock_mhz_mean for t in trials]
+    if not clocks or any(c is None for c in clocks):
+        return {}
+    clock = sum(clocks) / len(clocks)
+    return partial_metrics_dict(TrainMetrics, sm_clock_mhz_mean=clock,
+                                mfu_at_measured_clock=at_measured_clock(
+                                    combined.mfu, combined.peak_clock_mhz, clock))
+
+
 def combine_train_trials(trials: list[Outcome]) -> Outcome:
     """A cell's record from its ok trials (one process's, or rank 0's of a launched cell): the
     median of the trials' median step times (each the slowest rank's) and the rates from it,
@@ -90,6 +103,8 @@ def combine_train_trials(trials: list[Outcome]) -> Outcome:
                 **disturbance_summary([o.raw.get("rank0", {}).get("disturbance")
                                        for o in trials])}
     combined.update(per_rank_medians([read_metrics(KIND, m) for m in metrics]))
+    combined.update(clock_over_trials([read_metrics(KIND, m) for m in metrics],
+                                      read_metrics(KIND, combined)))
     first = trials[0].reason
     verified = first[first.index(VERIFIED):] if VERIFIED in first else ""  # --verify-fit's note
     reason = "; ".join(r for r in (peak_warning(read_metrics(KIND, combined)), verified) if r)
