@@ -2,11 +2,14 @@
 
 import sys
 
-try:  # importing the commands takes a second or two: Ctrl-C there is one line, not a traceback
+from accelbench.cli import interrupt
+
+interrupt.install()  # first of all: a Ctrl-C while the commands import is one line too
+try:
     from accelbench.cli.main import main
 except KeyboardInterrupt:
     print("interrupted by SIGINT", file=sys.stderr)
-    sys.exit(130)
+    interrupt.end_now(130)
 
 if __name__ == "__main__":
     main()

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import importlib
-import os
 import signal
 import sys
-import threading
 from pathlib import Path
 from types import ModuleType
 from typing import get_args
 
 import typer
 
+from accelbench.cli import interrupt
 from accelbench.cli.options import dataclass_command
 from accelbench.config.errors import ConfigError
 from accelbench.config.noise import GlobalOptions, quiet_third_party
@@ -57,6 +54,7 @@ def make_app() -> typer.Typer:
     return made
 
 
+interrupt.install()  # before the commands are imported: a Ctrl-C there is one line too
 app = make_app()
 
 
@@ -88,56 +86,19 @@ _ABORT += tuple(c for c in (getattr(importlib.import_module("typer.exceptions"),
 
 def main() -> None:
     """Entry point: bad input, ours or the parser's, becomes one line on stderr and exit 2; an
-    interrupted command ends at once (`_end_now`)."""
+    interrupted command ends at once (cli/interrupt.py)."""
     try:
         _run()
     except SystemExit as stop:
-        if stop.code in _INTERRUPTED and _is_program():
-            _end_now(stop.code)  # type: ignore[arg-type]
+        interrupt.ENDING.append(True)
+        if stop.code in interrupt.INTERRUPTED and interrupt.is_program():
+            interrupt.end_now(stop.code)  # type: ignore[arg-type]
         raise
-
-
-# Exit codes of a command a signal stopped (128 + SIGINT, 128 + SIGTERM).
-_INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
-
-
-def _is_program() -> bool:
-    """Whether this process is the accelbench command itself (its console script or `python
-    -m accelbench`, not a launched rank), not a host that called main(): a test's process."""
-    module = sys.modules.get("__main__")
-    spec = getattr(module, "__spec__", None)
-    file = Path(getattr(module, "__file__", "") or "").name
-    own = (spec is not None and spec.name == "accelbench.__main__") or file == "accelbench"
-    return own and "LOCAL_RANK" not in os.environ
-
-
-def _end_now(code: int) -> None:
-    """End an interrupted command now: what it keeps is recorded and its lines are written;
-    the atexit handlers run (temporary folders removed), the interpreter's own teardown does
-    not (with torch loaded it takes 2-6 s on a loaded 2-core machine: a signal is honoured
-    within 2 s, docs/bad-input.md)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    atexit._run_exitfuncs()
-    os._exit(code)
-
-
-_SIGINT_SEEN: list[int] = []  # SIGINTs taken by _on_sigint (not by a command's own handler)
-
-
-def _on_sigint(signum: int, frame: object) -> None:
-    """Python's own SIGINT handling, remembered: recent typer turns the KeyboardInterrupt into
-    a silent exit code 130, which a command's own interruption returns too."""
-    _SIGINT_SEEN.append(signum)
-    raise KeyboardInterrupt
 
 
 def _run() -> None:
     """Run the command line; every refusal is one line on stderr and an exit code."""
-    if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-        signal.signal(signal.SIGINT, _on_sigint)
+    interrupt.install()
     try:
         code = app(standalone_mode=False)
     except ConfigError as err:
@@ -153,7 +114,7 @@ def _run() -> None:
         _fail("aborted", 130)
     except KeyboardInterrupt:  # SIGINT where a command has not taken signals over
         _fail("interrupted by SIGINT", 128 + signal.SIGINT)
-    if code == 128 + signal.SIGINT and _SIGINT_SEEN:  # typer's silent 130 for a Ctrl-C
+    if code == 128 + signal.SIGINT and interrupt.SEEN:  # typer's silent 130 for a Ctrl-C
         _fail("interrupted by SIGINT", code)
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -199,6 +160,7 @@ def _command(err: Exception) -> str:
 
 def _fail(line: str, code: int) -> None:
     """One line on stderr, then exit."""
+    interrupt.ENDING.append(True)
     print(line.replace("\n", " "), file=sys.stderr)
     sys.exit(code)
 
