@@ -178,7 +178,7 @@ def test_the_built_in_quick_profile_plans_the_papers_experiments(tmp_path, monke
     assert [c.label.split(":")[0] for c in genslm] == ["model genslm-25m", "model genslm-250m"]
     assert [c.verdict for c in genslm] == ["fits", "does not fit"]
     assert [c.label for c in by_name["genslm-longest"].cells] == [
-        "longest seq from seq 256 mb 1 fp32: 896 (estimate)"]
+        "longest seq from seq 256 mb 1 fp32: 1216 (estimate)"]
     assert all(c.time_s >= 0 for c in plan.cells) and sum(c.time_s for c in plan.cells) > 0
 
     code, out, err = _run_main(monkeypatch, capsys, "study", "run", "emani2023", "--profile",
