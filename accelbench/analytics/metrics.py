@@ -35,6 +35,13 @@ def at_measured_clock(utilisation_: float | None, peak_clock_mhz: float | None,
     return utilisation_ * peak_clock_mhz / clock_mhz
 
 
+def mean_clock(clocks: list[float | None]) -> float | None:
+    """The mean of trials' window-mean clocks (MHz); None when a trial read none."""
+    if not clocks or any(c is None for c in clocks):
+        return None
+    return sum(clocks) / len(clocks)  # type: ignore[arg-type]
+
+
 def speedup(time_base_s: float, time_s: float) -> float:
     """How many times faster than the baseline."""
     return per_second(time_base_s, time_s)

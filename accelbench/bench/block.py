@@ -16,6 +16,7 @@ import torch
 from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
+from accelbench.analytics.metrics import at_measured_clock, mean_clock
 from accelbench.bench.block_options import BlockOptions
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
@@ -43,9 +44,11 @@ from accelbench.config.presets import resolve_model
 from accelbench.config.schema import (
     BLOCK_PHASES,
     BlockMetrics,
+    BlockReading,
     PhaseFields,
     PhaseTimed,
     metrics_dict,
+    partial_metrics_dict,
     phase_dict,
     read_metrics,
 )
@@ -194,12 +197,13 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
                             **metrics_dict(cell_energy([energy], tokens * spec.repeats)),
                             tokens_per_step_global=tokens,
                             peak_flops_per_s_per_device=peak.flops_per_s, peak_label=peak.label,
-                            peak_precision=peak.precision)
+                            peak_precision=peak.precision, peak_clock_mhz=peak.clock_mhz)
         phase_flops = {"forward": flops.forward, "backward": flops.backward,
                        "forward_backward": flops.total}
         phases = {phase: phase_metrics(stats[phase], phase_flops[phase], tokens, peak)
                   for phase in BLOCK_PHASES}
         metrics = block_metrics(cell, phases)
+        metrics.update(block_at_clock([read_metrics(KIND, metrics)], read_metrics(KIND, metrics)))
         raw = {**{phase: list(s.times_s) for phase, s in stats.items()}, "disturbance": window}
         return Outcome(KIND, "ok", record_spec, metrics, raw,
                        reason=peak_warning(read_metrics(KIND, metrics)))
@@ -211,6 +215,18 @@ def run_block_cell(spec: BlockSpec, batch: int, dtype: str, device: torch.device
 TIMED = timed_map(PhaseTimed, [f"{phase}_" for phase in BLOCK_PHASES])
 
 
+def block_at_clock(trials: list[BlockReading], combined: BlockReading) -> dict:
+    """The trials' mean SM clock (each its window's mean) and the forward-and-backward MFU
+    against the peak at that clock; nothing where a trial read no clock."""
+    clock = mean_clock([t.sm_clock_mhz_mean for t in trials])
+    if clock is None:
+        return {}
+    return partial_metrics_dict(BlockMetrics, sm_clock_mhz_mean=clock,
+                                mfu_at_measured_clock=at_measured_clock(
+                                    combined.forward_backward.mfu, combined.peak_clock_mhz,
+                                    clock))
+
+
 def combine_block_trials(trials: list[Outcome]) -> Outcome:
     """A cell's record from its ok trials: the median of the trials' medians per phase, with
     intervals, the spread over every repetition, disturbance, the first trial's memory and
@@ -220,6 +236,8 @@ def combine_block_trials(trials: list[Outcome]) -> Outcome:
                **disturbance_summary([o.raw.get("disturbance") for o in trials])}
     for phase in BLOCK_PHASES:
         metrics.update(spread([o.metrics for o in trials], f"{phase}_time_s"))
+    metrics.update(block_at_clock([read_metrics(KIND, o.metrics) for o in trials],
+                                  read_metrics(KIND, metrics)))
     return replace(trials[0], metrics=metrics, raw=combined_raw(trials, values),
                    reason=peak_warning(read_metrics(KIND, metrics)))
 

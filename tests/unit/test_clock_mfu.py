@@ -108,3 +108,14 @@ def test_a_cell_of_several_trials_keeps_the_trials_mean_clock_and_its_combined_m
     assert clock_over_trials(trials, combined) == dict(
         sm_clock_mhz_mean=1550.0, mfu_at_measured_clock=pytest.approx(0.5 * 1830 / 1550))
     assert clock_over_trials([TrainMetrics(), *trials], combined) == {}
+
+
+def test_a_block_cell_s_forward_and_backward_mfu_at_its_trials_clock():
+    from accelbench.bench.block import block_at_clock
+    from accelbench.config.schema import BlockReading, PhaseFields
+
+    trials = [BlockReading(sm_clock_mhz_mean=1800.0), BlockReading(sm_clock_mhz_mean=1600.0)]
+    combined = BlockReading(peak_clock_mhz=1830, forward_backward=PhaseFields(mfu=0.6))
+    assert block_at_clock(trials, combined) == dict(
+        sm_clock_mhz_mean=1700.0, mfu_at_measured_clock=pytest.approx(0.6 * 1830 / 1700))
+    assert block_at_clock([BlockReading()], combined) == {}

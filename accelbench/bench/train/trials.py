@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import torch
 
-from accelbench.analytics.metrics import at_measured_clock
+from accelbench.analytics.metrics import at_measured_clock, mean_clock
 from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeaks
@@ -81,10 +81,9 @@ def per_rank_medians(trials: list[TrainMetrics]) -> dict:
 def clock_over_trials(trials: list[TrainMetrics], combined: TrainMetrics) -> dict:
     """The trials' mean SM clock (each its timed window's mean) and the combined MFU against
     the peak at that clock; nothing where a trial read no clock."""
-    clocks = [t.sm_clock_mhz_mean for t in trials]
-    if not clocks or any(c is None for c in clocks):
+    clock = mean_clock([t.sm_clock_mhz_mean for t in trials])
+    if clock is None:
         return {}
-    clock = sum(clocks) / len(clocks)
     return partial_metrics_dict(TrainMetrics, sm_clock_mhz_mean=clock,
                                 mfu_at_measured_clock=at_measured_clock(
                                     combined.mfu, combined.peak_clock_mhz, clock))
