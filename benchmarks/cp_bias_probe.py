@@ -69,12 +69,17 @@ def one_case(args: argparse.Namespace, seq: int, cp: int, rank: int, compiled: b
                     for _ in range(3))
     local = seq // cp
     positions = local_positions(cp, rank, local).to(device)
-    spans = ContextShard(None, cp, rank).spans(local, device)
-    attend = torch.compile(_causal_attention, backend=args.compile_backend) if compiled \
-        else _causal_attention
+    shard = ContextShard(None, cp, rank)
+    spans = shard.spans(local, device)
+
+    def seam(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """As Attention.forward runs it: the spans (and their biases) made inside."""
+        return _causal_attention(q, k, v, shard.spans(local, device))
+
+    attend = torch.compile(seam, backend=args.compile_backend) if compiled else seam
     grad = torch.randn((args.batch, args.heads, local, args.head_dim), generator=gen).to(device)
     start = time.perf_counter()
-    out = attend(q_full[:, :, positions], k, v, spans)
+    out = attend(q_full[:, :, positions], k, v)
     got = _grads(out, grad, [q_full, k, v])
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -92,6 +97,20 @@ def one_case(args: argparse.Namespace, seq: int, cp: int, rank: int, compiled: b
                 max_abs_err_out=errors[0], max_abs_err_dq=errors[1], max_abs_err_dk=errors[2],
                 max_abs_err_dv=errors[3], tolerance=tolerance,
                 ok=max(errors) <= tolerance, seconds=round(seconds, 4))
+
+
+def _guarded(args: argparse.Namespace, seq: int, cp: int, rank: int, compiled: bool) -> dict:
+    """one_case, or its error as a failed line (the other cases still run)."""
+    try:
+        return one_case(args, seq, cp, rank, compiled)
+    except Exception as err:  # noqa: BLE001 - what the device refused is the finding
+        first = str(err).splitlines()[0][:300] if str(err) else ""
+        return dict(probe="cp_causal_bias", device=args.device, dtype=args.dtype, seq=seq, cp=cp,
+                    rank=rank, mode=f"compiled ({args.compile_backend})" if compiled else "eager",
+                    bias="?", max_abs_err_out=float("nan"), max_abs_err_dq=float("nan"),
+                    max_abs_err_dk=float("nan"), max_abs_err_dv=float("nan"),
+                    tolerance=TOLERANCE[args.dtype], ok=False, seconds=0.0,
+                    error=f"{type(err).__name__}: {first}")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -126,7 +145,7 @@ def main(argv: list[str]) -> int:
         for cp in args.cps:
             for compiled in modes:
                 for rank in range(cp):
-                    row = one_case(args, seq, cp, rank, compiled)
+                    row = _guarded(args, seq, cp, rank, compiled)
                     failed += not row["ok"]
                     if args.out:
                         with open(args.out, "a") as out:

@@ -44,3 +44,17 @@ def test_the_lower_right_bias_passes_and_an_upper_left_one_is_caught(monkeypatch
                         lambda self, q, k, device: causal_upper_left(q, k))
     bad = probe.one_case(args, 32, 2, 1, False)
     assert not bad["ok"] and bad["max_abs_err_out"] > 100 * bad["tolerance"]
+
+
+def test_a_case_the_device_refuses_is_a_failed_line_and_the_others_run(monkeypatch, tmp_path):
+    calls = []
+
+    def refuse(q, k, v, spans):
+        calls.append(1)
+        raise RuntimeError("No available kernel. Aborting execution.")
+    monkeypatch.setattr(probe, "_causal_attention", refuse)
+    out = tmp_path / "p.jsonl"
+    assert probe.main([*ARGS, "--out", str(out)]) == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == len(calls) == 2 and not any(r["ok"] for r in rows)
+    assert rows[0]["error"] == "RuntimeError: No available kernel. Aborting execution."
