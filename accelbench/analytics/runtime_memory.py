@@ -187,14 +187,16 @@ def _tied_copies(w: RuntimeWidths, wrapper: str, settings: RuntimeSettings) -> i
 
 def _backward_end(stage: _Stage, layout: Layout, w: RuntimeWidths, wrapper: str,
                   cfg: ModelConfig, settings: RuntimeSettings) -> float:
-    """Buffers beside every gradient at the end of the backward: a flat copy of them all for
-    one all-reduce (DataParallelGradSync, a pipeline's dp average), a tied embedding's whole
+    """Buffers beside every gradient at the end of the backward: a flat copy of one group's for
+    its all-reduce (DataParallelGradSync, a pipeline's dp average), a tied embedding's whole
     gradient before it is added to the head's, and under FSDP2 the root's unsharded
     parameters and gradient (or, once resharded, its gradient, its cast and the
     reduce-scatter's input)."""
     ranks = layout.dp * layout.cp
-    flat = w.grads * (stage.dense + stage.expert) if (
-        wrapper in (GRAD_SYNC, PIPELINE) and ranks > 1) else 0.0
+    flat = 0.0  # one group's gradients at a time: dense over dp x cp, experts over dp x cp / ep
+    if wrapper in (GRAD_SYNC, PIPELINE):
+        flat = w.grads * max(stage.dense if ranks > 1 else 0.0,
+                             stage.expert if ranks // layout.ep > 1 else 0.0)
     tied = cfg.tie_embeddings and layout.pp == 1
     embedding = w.grad * cfg.padded_vocab * cfg.d_model if tied else 0.0
     embedding *= _tied_copies(w, wrapper, settings)
