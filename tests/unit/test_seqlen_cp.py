@@ -133,9 +133,9 @@ def test_the_report_says_where_each_length_first_fits():
     section = seq_section(group_machines(cells))
     fits = next(t for t in section.tables if t.title == "Where each sequence length first fits")
     rows = {row[3]: row for row in fits.rows}
-    assert rows["256"][4:6] == ("1 rank(s)", "dp=1 tp=1 pp=1 zero=0")
+    assert rows["256"][4:6] == ("1 rank(s)", "-")  # no parallel degree above one
     assert rows["256"][6] == "1,000" and rows["256"][8] == "-"
-    assert rows["512"][4:6] == ("2 rank(s)", "dp=1 tp=1 pp=1 zero=0 cp=2")
+    assert rows["512"][4:6] == ("2 rank(s)", "cp=2")
     assert rows["512"][6:8] == ("400", "800")  # per device, global
     assert rows["512"][8] == "1: does not fit (user budget)"
     assert rows["1024"][4] == "does not fit"

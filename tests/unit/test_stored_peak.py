@@ -86,19 +86,23 @@ def test_remeasure_peak_measures_again(tmp_path, quick_peak):
     assert peak_count() == 2
 
 
-def test_the_report_names_one_peak_or_warns_of_several():
-    from accelbench.report.machines import Machine
+def test_the_report_names_one_peak_and_what_it_set_aside():
+    from accelbench.report.machines import group_machines
     from accelbench.report.overview import _peaks
 
     def cell(flops, label):
         metrics = {"peak_flops_per_s_per_device": flops, "peak_precision": "fp32",
-                   "peak_label": label}
-        return Record(kind="block", status="ok", spec={}, environment={}, metrics=metrics)
+                   "peak_label": label, "forward_backward_mfu": 0.4}
+        return ("a.db", Record(kind="block", status="ok", spec={}, environment={},
+                               metrics=metrics))
 
-    one = Machine(1, "A", "a", {}, (cell(1e11, "measured x"), cell(1e11, "measured x")), ())
-    assert _peaks(one) == "fp32 0.1 TFLOPS (measured x)"
-    two = Machine(1, "A", "a", {}, (cell(1e11, "measured x"), cell(4e11, "measured y")), ())
-    assert "2 different peaks" in _peaks(two) and "do not compare" in _peaks(two)
+    (one,) = group_machines([cell(1e11, "measured x"), cell(1e11, "measured x")])
+    assert _peaks(one) == "fp32 0.1 TFLOPS (GEMM, ? thread(s), cells of a.db)"
+    # two peaks on one machine: every MFU over the best undisturbed, the other set aside
+    (two,) = group_machines([cell(1e11, "measured x"), cell(4e11, "measured y")])
+    assert _peaks(two).startswith("fp32 0.4 TFLOPS") and "set aside: 0.1 (cells of a.db" in \
+        _peaks(two)
+    assert sorted(r.typed.forward_backward.mfu for r in two.records) == [0.1, 0.4]
 
 
 def test_the_remeasure_peak_option_measures_again(monkeypatch, capsys, tmp_path, quick_peak):
