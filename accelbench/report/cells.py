@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.config.fit import fit_text
-from accelbench.config.schema import RSS_METHOD, MemoryFields, PhaseTimed, ShownFigure
+from accelbench.config.schema import (
+    RSS_METHOD,
+    MemoryFields,
+    PhaseTimed,
+    ShownFigure,
+    TrainMetrics,
+)
 from accelbench.config.vocab import GIB
 from accelbench.report.content import MEASURED, Series
 from accelbench.store.record import Record
@@ -128,8 +134,12 @@ def canonical(value: Any) -> str:
 
 def status_text(record: Record) -> str:
     """'ok', or 'does not fit (estimated|measured|user budget)' for an oom cell, or the
-    status."""
-    return fit_text(record.status, record.reason)
+    status; a cell whose slow rank was named says which (its evidence is the record's
+    reason)."""
+    text = fit_text(record.status, record.reason)
+    typed = record.typed
+    slow = typed.slow_rank if isinstance(typed, TrainMetrics) else None
+    return text if slow is None else f"{text}, rank {slow} slow"
 
 
 def num(value: float | None, fmt: str = ",.0f") -> str:

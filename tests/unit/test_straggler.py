@@ -65,3 +65,14 @@ def test_peers_are_the_ranks_of_one_pipeline_position():
     dp_pp = [[0.01] * 4, [0.013] * 4, [0.29] * 4, [0.29] * 4]  # ranks 0, 1 stage 0; 2, 3 stage 1
     found = straggler_fields(_ranks(dp_pp, pp=[0, 0, 1, 1]), 0)
     assert found["slow_rank"] == 1 and "+30%" in found["slow_rank_evidence"]
+
+
+def test_the_report_says_which_rank_was_slow():
+    from accelbench.report.cells import status_text
+    from accelbench.store.record import Record
+
+    evidence = "rank 1 is slow: compute 0.4 s a step against its peers' 0.3 s"
+    slow = Record("train", "ok", {}, {}, {"slow_rank": 1, "slow_rank_evidence": evidence},
+                  reason=evidence)
+    assert status_text(slow) == "ok, rank 1 slow"
+    assert status_text(Record("train", "ok", {}, {}, {"slow_rank": None})) == "ok"

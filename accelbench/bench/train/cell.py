@@ -66,12 +66,12 @@ def estimate_bytes(spec: TrainSpec, cell: TrainCell, layout: Layout) -> float:
     return estimate(spec, cell, layout).total
 
 
-def estimate_fields(spec: TrainSpec, cell: TrainCell, layout: Layout) -> dict:
-    """The record's estimate fields: bytes (estimate_bytes), whose widths, and the moment they
-    are the peak of."""
-    breakdown = estimate(spec, cell, layout)
-    return dict(mem_estimate_bytes_per_rank=estimate_bytes(spec, cell, layout),
-                mem_estimate_widths=breakdown.widths, mem_estimate_moment=breakdown.moment)
+def estimate_fields(spec: TrainSpec, cell: TrainCell, layout: Layout) -> tuple[float, dict]:
+    """The estimate's bytes (estimate_bytes), and the record's estimate fields: those bytes,
+    whose widths, and the moment they are the peak of."""
+    breakdown, total = estimate(spec, cell, layout), estimate_bytes(spec, cell, layout)
+    return total, dict(mem_estimate_bytes_per_rank=total, mem_estimate_widths=breakdown.widths,
+                       mem_estimate_moment=breakdown.moment)
 
 
 RUNTIME_SETTINGS = "runtime_settings"  # the record spec's field of the settings a cell used
@@ -110,9 +110,8 @@ def refusal(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.devi
     unsupported = dtype_support(device, cell.dtype)
     if unsupported:
         return Outcome(KIND, "unsupported", record_spec, reason=unsupported)
-    fields = estimate_fields(spec, cell, layout)
-    reason = refuse_if_too_big(fields["mem_estimate_bytes_per_rank"], device,
-                               spec.mem_limit_bytes, local_ranks)
+    total, fields = estimate_fields(spec, cell, layout)
+    reason = refuse_if_too_big(total, device, spec.mem_limit_bytes, local_ranks)
     if reason is None:
         return None
     metrics = TrainMetrics(**fields)
@@ -177,7 +176,7 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     ranks = gather_rank_results(local)
     if _rank() != 0:
         return None
-    fields = estimate_fields(spec, cell, layout)
+    total, fields = estimate_fields(spec, cell, layout)
     raw = {f"rank{r.rank}": r.raw() for r in ranks}
     bad = next((r for r in ranks if r.diverged_step is not None), None)
     if bad is not None:
@@ -189,8 +188,8 @@ def _measure(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
                        reason=f"time budget ended after {steps} steps, none timed past the "
                               f"{spec.warmup_steps} warm-up steps")
     backend = dist.get_backend() if dist.is_initialized() else "none"
-    metrics = replace(cell_metrics(spec, cell, layout, counts, ranks,
-                                   fields["mem_estimate_bytes_per_rank"], backend), **fields)
+    metrics = replace(cell_metrics(spec, cell, layout, counts, ranks, total, backend),
+                      **fields)
     return Outcome(KIND, "ok", record_spec, metrics_dict(metrics), raw,
                    reason=notes(metrics))
 
