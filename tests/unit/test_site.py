@@ -15,7 +15,7 @@ from accelbench.config.fit import refusal_reason
 from accelbench.config.vocab import GIB
 from accelbench.report.bundle import read_bundles
 from accelbench.report.site import build_site
-from accelbench.report.site.marks import cell_marks, overlap, record_marks
+from accelbench.report.site.marks import cell_marks, overlap, peer_groups, record_marks
 from accelbench.report.site.model import build_model
 from accelbench.store.fingerprint import workload_id
 from accelbench.store.record import Record
@@ -37,8 +37,10 @@ def _bundles(tmp_path):
 
 
 def _marks(site, wid):
+    groups = peer_groups(site.cells[wid])
     return {c.best.machine.environment["host"]: [m.word for m in cell_marks(
-        c, site.cells[wid], site.floors[c.best.machine.key])] for c in site.cells[wid]}
+        c, groups[(c.device_class, c.devices)], site.floors[c.best.machine.key])]
+        for c in site.cells[wid]}
 
 
 def ranking_rows(page: str) -> list[str]:
@@ -171,3 +173,26 @@ def test_many_bundles_are_read_on_every_core_and_a_bad_one_is_one_line(monkeypat
     code, out, err = run_main(monkeypatch, capsys, "site", *map(str, paths), str(bad), "--out",
                               str(tmp_path / "s"), "--no-figures")
     assert (code, out, err.count("\n")) == (2, "", 1) and "'bad.json' was altered" in err, err
+
+
+def test_reproduction_counts_by_bisection_as_pair_by_pair():
+    import random
+
+    from accelbench.report.cells import Rate
+    from accelbench.report.compare import Best
+    from accelbench.report.site.marks import reproduction
+    from accelbench.report.site.model import Ranked
+
+    rng = random.Random(1)
+    cells = []
+    for n in range(300):
+        low = rng.uniform(0, 100)
+        total = Rate(low + 1, low, low + rng.uniform(0, 5)) if n % 7 else Rate(low)
+        cells.append(Ranked(Best(None, None, total, total), f"b{n % 40}", "cuda X", 1))
+    (peers,) = peer_groups(cells).values()
+    for cell in cells:
+        others = [o for o in cells if o.bundle != cell.bundle]
+        agree = sum(bool(overlap(cell.best.total, o.best.total)) for o in others)
+        mark = reproduction(cell, peers)
+        assert mark.kind == ("reproduced" if agree else "disagrees"), mark
+        assert not agree or mark.why.startswith(f"{agree} of {len(others)} cell(s)")

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from accelbench.config.fit import fit_basis
@@ -49,20 +50,58 @@ def overlap(a: Rate, b: Rate) -> bool | None:
     return a.low <= b.high and b.low <= a.high
 
 
-def reproduction(cell: Ranked, others: list[Ranked]) -> Mark:
-    """reproduced, not reproduced or measured once, against the workload's cells carried by
-    other bundles on the same device class and count."""
-    peers = [o for o in others if o.bundle != cell.bundle and o.device_class == cell.device_class
-             and o.devices == cell.devices]
-    if not peers:
-        return Mark(ONCE, f"no other bundle ran this workload on {cell.device_class} "
-                    f"x{cell.devices}")
-    agree = [o for o in peers if overlap(cell.best.total, o.best.total)]
+@dataclass(frozen=True)
+class Peers:
+    """A workload's cells on one device class and count, their spreads' ends sorted, so the
+    cells a spread overlaps are counted by bisection, not by comparing every pair."""
+
+    cells: tuple[Ranked, ...]
+    lows: tuple[float, ...]
+    highs: tuple[float, ...]
+    by_bundle: dict[str, tuple[Ranked, ...]]
+
+
+def peer_groups(cells: list[Ranked]) -> dict[tuple[str, int], Peers]:
+    """A workload's cells grouped by device class and count."""
+    groups: dict[tuple[str, int], list[Ranked]] = {}
+    for c in cells:
+        groups.setdefault((c.device_class, c.devices), []).append(c)
+    made = {}
+    for key, group in groups.items():
+        spread = [c.best.total for c in group if c.best.total.low is not None
+                  and c.best.total.high is not None]
+        by_bundle: dict[str, list[Ranked]] = {}
+        for c in group:
+            by_bundle.setdefault(c.bundle, []).append(c)
+        made[key] = Peers(tuple(group), tuple(sorted(r.low for r in spread)),
+                          tuple(sorted(r.high for r in spread)),
+                          {b: tuple(v) for b, v in by_bundle.items()})
+    return made
+
+
+def _overlapping(rate: Rate, peers: Peers) -> int:
+    """How many of the group's spreads overlap this one: those starting at or below its high
+    end, less those ending below its low end (a subset of them)."""
+    if rate.low is None or rate.high is None:
+        return 0
+    return bisect_right(peers.lows, rate.high) - bisect_left(peers.highs, rate.low)
+
+
+def reproduction(cell: Ranked, peers: Peers) -> Mark:
+    """reproduced, not reproduced or measured once, against the workload's cells that other
+    bundles carry on the same device class and count (`peers`: peer_groups' group of it)."""
+    same = peers.by_bundle.get(cell.bundle, ())
+    others = len(peers.cells) - len(same)
+    where = f"{cell.device_class} x{cell.devices}"
+    if not others:
+        return Mark(ONCE, f"no other bundle ran this workload on {where}")
+    rate = cell.best.total
+    agree = _overlapping(rate, peers) - sum(bool(overlap(rate, o.best.total)) for o in same)
     if agree:
-        return Mark(REPRODUCED, f"{len(agree)} of {len(peers)} other bundle(s) on "
-                    f"{cell.device_class} x{cell.devices} overlap this spread")
-    return Mark(DISAGREES, f"{len(peers)} other bundle(s) on {cell.device_class} "
-                f"x{cell.devices}, none overlapping this spread (or one has none)")
+        return Mark(REPRODUCED, f"{agree} of {others} cell(s) from other bundles on {where} "
+                    "overlap this spread")
+    return Mark(DISAGREES, f"{others} cell(s) from other bundles on {where}, none overlapping "
+                "this spread (or this one has none)")
 
 
 def spread_fraction(rate: Rate) -> float | None:
@@ -72,9 +111,10 @@ def spread_fraction(rate: Rate) -> float | None:
     return (rate.high - rate.low) / 2 / rate.value
 
 
-def cell_marks(cell: Ranked, others: list[Ranked], floor: float | None) -> list[Mark]:
-    """Every mark of a measured cell (`floor`: its machine's noise floor, None if unmeasured)."""
-    marks = [reproduction(cell, others)]
+def cell_marks(cell: Ranked, peers: Peers, floor: float | None) -> list[Mark]:
+    """Every mark of a measured cell (`peers`: its group from peer_groups; `floor`: its
+    machine's noise floor, None if unmeasured)."""
+    marks = [reproduction(cell, peers)]
     if cell.record.typed.disturbed:
         marks.append(Mark(DISTURBED, "a trial's timed window was disturbed by other work"))
     spread = spread_fraction(cell.best.total)

@@ -11,7 +11,7 @@ from accelbench.report.cells import Rate
 from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine, short_version
 from accelbench.report.site.html import Cell, esc, link, page, paragraph, table
-from accelbench.report.site.marks import cell_marks, marks_html, record_marks
+from accelbench.report.site.marks import Peers, cell_marks, marks_html, peer_groups, record_marks
 from accelbench.report.site.model import Ranked, Site
 from accelbench.store.fingerprint import canonical_json
 
@@ -97,7 +97,7 @@ def best_per_machine(cells: list[Ranked]) -> list[Ranked]:
     return sorted(best.values(), key=lambda c: -c.best.total.value)
 
 
-def _rank_row(site: Site, n: int, c: Ranked, base: Ranked | None, peers: list[Ranked],
+def _rank_row(site: Site, n: int, c: Ranked, base: Ranked | None, peers: Peers,
               floor: float | None) -> list[Cell | str]:
     m = c.best.machine
     mfu = safe(lambda: c.best.mfu.text(".2%") if c.best.mfu else "-")
@@ -116,9 +116,7 @@ def workload_page(site: Site, wid: str) -> str:
     base = next((c for c in ranked if site.baseline and c.best.machine.key == site.baseline.key),
                 None)
     noise = site.floors
-    groups: dict[tuple[str, int], list[Ranked]] = {}  # a reproduction's peers: class, count
-    for c in cells:
-        groups.setdefault((c.device_class, c.devices), []).append(c)
+    groups = peer_groups(cells)
     rows = [_rank_row(site, n, c, base, groups[(c.device_class, c.devices)],
                       noise[c.best.machine.key]) for n, c in enumerate(ranked, 1)]
     header = ("rank", "machine", "devices", "tokens/s (all devices)", "tokens/s per device",
