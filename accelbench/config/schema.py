@@ -57,15 +57,15 @@ class MemoryFields:
     mem_added_bytes_per_rank_max: int | None = None  # peak - base, the worst rank: the estimate's
     mem_added_max_rank: int | None = None  # the rank that added the most
     mem_method: str | None = None  # how memory was read, or "unavailable: <why>"
+    # whose widths the estimate counted: "runtime" (this runtime's own: fp32 weights, gradients and
+    # moments, DDP buckets, FSDP2's unsharded blocks; analytics/runtime_memory.py) or "published"
+    mem_estimate_widths: str | None = None
+    mem_estimate_moment: str | None = None  # the step's moment the estimate is the peak of
 
 
 @dataclass(frozen=True)
 class EnergyFields:
     """Energy over the timed steps (warm-up excluded), from the device's own counter or the
-    # whose widths the estimate counted: "runtime" (this runtime's own: fp32 weights, gradients and
-    # moments, DDP buckets, FSDP2's unsharded blocks; analytics/runtime_memory.py) or "published"
-    mem_estimate_widths: str | None = None
-    mem_estimate_moment: str | None = None  # the step's moment the estimate is the peak of
     host's RAPL; None with energy_note 'unavailable: <reason>' where there is none, never an
     estimate (hardware/energy, docs/energy.md)."""
 
