@@ -3,9 +3,10 @@ collectives around or inside the compiled blocks (DDP's bucket hooks, FSDP2's ga
 and sequence parallel DTensors, pipeline stages, context parallel's key/value gather, the
 expert all-to-all) trains as the eager cell does, and Dynamo did compile graphs: no layout runs
 eager while the record says compiled. Sequence parallelism does not compile (torch 2.13) and is
-refused before anything runs (tests/unit/test_compile_refusals.py). Gloo, 2 processes, one shared launch; the suite's cases
-compile with Dynamo's capture and AOTAutograd (backend aot_eager), inductor's code generation
-being minutes a layout on 2 cores; docs/parallel.md gives the inductor run by hand."""
+refused before anything runs (tests/unit/test_compile_refusals.py). Gloo, 2 processes, one
+shared launch; the suite's cases compile with Dynamo's capture and AOTAutograd (backend
+aot_eager), inductor's code generation being minutes a layout on 2 cores; docs/parallel.md
+gives the inductor run by hand."""
 
 from __future__ import annotations
 
