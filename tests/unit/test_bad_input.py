@@ -472,6 +472,8 @@ def test_doc_is_current() -> None:
     ("train --nproc 9", "error: nproc: 9 CPU ranks on 2 cores (allowed: 1 to 8 (4 a core at "
      "most))"),
     ("scale --devices 1,9", "error: devices: 9 CPU ranks on 2 cores"),
+    ("calibrate --nproc 9", "error: nproc: 9 CPU ranks on 2 cores (allowed: 2 to 8 (4 a core "
+     "at most))"),
     ("data prepare --source {dir}/english.txt --out {dir}/shards --workers 9", "error: workers: "
      "9 tokenizer processes on 2 cores (allowed: 1 to 8 (4 a core at most))"),
 ])

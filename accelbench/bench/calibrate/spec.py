@@ -179,8 +179,14 @@ def default_nproc(device_type: str) -> int:
 
 def _check_nproc(nproc: int, device_type: str) -> None:
     """An accelerator's ranks take one device each; CPU ranks may share the cores."""
+    from accelbench.bench.train.spec import CPU_RANKS_PER_CORE
     from accelbench.hardware import device as devices  # torch: only when a run is built
 
+    cores = os.cpu_count() or 1
+    if device_type == "cpu" and nproc > CPU_RANKS_PER_CORE * cores:  # train's rule (nproc)
+        raise ConfigError("nproc", f"{nproc} CPU ranks on {cores} cores",
+                          f"2 to {CPU_RANKS_PER_CORE * cores} ({CPU_RANKS_PER_CORE} a core at "
+                          "most)")
     have = devices.device_count(device_type)
     if device_type != "cpu" and nproc > have:
         raise ConfigError("nproc", f"{nproc} ranks need {nproc} {device_type} devices, this "
