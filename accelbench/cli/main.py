@@ -36,6 +36,7 @@ _COMMAND_MODULES = (
     "study",
     "check",
     "publish",
+    "site",
 )
 
 
