@@ -105,7 +105,10 @@ def report(db: Path) -> float:
     cells that did not run, with why; the largest error."""
     worst = 0.0
     print(f"{'cell':<58} {'est GiB':>8} {'meas GiB':>9} {'error':>7}  widths, moment")
-    records = ResultStore(db, write=False).query(kind="train")
+    # the last record of each cell (a cell run again, or resumed after an error, replaces it)
+    latest = {r.spec.get("fingerprint", r.uid): r
+              for r in ResultStore(db, write=False).query(kind="train")}
+    records = list(latest.values())
     for r in records:
         m = r.typed
         if r.status != "ok" or not m.mem_added_bytes_per_rank_max:
