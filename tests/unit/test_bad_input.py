@@ -356,6 +356,9 @@ CASES = [
     case("hw --device tpu", "error: device: unknown device 'tpu'"),
     case("publish --out {dir}/afile/bundle.json", "error: out: '{dir}/afile/bundle.json': "
          "folder '{dir}/afile' does not exist"),
+    case("site {dir}/english.txt --out {dir}/site", "error: BUNDLE: 'english.txt' is not JSON"),
+    case("site {dir}/cpu-profile.json --out {dir}/afile", "error: out: {dir}/afile is a file, "
+         "not a folder"),
     case("check --device tpu", "error: device: unknown device 'tpu'"),
     case("check --compile-backend nope", "error: compile-backend: unknown value 'nope'"),
 ]
