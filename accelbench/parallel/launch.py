@@ -50,6 +50,10 @@ ERRORS_DIR = "errors"
 LOGS_DIR = "logs"
 _TAIL_CHARS = 4000
 _KILL_GRACE_S = 5.0
+# On SIGINT/SIGTERM the cell is lost whatever its ranks do next: they get this long, then
+# SIGKILL, so the command ends within about 2 s of the signal (torch's teardown in each rank and
+# in the agent took 2-7 s on a loaded 2-core machine).
+_INTERRUPT_GRACE_S = 0.3
 _LAST_LINE_CHARS = 200
 _POLL_S = 0.2
 AGENT_GRACE_S = 10.0  # an orphaned agent's clean shutdown may take this long, then SIGKILL
@@ -135,14 +139,14 @@ def _wait_gone(proc: subprocess.Popen, tree: dict[int, int], wait_s: float) -> b
         time.sleep(0.05)
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
+def _kill_tree(proc: subprocess.Popen, grace_s: float = _KILL_GRACE_S) -> None:
     """SIGTERM the agent and all its descendants (collected before signalling, since workers
     orphaned by the agent's death leave its tree), SIGCONT so that a stopped one gets it too,
     then SIGKILL whatever is left."""
     tree = descendants(proc.pid)
     _signal_all(proc, tree, signal.SIGTERM)
     _signal_all(proc, tree, signal.SIGCONT)
-    if _wait_gone(proc, tree, _KILL_GRACE_S):
+    if _wait_gone(proc, tree, grace_s):
         return
     tree.update(descendants(proc.pid))  # anything the agent started meanwhile
     _signal_all(proc, tree, signal.SIGKILL)
@@ -177,7 +181,7 @@ def _supervise(proc: subprocess.Popen, timeout_s: float, watch: HangWatch | None
                     _kill_tree(proc)
                     return _Stop(hang=hang)
         except Interrupted as stop:
-            _kill_tree(proc)
+            _kill_tree(proc, _INTERRUPT_GRACE_S)
             return _Stop(signum=stop.signum)
 
 
