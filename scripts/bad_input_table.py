@@ -46,9 +46,12 @@ BOUNDS_TABLE
 A signal ends a command within 2 seconds: SIGINT or SIGTERM while it starts (imports torch,
 checks its options) or measures (inside a step of 16,384 micro-batches too) gives one line (a
 sweep's says what was kept) and exit code 130 or 143, the interpreter's own teardown skipped
-(with torch loaded it took 4-6 s on this loaded 2-core AMD EPYC VM; the exit now comes 0.2-0.6
-s after the signal; `tests/unit/test_bounds_signals.py` checks both phases). A `results import` the database refuses (a full disk)
-removes the database file it made, so no empty database is left behind.
+(with torch loaded it took 4-6 s on this loaded 2-core AMD EPYC VM; the exit now comes 0.2-0.8
+s after the signal; `tests/unit/test_bounds_signals.py` checks both phases). A launched cell's
+ranks get 0.3 s after SIGTERM, then SIGKILL: there the exit came 1.0, 1.4 and (under load) 3.0
+s after the signal in three runs of 2 gloo ranks, where it had taken 2.5-7 s. A `results
+import` the database refuses (a full disk) removes the database file it made, so no empty
+database is left behind.
 
 `accelbench sbatch` writes no value into its script that the shell or Slurm could read as more
 than that value: names (job name, partition, account) are Slurm words, paths on `#SBATCH` lines
