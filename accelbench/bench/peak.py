@@ -229,15 +229,15 @@ def _measure_once(device: torch.device, dtype: str, tf32: bool, threads: int) ->
         threads=threads), rates, disturbed)
 
 
-def measure_peak(device: torch.device, dtype: str, tf32: bool,
-                 threads: int | None = None) -> tuple[PeakMetrics, list[float]]:
+def measure_peak(device: torch.device, dtype: str, tf32: bool, threads: int | None = None,
+                 attempts: int = PEAK_ATTEMPTS) -> tuple[PeakMetrics, list[float]]:
     """The fastest GEMM layout over the model's shapes, PEAK_REPETITIONS times; the best
     repetition is the peak, the others its spread. Runs with `threads` intra-op threads; a
     measurement other work disturbed is made again (settled)."""
     before = torch.get_num_threads()
     torch.set_num_threads(_threads(threads))
     try:
-        kept = settled(lambda: _measure_once(device, dtype, tf32, _threads(threads)))
+        kept = settled(lambda: _measure_once(device, dtype, tf32, _threads(threads)), attempts)
     finally:
         torch.set_num_threads(before)
     return kept.metrics, kept.rates
@@ -290,8 +290,10 @@ class SweepPeaks:
     the label)."""
 
     def __init__(self, device: torch.device, tf32: bool, sink: Callable[[Outcome], object],
-                 threads: int | None = None, known: tuple[SweepPeak, ...] = ()) -> None:
+                 threads: int | None = None, known: tuple[SweepPeak, ...] = (),
+                 attempts: int = PEAK_ATTEMPTS) -> None:
         self.device, self.tf32, self.sink, self.threads = device, tf32, sink, threads
+        self.attempts = attempts  # 1 under a process group: its own waiting ranks disturb it
         self._peaks = {_key(p.dtype): p for p in known}  # fp8 cells: the bf16 peak
 
     def get(self, dtype: str) -> SweepPeak:
@@ -324,7 +326,8 @@ class SweepPeaks:
         reused = _stored(spec)
         if reused is not None:
             return reused
-        metrics, rates = measure_peak(self.device, dtype, self.tf32, self.threads)
+        metrics, rates = measure_peak(self.device, dtype, self.tf32, self.threads,
+                                      self.attempts)
         stored = self.sink(Outcome(PEAK_KIND, "ok", spec, metrics_dict(metrics),
                                    {"flops_per_s": rates}))
         record = f", record {stored.id}" if getattr(stored, "id", None) is not None else ""

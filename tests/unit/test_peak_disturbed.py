@@ -45,6 +45,14 @@ def test_a_peak_disturbed_every_time_is_bounded_and_flagged():
     assert "disturbed in 3 attempt(s)" in measured_label(kept.metrics)
 
 
+def test_a_group_measures_its_peak_once_without_a_pause():
+    """Under a process group (attempts=1) the waiting peers are the disturbance: no pause that
+    the group's collective timeout would count, the one measurement flagged."""
+    measure, pause, pauses = _scripted(_attempt(1e11, True), _attempt(2e11, False))
+    kept = settled(measure, 1, pause=pause)
+    assert (kept.metrics.attempts, kept.metrics.disturbed, len(pauses)) == (1, True, 0)
+
+
 def _peak(environment: dict, flops: float, disturbed: bool | None) -> Record:
     metrics = PeakMetrics(flops, flops, flops, 5, 64, "nt", 1, disturbed=disturbed, attempts=3)
     spec = {"workload": "peak", "device": "cpu", "dtype": "fp32", "precision": "fp32",

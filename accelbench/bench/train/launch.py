@@ -103,8 +103,10 @@ def run_group_sweep(spec: TrainSpec, sink: Sink, progress: StepProgress | None =
     device_type = None if spec.device == "auto" else spec.device.split(":")[0]
     info, device = init_distributed(device_type, timeout_s=spec.hang_timeout_s)
     rank_sink = sink if info.rank == 0 else (lambda outcome: None)
-    group = _Group(spec, device, SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks),
-                   progress, skip)
+    # Measured once under a group: the peers waiting in the broadcast are the disturbance a
+    # pause cannot wait out, and every pause is one the group's collective timeout counts.
+    peaks = SweepPeaks(device, spec.tf32, rank_sink, known=spec.peaks, attempts=1)
+    group = _Group(spec, device, peaks, progress, skip)
     outcomes: list[Outcome] = []
     cells = spec.cells()
     clean = False
