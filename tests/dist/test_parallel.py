@@ -109,7 +109,7 @@ def test_killed_rank_reported():
                              cwd=str(ROOT))
     assert not result.ok and not result.timed_out
     assert result.failed_rank == 1
-    assert "simulated crash" in result.error
+    assert result.error == "RuntimeError: simulated crash"  # its error line, not its other output
     assert result.wall_s < 25
 
 
