@@ -19,6 +19,9 @@ from accelbench.config.trials import AUTO_TRIALS
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
+# A peak measured beside the other test process is always disturbed: measured once, not again
+# after pauses (bench/peak.py peak_attempts), in this process and every process a test starts.
+os.environ["ACCELBENCH_TEST_PEAK_ATTEMPTS"] = "1"
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (report/fit.py): every test, and every
 # process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get

@@ -11,6 +11,7 @@ one machine stay comparable from sweep to sweep; `--remeasure-peak` measures it 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -163,6 +164,14 @@ def _threads(threads: int | None) -> int:
 
 PEAK_ATTEMPTS = 3  # measurements of a peak in all while each is disturbed
 PEAK_PAUSE_S = 2.0  # the pause before measuring a disturbed peak again
+TEST_ATTEMPTS_ENV = "ACCELBENCH_TEST_PEAK_ATTEMPTS"  # tests/conftest.py: 1
+
+
+def peak_attempts() -> int:
+    """PEAK_ATTEMPTS, or 1 under the test suite (TEST_ATTEMPTS_ENV): there the other test
+    process disturbs every peak, so each retry would only add its pause to the suite's time;
+    the rule's own tests pass their attempts to `settled`."""
+    return 1 if os.environ.get(TEST_ATTEMPTS_ENV) == "1" else PEAK_ATTEMPTS
 
 
 @dataclass(frozen=True)
@@ -230,14 +239,15 @@ def _measure_once(device: torch.device, dtype: str, tf32: bool, threads: int) ->
 
 
 def measure_peak(device: torch.device, dtype: str, tf32: bool, threads: int | None = None,
-                 attempts: int = PEAK_ATTEMPTS) -> tuple[PeakMetrics, list[float]]:
+                 attempts: int | None = None) -> tuple[PeakMetrics, list[float]]:
     """The fastest GEMM layout over the model's shapes, PEAK_REPETITIONS times; the best
     repetition is the peak, the others its spread. Runs with `threads` intra-op threads; a
     measurement other work disturbed is made again (settled)."""
     before = torch.get_num_threads()
     torch.set_num_threads(_threads(threads))
     try:
-        kept = settled(lambda: _measure_once(device, dtype, tf32, _threads(threads)), attempts)
+        kept = settled(lambda: _measure_once(device, dtype, tf32, _threads(threads)),
+                       attempts or peak_attempts())
     finally:
         torch.set_num_threads(before)
     return kept.metrics, kept.rates
@@ -291,7 +301,7 @@ class SweepPeaks:
 
     def __init__(self, device: torch.device, tf32: bool, sink: Callable[[Outcome], object],
                  threads: int | None = None, known: tuple[SweepPeak, ...] = (),
-                 attempts: int = PEAK_ATTEMPTS) -> None:
+                 attempts: int | None = None) -> None:
         self.device, self.tf32, self.sink, self.threads = device, tf32, sink, threads
         self.attempts = attempts  # 1 under a process group: its own waiting ranks disturb it
         self._peaks = {_key(p.dtype): p for p in known}  # fp8 cells: the bf16 peak

@@ -14,7 +14,7 @@ def quick_peak(monkeypatch):
     of something else run through the command line, where no peak can be given: the peak is
     still decided and recorded as a sweep does, only not timed. The measurement itself is
     tested for real (test_train_bench, test_block_sweep, test_hardware)."""
-    def measure(device, dtype, tf32, threads=None):
+    def measure(device, dtype, tf32, threads=None, attempts=None):
         metrics = PeakMetrics(1e11, 1e11, 1e11, 1, 64, "nn", threads or 1)
         return metrics, [1e11]
 

@@ -272,7 +272,7 @@ def quick_peak(monkeypatch):
     to time; counts how often it is measured."""
     calls = []
 
-    def measure(device, dtype, tf32, threads=None):
+    def measure(device, dtype, tf32, threads=None, attempts=None):
         calls.append(dtype)
         return PeakMetrics(1e11, 1e11, 1e11, 1, 64, "nn", threads or 1), [1e11]
 
