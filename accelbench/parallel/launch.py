@@ -400,7 +400,10 @@ def write_rank_error(work_dir: Path | str, rank: int, err: BaseException) -> Non
     its type, first line, time and traceback. Written before the rank exits, since the exit
     status alone cannot say (a Python error often ends the process as SIGABRT at teardown)."""
     folder = Path(work_dir) / ERRORS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    try:  # not parents: a cell folder recorded and removed (its agent killed) is not made again
+        folder.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        return
     message = str(err).strip().splitlines()[0] if str(err).strip() else ""
     data = {"rank": rank, "type": type(err).__name__, "message": message[:1000],
             "time": time.time(),

@@ -454,3 +454,18 @@ def test_trials_under_a_users_torchrun_are_refused(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "0")
     with pytest.raises(ConfigError, match="trials: 3 trials under torchrun or srun"):
         check_sweep(replace(SPEC, trials=3))
+
+
+def test_a_rank_error_never_makes_a_removed_cell_folder_again(tmp_path):
+    """A rank outliving its killed agent writes its error after the launcher recorded the cell
+    and removed its folder: nothing is written and no folder is made again (a left cell folder
+    would be recovered as a cell that never ended); into a live folder the error is written."""
+    from accelbench.parallel.launch import write_rank_error
+
+    gone = tmp_path / "cell-gone"
+    write_rank_error(gone, 1, RuntimeError("Connection closed by peer"))
+    assert not gone.exists()
+    live = tmp_path / "cell-live"
+    live.mkdir()
+    write_rank_error(live, 1, RuntimeError("boom"))
+    assert [p.name for p in (live / "errors").iterdir()] == ["rank-1.json"]
