@@ -11,8 +11,8 @@ import time
 
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.planner import enumerate_layouts, evaluate, layout_problem, search
-from accelbench.analytics.published import resolve_shape
 from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.validation_shapes import resolve_shape
 
 CASES = (("gpt3-175b", "a100-80gb", 128, 1536, 2048), ("megatron-1t", "a100-80gb", 384, 3072,
          2048), ("llama3-70b", "h100-sxm", 32, 512, 8192),

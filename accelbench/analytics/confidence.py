@@ -2,11 +2,11 @@
 no torch.
 
 The interval comes from the shipped runs' leave-one-source-out residuals with the source as a
-level of its own (published.shipped_interval_model, accelbench.analytics.source_model): an
+level of its own (shipped_intervals.shipped_interval_model, analytics.source_model): an
 unseen stack's, or a named fitted stack's (`plan --stack`). The flags come from the envelope of
-the same runs (published.validated_envelope), the memory headroom and the evidence behind the
-prediction: fewer than MIN_SOURCES shipped sources behind its device generation and precision,
-or behind its named stack. Both are estimates about an estimate, and are labelled so.
+the same runs (shipped_intervals.validated_envelope), the memory headroom and the evidence
+behind the prediction: fewer than MIN_SOURCES shipped sources behind its device generation and
+precision, or behind its named stack. Both are estimates about an estimate, and are labelled so.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from accelbench.analytics.envelope import HEADROOM, Envelope, Flag, memory_flag
 from accelbench.analytics.intervals import Interval, conditions, precision_family
 from accelbench.analytics.params import active_params
 from accelbench.analytics.planner import PlanResult
-from accelbench.analytics.published import (
+from accelbench.analytics.shipped_intervals import (
     shipped_interval_model,
     unseen_class_interval_model,
     validated_envelope,

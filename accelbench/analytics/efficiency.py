@@ -14,7 +14,7 @@ device class are used: a GEMM of f FLOPs takes GEMM_FIXED_S + f / (top x peak), 
 GEMMs reach less of the peak, and fused attention reaches ATTENTION_SHARE of top (or, where a
 class has an entry in FUSED_ATTENTION_OF_PEAK, that rate: none is in force). `top` is
 the one fitted number per device class (BUILTIN_GEMM_TOP, fitted to the shipped published runs by
-analytics/published.py fit_gemm_top; docs/planner.md).
+analytics/published_fit.py fit_gemm_top; docs/planner.md).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec
 
 # Large-GEMM efficiency (achieved over the dense peak) per device class: fitted to the shipped
-# csv's runs of each class only (published_runs.PUBLISHED_RUNS; fit_gemm_top in
-# analytics/published.py; a test refits them). A class with no shipped run takes POOLED, the
+# csv's runs of each class only (published_csv.PUBLISHED_RUNS; fit_gemm_top in
+# analytics/published_fit.py; a test refits them). A class with no shipped run takes POOLED, the
 # fit over every shipped run, and says so. Runs found elsewhere are validation only.
 BUILTIN_GEMM_TOP = {"a100": 0.69, "h100": 0.52, "tpu-v4": 0.85}
 POOLED_GEMM_TOP = 0.67

@@ -27,15 +27,16 @@ from accelbench.analytics.planner import (
     search,
 )
 from accelbench.analytics.profile import MachineProfile
-from accelbench.analytics.published import (
-    resolve_shape,
+from accelbench.analytics.published_csv import FITTED_STACKS
+from accelbench.analytics.published_run import STACKS
+from accelbench.analytics.shipped_intervals import (
     shipped_interval_model,
     unseen_class_interval_model,
     validated_envelope,
 )
-from accelbench.analytics.published_runs import FITTED_STACKS, STACKS
 from accelbench.analytics.source_model import UNKNOWN_STACK
 from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
+from accelbench.analytics.validation_shapes import resolve_shape
 from accelbench.config.errors import (
     ConfigError,
     require_choice,

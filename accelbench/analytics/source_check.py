@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from accelbench.analytics.intervals import COVERAGE, Covered, Residual
-from accelbench.analytics.published import (
-    Validation,
-    nested_leave_one_source_out,
+from accelbench.analytics.published import Validation
+from accelbench.analytics.published_fit import nested_leave_one_source_out
+from accelbench.analytics.shipped_intervals import (
     row_residual,
     shipped_interval_model,
     unseen_class_interval_model,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelbench.analytics.published import MeasuredRun
+from accelbench.analytics.measured_runs import MeasuredRun
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 

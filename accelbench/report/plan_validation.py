@@ -19,13 +19,7 @@ from accelbench.analytics.measured_steps import (
     step_residual,
     validate_measured_steps,
 )
-from accelbench.analytics.published import (
-    Validation,
-    ValidationRow,
-    errors_by_precision,
-    errors_by_source,
-    validate_all,
-)
+from accelbench.analytics.published import Validation, validate_all
 from accelbench.analytics.source_check import (
     BY,
     METHOD,
@@ -34,6 +28,11 @@ from accelbench.analytics.source_check import (
     interval_report,
 )
 from accelbench.analytics.source_model import MIN_SOURCES
+from accelbench.analytics.validation_rows import (
+    ValidationRow,
+    errors_by_precision,
+    errors_by_source,
+)
 from accelbench.config.schema import FITS, TrainFigure
 from accelbench.report.measured import measured_training_runs
 from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads

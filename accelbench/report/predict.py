@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from accelbench.analytics.confidence import prediction_interval
 from accelbench.analytics.intervals import Interval
-from accelbench.analytics.published import validate_measured_runs
+from accelbench.analytics.measured_runs import validate_measured_runs
 from accelbench.analytics.steptime import compute_efficiency
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig

@@ -1,6 +1,6 @@
 """The store's measured training runs reach the planner's validation."""
 
-from accelbench.analytics.published import validate_measured_runs
+from accelbench.analytics.measured_runs import validate_measured_runs
 from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.report.measured import measured_training_runs
 from accelbench.store.record import Record

@@ -11,7 +11,7 @@ import pytest
 
 from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.published import validate_all
-from accelbench.analytics.published_runs import MOE_NOT_MODELLED, MOE_RUNS
+from accelbench.analytics.published_csv import MOE_NOT_MODELLED, MOE_RUNS
 from accelbench.config.layout import ARITHMETIC, Layout, Target, first_broken
 from accelbench.config.presets import resolve_model
 

@@ -26,17 +26,15 @@ from accelbench.analytics.memory import Kernels, activation_bytes_per_layer, log
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.profile import Curve, MachineProfile, Point, point_dict
-from accelbench.analytics.published import (
-    PUBLISHED_RUNS,
-    ValidationRow,
-    errors_by_source,
+from accelbench.analytics.published_csv import PUBLISHED_RUNS
+from accelbench.analytics.published_fit import (
     fit_gemm_top,
     needed_by_run,
     needed_efficiency,
     validate_leave_one_source_out,
-    validate_published,
 )
 from accelbench.analytics.steptime import TrainSetup, estimate_step, layer_rates
+from accelbench.analytics.validation_rows import ValidationRow, errors_by_source, validate_published
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.report.plan_profile import resolve_profile
@@ -262,24 +260,29 @@ def test_the_found_runs_are_never_fitted(monkeypatch) -> None:
     """Fitting discipline: the tops, the interval residuals (by source and by class) and the
     envelope come from the shipped csv's runs only; doubling every found run's oracle moves
     the found runs' errors and nothing else."""
-    from accelbench.analytics import published, published_runs
+    from accelbench.analytics import (
+        found_runs,
+        published_csv,
+        shipped_intervals,
+        validation_rows,
+    )
 
-    shipped_ids = {run.run_id for run in published_runs.CSV_RUNS}
-    assert PUBLISHED_RUNS == published_runs.CSV_RUNS and all(shipped_ids)
-    assert not {run.name for run in published_runs.FOUND_RUNS} & {r.name for r in PUBLISHED_RUNS}
+    shipped_ids = {run.run_id for run in published_csv.CSV_RUNS}
+    assert PUBLISHED_RUNS == published_csv.CSV_RUNS and all(shipped_ids)
+    assert not {run.name for run in found_runs.FOUND_RUNS} & {r.name for r in PUBLISHED_RUNS}
 
     def fitted() -> tuple:
-        published._SHIPPED.clear()
-        return (fit_gemm_top(needed_by_run()), published.shipped_interval_model().residuals,
-                published.unseen_class_interval_model().residuals,
-                published.validated_envelope().runs)
+        shipped_intervals._SHIPPED.clear()
+        return (fit_gemm_top(needed_by_run()), shipped_intervals.shipped_interval_model().residuals,
+                shipped_intervals.unseen_class_interval_model().residuals,
+                shipped_intervals.validated_envelope().runs)
 
-    before, found_before = fitted(), published.validate_found()
+    before, found_before = fitted(), validation_rows.validate_found()
     altered = tuple(replace(run, oracle_value=2 * run.oracle_value)
-                    for run in published_runs.FOUND_RUNS)
-    monkeypatch.setattr(published_runs, "FOUND_RUNS", altered)
-    monkeypatch.setattr(published, "FOUND_RUNS", altered)
+                    for run in found_runs.FOUND_RUNS)
+    monkeypatch.setattr(found_runs, "FOUND_RUNS", altered)
+    monkeypatch.setattr(validation_rows, "FOUND_RUNS", altered)
     assert fitted() == before
     assert all(after.error != row.error for after, row
-               in zip(published.validate_found(), found_before, strict=True))
-    published._SHIPPED.clear()
+               in zip(validation_rows.validate_found(), found_before, strict=True))
+    shipped_intervals._SHIPPED.clear()

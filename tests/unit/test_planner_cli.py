@@ -156,7 +156,7 @@ def test_validate_reads_the_store_without_making_one(tmp_path, monkeypatch) -> N
 def test_validate_reports_the_found_runs_apart_text_and_json() -> None:
     """The runs found outside the shipped csv come under their own heading, each with its 80%
     interval, and never among the shipped (fitted) runs or their intervals."""
-    from accelbench.analytics.published_runs import FOUND_RUNS
+    from accelbench.analytics.found_runs import FOUND_RUNS
     from accelbench.report.plan_validation import FOUND_TITLE
 
     found, sources = {run.name for run in FOUND_RUNS}, {run.source for run in FOUND_RUNS}

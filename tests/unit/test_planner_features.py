@@ -20,6 +20,7 @@ from accelbench.analytics.efficiency import (
     layer_cost,
 )
 from accelbench.analytics.flops import model_flops_per_token
+from accelbench.analytics.found_runs import H100_96GB_500W
 from accelbench.analytics.memory import (
     activation_bytes_per_layer,
     layer_activation_terms,
@@ -30,13 +31,7 @@ from accelbench.analytics.memory import (
 )
 from accelbench.analytics.params import block_matmul_params
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
-from accelbench.analytics.published import (
-    NOT_MODELLED,
-    PUBLISHED_RUNS,
-    ValidationRow,
-    errors_by_source,
-)
-from accelbench.analytics.published_runs import CSV_RUNS, H100_96GB_500W
+from accelbench.analytics.published_csv import CSV_RUNS, NOT_MODELLED, PUBLISHED_RUNS
 from accelbench.analytics.steptime import (
     LayerSeconds,
     TrainSetup,
@@ -44,6 +39,7 @@ from accelbench.analytics.steptime import (
     layer_rates,
     slowest_stage,
 )
+from accelbench.analytics.validation_rows import ValidationRow, errors_by_source
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig, validate_model

@@ -9,8 +9,8 @@ import pytest
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.efficiency import layer_cost
 from accelbench.analytics.precision import fp8_cast_bytes
-from accelbench.analytics.published import resolve_shape
 from accelbench.analytics.steptime import TrainSetup, estimate_step, layer_rates
+from accelbench.analytics.validation_shapes import resolve_shape
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 

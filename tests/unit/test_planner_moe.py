@@ -127,7 +127,7 @@ def test_bad_ep_is_one_config_error(layout: str, message: str) -> None:
 
 def test_published_moe_runs_are_checked_with_sources_never_fitted() -> None:
     from accelbench.analytics.published import validate_all
-    from accelbench.analytics.published_runs import MOE_NOT_MODELLED, MOE_RUNS
+    from accelbench.analytics.published_csv import MOE_NOT_MODELLED, MOE_RUNS
 
     mixtral = MOE_RUNS[0]  # the others: tests/unit/test_moe_published_rows.py
     assert mixtral.run_id == "M1-1" and "Megatron-Core MoE README" in mixtral.source

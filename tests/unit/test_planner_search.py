@@ -10,18 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.measured_runs import validate_measured_runs
 from accelbench.analytics.memory import memory_per_device
 from accelbench.analytics.planner import enumerate_layouts, layout_problem, plan_fixed, search
-from accelbench.analytics.published import (
-    PUBLISHED_RUNS,
-    SHAPES,
-    needed_efficiency,
-    resolve_shape,
-    validate_found,
-    validate_measured_runs,
-    validate_published,
-)
+from accelbench.analytics.published_csv import PUBLISHED_RUNS
+from accelbench.analytics.published_fit import needed_efficiency
 from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.validation_rows import validate_found, validate_published
+from accelbench.analytics.validation_shapes import SHAPES, resolve_shape
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout
 

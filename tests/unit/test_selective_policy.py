@@ -15,8 +15,8 @@ from accelbench.analytics.flops import (
     recompute_flops_per_token,
 )
 from accelbench.analytics.memory import Kernels, activation_bytes_per_layer
-from accelbench.analytics.published import validate_found
 from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.analytics.validation_rows import validate_found
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 

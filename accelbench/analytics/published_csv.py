@@ -1,8 +1,9 @@
-"""The published training runs the planner is validated against: the 49 rows of
-accelbench/assets/published/training_runs.csv (its README.md gives every source and tag) with
-their real shapes and layouts, the only runs anything is fitted to (PUBLISHED_RUNS); a few runs
-found in other sources, predicted and reported apart, never fitted (FOUND_RUNS); and the
-mixture-of-experts runs of moe_runs.csv, checked only (MOE_RUNS); no torch.
+"""The shipped csvs read into the published runs: training_runs.csv (fitted) and moe_runs.csv.
+
+The 49 rows of accelbench/assets/published/training_runs.csv (its README.md gives every source
+and tag) with their real shapes and layouts are the only runs anything is fitted to
+(PUBLISHED_RUNS); the mixture-of-experts runs of moe_runs.csv are checked only (MOE_RUNS); no
+torch.
 
 Only figures tagged V (read in the source) or D (derived from it) serve as oracles. Set-up fields
 a source does not state (a micro-batch, a schedule) are filled with the stated assumption and
@@ -18,218 +19,22 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from importlib import resources
 
-from accelbench.analytics.cluster import device_variant
-from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
-from accelbench.analytics.memory import EAGER, Kernels
+from accelbench.analytics.published_run import PublishedRun, UnmodelledRun
+from accelbench.analytics.validation_shapes import SHAPES, validated_shape
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import ARITHMETIC, Layout, Target, default_schedule, first_broken
-from accelbench.config.model import ModelConfig, validate_model
+from accelbench.config.model import ModelConfig
 from accelbench.config.presets import get_preset
 from accelbench.config.schema import ORACLE_KINDS, TrainFigure
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
-MEGATRON_VOCAB = 51200  # GPT-2 BPE padded to a multiple of 8 x 128 (Megatron-LM)
-
-# The framework each run used, and what the planner assumes of it: the overlap of
-# communication with compute (steptime.OVERLAP_MODES) and what its kernels save for backward
-# (memory.Kernels: fused SwiGLU/RoPE, dropout masks, fused loss). Stated, not fitted: the
-# GPT-3-era runs trained with dropout 0.1; Llama and MPT without; llm-foundry's MPT yamls use
-# flash-attn's fused cross-entropy; Llama 3's stack is assumed Megatron-style (fused SwiGLU).
-FRAMEWORKS: dict[str, tuple[str, Kernels]] = {
-    "Megatron-LM": ("megatron", EAGER),
-    "Megatron-DeepSpeed": ("megatron", EAGER),
-    "MegaScale": ("megascale", EAGER),
-    "Meta Llama 3 (Megatron-style)": ("megatron", Kernels(fused_mlp=True, dropout=False)),
-    "PaLM (JAX/XLA on TPU)": ("megatron", Kernels(dropout=False)),
-    "PyTorch FSDP": ("megatron", Kernels(dropout=False)),  # prefetched gathers
-    # torchtitan: FSDP2, and its "selective op" recompute keeps every other matmul's output
-    "torchtitan": ("megatron", Kernels(dropout=False, selective="every_other_mm")),
-    "llm-foundry (Composer FSDP)": ("megatron", Kernels(dropout=False, fused_loss=True)),
-}
-# The software stack of each framework, as `plan --stack` names it: the level the intervals'
-# errors are shared within (source_model). Megatron-LM's two papers (S1, S2) are one stack.
-STACKS = {"Megatron-LM": "megatron-lm", "Megatron-DeepSpeed": "megatron-deepspeed",
-          "MegaScale": "megascale", "Meta Llama 3 (Megatron-style)": "meta-llama3",
-          "PaLM (JAX/XLA on TPU)": "jax-xla", "PyTorch FSDP": "pytorch-fsdp",
-          "torchtitan": "torchtitan", "llm-foundry (Composer FSDP)": "llm-foundry"}
-OWN_STACK = "accelbench"  # this project's own runtime: its measured cells
 SOURCE_FRAMEWORK = {"S1": "Megatron-LM", "S2": "Megatron-LM", "S5": "Megatron-LM",
                     "S6": "Megatron-DeepSpeed", "S8": "PaLM (JAX/XLA on TPU)",
                     "S10": "Meta Llama 3 (Megatron-style)", "S13": "PyTorch FSDP",
                     "S14": "llm-foundry (Composer FSDP)"}
 
-
-def _shape(name: str, layers: int, heads: int, hidden: int, vocab: int, positions: int,
-           d_ff: int = 0, llama: bool = False, kv: int = 0) -> ModelConfig:
-    """A validated shape; llama=True: Llama-style (RMSNorm, SwiGLU of width d_ff, rotary,
-    untied head, no biases, kv key/value heads)."""
-    extra = ({"position": "rotary", "tie_embeddings": False, "norm": "rmsnorm", "bias": False,
-              "activation": "swiglu", "n_kv_head": kv} if llama else {})
-    return validate_model(ModelConfig(name, layers, heads, hidden, vocab, positions, d_ff,
-                                      **extra))
-
-
-SHAPES: dict[str, ModelConfig] = {c.name: c for c in (
-    _shape("gpt3-175b", 96, 96, 12288, MEGATRON_VOCAB, 2048),
-    _shape("megatron-530b", 105, 128, 20480, MEGATRON_VOCAB, 2048),
-    _shape("megatron-1t", 128, 160, 25600, MEGATRON_VOCAB, 2048),
-    # PaLM 540B stand-in: L=118, 48 heads of 256 (attention width 12288, not d_model 18432),
-    # N = 540.35e9, vocab 256k, shared embedding. d_model = the attention width and d_ff =
-    # 160668 give 6N within 0.001% and 12*L*H*Q*T exactly; memory and traffic are rough.
-    _shape("palm-540b", 118, 48, 12288, 256000, 2048, d_ff=160668),
-    get_preset("llama3-8b"), get_preset("llama3-70b"),
-)}
-
-# torchtitan's H100s: 96 GB HBM2e at 500 W, a variant of the SXM row (cluster.device_variant);
-# the peak is kept at the SXM figure, as the published MFU is, so predictions for them are
-# optimistic by the power cap.
-H100_96GB_500W = device_variant("h100-sxm:memory_gb=96,bw_gb_s=2400")
-
-
-@dataclass(frozen=True)
-class PublishedRun:
-    """One published training run: set-up, the oracle figure and where each comes from.
-
-    oracle_kind: one of config.schema.ORACLE_KINDS: MFU (a fraction), tokens/s per device, or
-    TFLOP/s per device (hardware FLOP/s counting recompute, as Megatron-LM reports).
-    fused_attention: the run used flash-style attention (scores never stored); runs before
-    FlashAttention (2022) and PaLM's XLA attention stored them. source_key groups runs for
-    the per-source errors (the csv's section, S1...S14, or the source's name); run_id is the
-    csv id.
-    """
-
-    name: str
-    model: ModelConfig
-    device: DeviceSpec
-    n_devices: int
-    devices_per_node: int
-    global_batch: int
-    seq_len: int
-    layout: Layout
-    oracle_kind: str
-    oracle_value: float
-    oracle_tag: str
-    source: str
-    setup_tag: str = "V"
-    mfu_as_published: float | None = None
-    notes: str = ""
-    fused_attention: bool = False
-    run_id: str = ""
-    source_key: str = ""
-    dtype: str = "bf16"
-    framework: str = "Megatron-LM"  # a FRAMEWORKS key
-    # the peak memory per device the source reports (torchtitan: the allocator's reserved
-    # peak, GiB), set against the planner's estimate in validation
-    published_memory_gib: float | None = None
-
-    @property
-    def stack(self) -> str:
-        """The software stack of the run's framework (STACKS)."""
-        return STACKS[self.framework]
-
-    @property
-    def overlap(self) -> str:
-        """The overlap assumption of the run's framework."""
-        return FRAMEWORKS[self.framework][0]
-
-    @property
-    def kernels(self) -> Kernels:
-        """What the run's framework's kernels save for backward."""
-        return FRAMEWORKS[self.framework][1]
-
-    def published_mfu(self) -> float:
-        """The oracle as MFU (against the dense BF16/FP16 peak)."""
-        if self.oracle_kind == TrainFigure.MFU:
-            return self.oracle_value
-        tokens = self.published_tokens_per_s_per_device()
-        peak = self.device.peak_flops_per_s("bf16") or 0.0
-        return tokens * model_flops_per_token(self.model, self.seq_len).total / peak
-
-    def published_tokens_per_s_per_device(self) -> float:
-        """Tokens/s per device implied by the oracle."""
-        if self.oracle_kind == TrainFigure.TOKENS_PER_S_PER_DEVICE:
-            return self.oracle_value
-        if self.oracle_kind == TrainFigure.TFLOPS_PER_DEVICE:
-            hw = hardware_flops_per_token(self.model, self.seq_len, self.layout.recompute,
-                                          selective=self.kernels.selective)
-            return self.oracle_value * 1e12 / hw
-        peak = self.device.peak_flops_per_s("bf16") or 0.0
-        return self.oracle_value * peak / model_flops_per_token(self.model, self.seq_len).total
-
-
-@dataclass(frozen=True)
-class UnmodelledRun:
-    """A published run the planner does not score, and why."""
-
-    run_id: str
-    name: str
-    source_key: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        """Plain dict for JSON."""
-        return dict(self.__dict__)
-
-
-_A100 = get_spec("a100-80gb")
-_TITAN_NEW = "pytorch/torchtitan docs/performance.md (H100 version, Table 1)"
-
-# Runs found in sources outside the shipped csv (their layouts partly assumed: setup U).
-# Validation only: never fitted, never in the interval residuals or the envelope, so their
-# errors are out of sample by construction (published.validate_found).
-FOUND_RUNS: tuple[PublishedRun, ...] = (
-    PublishedRun("Megatron-LM GPT-3 175B, 1024 A100", SHAPES["gpt3-175b"], _A100, 1024, 8, 1536,
-                 2048, Layout(dp=16, tp=8, pp=8, mb=1, recompute="full", sp=False),
-                 TrainFigure.TFLOPS_PER_DEVICE, 140, "V*",
-                 "Narayanan et al. SC21 (arXiv 2104.04473) sec. 5.1, via a secondary note",
-                 setup_tag="U", source_key="SC21 sec. 5.1",
-                 notes="t=8, p=8 assumed as in Table 1; before sequence parallelism and flash "
-                       "attention"),
-    PublishedRun("MegaScale 175B, 12288 A100", SHAPES["gpt3-175b"], _A100, 12288, 8, 6144, 2048,
-                 Layout(dp=192, tp=8, pp=8, mb=1, zero=1, recompute="selective", sp=True),
-                 TrainFigure.MFU, 0.552, "V", "Jiang et al. 2024 (arXiv 2402.15627) abstract",
-                 setup_tag="U",
-                 fused_attention=True, source_key="MegaScale", framework="MegaScale",
-                 notes="MegaScale overlaps TP/PP/DP traffic (overlap megascale)"),
-    PublishedRun("torchtitan Llama 3 8B, 64 A100, selective op", SHAPES["llama3-8b"], _A100, 64,
-                 8, 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="selective"),
-                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 2973, "V",
-                 "pytorch/torchtitan docs/performance.md (64 A100 version)",
-                 mfu_as_published=0.582, fused_attention=True, source_key="torchtitan",
-                 framework="torchtitan",
-                 notes="torchtitan then counted the input embedding in N (58.2%)"),
-    PublishedRun("torchtitan Llama 3 70B, 64 A100, full AC", SHAPES["llama3-70b"], _A100, 64, 8,
-                 64, 8192, Layout(dp=64, mb=1, zero=3, recompute="full"),
-                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 331, "V",
-                 "pytorch/torchtitan docs/performance.md (64 A100 version)",
-                 mfu_as_published=0.517, fused_attention=True, source_key="torchtitan",
-                 framework="torchtitan"),
-    PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W, 8,
-                 8, 16, 8192, Layout(dp=8, mb=2, zero=3, recompute="selective"),
-                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 5762, "V", _TITAN_NEW,
-                 fused_attention=True,
-                 source_key="torchtitan", framework="torchtitan",
-                 published_memory_gib=82.4,
-                 notes="500 W power cap: below the SXM peak of MFU"),
-    PublishedRun("torchtitan Llama 3.1 8B, 8 H100, FSDP + Float8", SHAPES["llama3-8b"],
-                 H100_96GB_500W, 8, 8, 16, 8192, Layout(dp=8, mb=2, zero=3,
-                                                         recompute="selective"),
-                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 8532, "V", _TITAN_NEW,
-                 fused_attention=True,
-                 source_key="torchtitan", framework="torchtitan",
-                 published_memory_gib=76.8, dtype="fp8",
-                 notes="Float8 linear layers with torch.compile; MFU against the BF16 peak"),
-    PublishedRun("torchtitan Llama 3.1 8B, 128 H100, FSDP", SHAPES["llama3-8b"], H100_96GB_500W,
-                 128, 8, 256, 8192, Layout(dp=128, mb=2, zero=3, recompute="selective"),
-                 TrainFigure.TOKENS_PER_S_PER_DEVICE, 5605, "V", _TITAN_NEW,
-                 setup_tag="U",
-                 fused_attention=True, source_key="torchtitan", framework="torchtitan",
-                 published_memory_gib=67.0,
-                 notes="local batch 2 and selective AC assumed as in Table 1"),
-)
 
 # --- The csv: one PublishedRun per row, or an UnmodelledRun with the reason ---
 
@@ -296,8 +101,9 @@ def _model(row: dict[str, str]) -> tuple[ModelConfig, str]:
     llama = "SwiGLU" in ffn or "Llama" in row["model"]
     d_ff = 0 if ffn.startswith("4h") and not llama else _int(row, "ffn")
     seq = _int(row, "seq_len")
-    cfg = _shape(row["id"], _int(row, "layers"), _int(row, "heads"), h, _int(row, "vocab"), seq,
-                 d_ff, llama, _int(row, "kv_heads") if llama else 0)
+    cfg = validated_shape(row["id"], _int(row, "layers"), _int(row, "heads"), h,
+                          _int(row, "vocab"), seq, d_ff, llama,
+                          _int(row, "kv_heads") if llama else 0)
     return cfg, ""
 
 
@@ -496,8 +302,3 @@ def load_moe_runs() -> tuple[tuple[PublishedRun, ...], tuple[UnmodelledRun, ...]
 
 
 MOE_RUNS, MOE_NOT_MODELLED = load_moe_runs()
-
-
-def shape(name: str) -> ModelConfig:
-    """A validation shape by name (KeyError if absent)."""
-    return SHAPES[name]
