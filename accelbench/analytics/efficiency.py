@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from accelbench.analytics.activations import kv_width_per_rank
 from accelbench.analytics.flops import attention_core_forward_per_token, block_flops
 from accelbench.analytics.kernels import gemm_flops
-from accelbench.analytics.memory import kv_width_per_rank
 from accelbench.analytics.moe_cost import moe_fraction, moe_tokens, routed_assignments
 from accelbench.analytics.precision import (
     FP8_GEMM_EFFICIENCY,

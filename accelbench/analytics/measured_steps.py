@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from accelbench.analytics.activations import RUNTIME_KERNELS
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
 from accelbench.analytics.intervals import Residual, conditions
-from accelbench.analytics.memory import RUNTIME_KERNELS
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.config.errors import ConfigError, checked_fields

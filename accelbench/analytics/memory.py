@@ -1,187 +1,27 @@
-"""Memory estimates (bytes): activations after Korthikanti et al. 2022, and what a run holds.
+"""A device's peak memory (bytes) for a layout: model states, in-flight activations, buffers.
 
 The measured benchmarks call these before allocating, to refuse a cell that cannot fit, and
-record the estimate beside the measured peak.
+record the estimate beside the measured peak. What one layer keeps is in activations.py, the
+model states under ZeRO in model_states.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-from accelbench.analytics.flops import forward_matmuls
-from accelbench.analytics.moe_cost import (
-    moe_fraction,
-    moe_tokens,
-    routed_assignments,
-    stage_split,
+from accelbench.analytics.activations import (
+    EAGER,
+    Kernels,
+    activation_bytes_per_layer,
+    kv_width_per_rank,
 )
+from accelbench.analytics.model_states import ModelStateBytes, block_sizes, stage_state_bytes
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
 from accelbench.config.fit import FITS
 from accelbench.config.layout import Layout, rank_layer_counts
 from accelbench.config.model import ModelConfig
-from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
-
-__all__ = ["BYTES_PER_VALUE"]  # re-exported: the width of one value lives in precision.py
-
-
-@lru_cache(maxsize=64)
-def block_sizes(cfg: ModelConfig) -> tuple[int, int]:
-    """(parameters, GEMM weights) of one block, from accelbench.analytics.params; cached, as
-    the planner asks for them for every layout it evaluates."""
-    return block_params(cfg), block_matmul_params(cfg)
-
-
-def kv_width_per_rank(cfg: ModelConfig, tp: int) -> float:
-    """Key (or value) width one tensor rank holds, times tp: kv_heads x head_dim split over tp
-    when tp divides the KV heads, else one KV head on each rank (Megatron replicates them)."""
-    return max(cfg.kv_heads, tp) * cfg.head_dim
-
-
-@dataclass(frozen=True)
-class Kernels:
-    """What a framework's kernels save for backward where they differ from the default (eager
-    PyTorch with dropout, as Korthikanti et al. count): fused_mlp, Megatron-Core's fused SwiGLU
-    and RoPE (mlp_saved_per_token; RoPE rotates in place, no extra copy); dropout False, a
-    model trained without dropout (Llama, MPT; accelbench's own model), whose masks are not
-    kept; fused_loss, a fused cross-entropy (flash-attn's, llm-foundry's default) that keeps
-    the 16-bit logits and writes their gradient in place (logits_bytes); selective, what
-    selective recompute keeps and reruns (flops.SELECTIVE_POLICIES: "attention", Korthikanti's;
-    "every_other_mm", torchtitan's op-level policy: selective_op_bytes_per_layer)."""
-
-    fused_mlp: bool = False
-    dropout: bool = True
-    fused_loss: bool = False
-    selective: str = "attention"
-    # context parallelism: False, Megatron's ring (chunk buffers only: ring_buffer_bytes); True,
-    # the whole sequence's keys and values all-gathered in every layer and kept for its backward
-    # (accelbench's runtime, parallel/context.py): cp_gathered_kv_bytes a layer
-    cp_gathered: bool = False
-
-
-EAGER = Kernels()
-# accelbench's own runtime (bench/train/cell.py; the planner's view of this machine's cells,
-# analytics/measured_steps.py): SDPA attention, eager GELU/SwiGLU and loss, keys and values
-# all-gathered under cp. Its model has no dropout, yet `dropout` stays True: the masks' 2sbh
-# stand in for what the count leaves out, the fp32 residual the norms save (4 bytes, not 2)
-# and, under rotary embeddings, the attention output's copy (the census in docs/metrics.md)
-RUNTIME_KERNELS = Kernels(cp_gathered=True)
-
-
-def mlp_saved_per_token(cfg: ModelConfig, fused_mlp: bool = False,
-                        ffn_dim: int | None = None) -> int:
-    """16-bit bytes the MLP's split part saves per token: GELU input and output (2f each);
-    SwiGLU's gate output (silu input), up output, silu output and product (down input): 8f;
-    Megatron-Core's fused SwiGLU (bias_swiglu_fusion) saves only its [gate | up] input and
-    recomputes the rest in backward: 4f, plus the down projection's input 2f = 6f. f is the
-    model's ffn_dim unless given (an expert's width)."""
-    f = cfg.ffn_dim if ffn_dim is None else ffn_dim
-    if cfg.activation != "swiglu":
-        return 4 * f
-    return 6 * f if fused_mlp else 8 * f
-
-
-def moe_activation_delta(cfg: ModelConfig, tokens: int, tp: int,
-                         fused_mlp: bool = False, sp: bool = False) -> float:
-    """Bytes an average layer saves beyond the dense layer's count (moe_cost.moe_fraction of
-    the layers are MoE): an MoE layer saves, per routed assignment (capacity padding
-    included), its permuted input (2h) and its expert's intermediates, plus its shared
-    experts' intermediates and its router's scores (2 x E per token), in place of the dense
-    MLP's intermediates (split over tp). Under sequence parallelism the MoE part is of this
-    rank's tokens / tp (moe_cost.moe_tokens)."""
-    fraction = moe_fraction(cfg)
-    if not fraction:
-        return 0.0
-    own = moe_tokens(tokens, tp, sp)
-    per_assignment = 2 * cfg.d_model + mlp_saved_per_token(cfg, fused_mlp, cfg.expert_ffn_dim)
-    routed = routed_assignments(cfg, own) * per_assignment
-    shared = own * mlp_saved_per_token(cfg, fused_mlp, cfg.n_shared_experts * cfg.expert_ffn_dim)
-    dense = tokens * mlp_saved_per_token(cfg, fused_mlp) / tp
-    return fraction * (routed + shared + 2 * own * cfg.n_experts - dense)
-
-
-def layer_activation_terms(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int = 1,
-                           kernels: Kernels = EAGER) -> tuple[float, float, float]:
-    """Bytes (16-bit) one layer saves, split as tensor parallelism splits them.
-
-    Korthikanti et al. 2022 sec. 4.1, with the MLP and the keys/values at their real widths.
-    Returns (replicated, split, scores): replicated = norm inputs (2sbh each; RMSNorm saves the
-    same input as LayerNorm, and one statistic per token instead of two, which is negligible)
-    + QKV and MLP inputs (2sbh each) + the two dropout masks (sbh each) = 10sbh; split over t =
-    Q (2sbh), K and V (2sb*kv each, kv = kv_heads x head_dim: grouped-query attention saves
-    less), projection input (2sbh) and the MLP's (mlp_saved_per_token); scores = 5as^2b. With
-    f = 4h and kv = h: 34sbh + 5as^2b, the paper's. A parallel-residual block (GPT-NeoX) feeds
-    both norms the same tensor, saved once. Rotary embeddings add the rotated Q and K
-    (2sbh + 2sb*kv, split): attention saves those while the unrotated projections stay alive.
-    `tp` only sets how many KV heads a rank holds (kv_width_per_rank): the split term is
-    returned times tp, so that dividing by tp gives one rank's share. `kernels` changes what
-    is saved (Kernels: fused SwiGLU and RoPE, no dropout masks).
-    """
-    s, b, h, a = seq_len, micro_batch, cfg.d_model, cfg.n_head
-    kv = kv_width_per_rank(cfg, tp)
-    layer_norm_inputs = 1 if cfg.parallel_residual else 2
-    masks = 1 + 1 if kernels.dropout else 0
-    replicated = (2 * layer_norm_inputs + 2 + 2 + masks) * s * b * h
-    fused = kernels.fused_mlp
-    rotated_qk = 2 * s * b * (h + kv) if cfg.position == "rotary" and not fused else 0
-    split = (4 * s * b * h + 4 * s * b * kv + s * b * mlp_saved_per_token(cfg, fused)
-             + rotated_qk)
-    scores = 5 * a * s * s * b
-    return float(replicated), float(split), float(scores)
-
-
-def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, micro_batch: int,
-                               bytes_per_value: int = 2, tp: int = 1, sp: bool = False,
-                               recompute: str = "none", fused_attention: bool = False,
-                               cp: int = 1, kernels: Kernels = EAGER) -> float:
-    """Activations one transformer layer keeps for backward (Korthikanti et al. 2022, sec. 4-5).
-
-    The paper's constants assume 16-bit values; other widths scale them. Tensor parallelism
-    splits the `split` and `scores` terms of layer_activation_terms over tp, sequence
-    parallelism also the replicated one. Selective recompute drops the scores; so does a fused
-    attention kernel (flash or memory-efficient SDPA), which never stores them. Full recompute
-    keeps only the layer's input (2sbh, split over tp under sequence parallelism). Context
-    parallelism (cp) gives each rank s/cp of every sequence: every term, the scores' rows too,
-    divides by cp.
-    """
-    if recompute not in RECOMPUTE_KINDS:
-        raise ValueError(f"recompute must be one of {RECOMPUTE_KINDS}, got {recompute!r}")
-    scale = bytes_per_value / 2 / cp
-    replicated_div = tp if sp else 1
-    if recompute == "full":
-        return 2 * seq_len * micro_batch * cfg.d_model * scale / replicated_div
-    if recompute == "selective" and kernels.selective == "every_other_mm":
-        block_input, split = selective_op_terms(cfg, seq_len * micro_batch)
-        return (block_input / replicated_div + split / tp) * scale
-    replicated, split, scores = layer_activation_terms(cfg, seq_len, micro_batch, tp,
-                                                       kernels)
-    kept = replicated / replicated_div + split / tp
-    if cfg.n_experts:
-        kept += moe_activation_delta(cfg, seq_len * micro_batch, tp, kernels.fused_mlp, sp)
-    if recompute == "none" and not fused_attention:
-        kept += scores / tp
-    gathered = 0.0  # the rest of the sequence's K and V, beside this rank's s/cp
-    if kernels.cp_gathered:
-        gathered = cp_gathered_kv_bytes(cfg, seq_len, micro_batch, tp, cp) * bytes_per_value / 2
-    return kept * scale + gathered
-
-
-def cp_gathered_kv_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int,
-                         cp: int) -> float:
-    """16-bit bytes of the other cp ranks' keys and values a layer keeps when they are
-    all-gathered and saved for the backward: 2 x 2 x s x (1 - 1/cp) x b x kv width / tp (zero
-    without cp); full recompute gathers them again and keeps none."""
-    return 4.0 * seq_len * (1 - 1 / cp) * micro_batch * kv_width_per_rank(cfg, tp) / tp
-
-
-def selective_op_terms(cfg: ModelConfig, tokens: int) -> tuple[float, float]:
-    """(block input, split part): 16-bit bytes a dense block keeps under torchtitan's op-level
-    selective recompute: its input (the checkpoint's), the outputs of the 1st, 3rd, ... forward
-    matmul (flops.forward_matmuls) and the attention output (SDPA is saved; its per-head
-    log-sum-exp is negligible); every other op is rerun in backward."""
-    saved = sum(out for i, (_, out) in enumerate(forward_matmuls(cfg)) if i % 2 == 0)
-    return 2.0 * tokens * cfg.d_model, 2.0 * tokens * (saved + cfg.d_model)
+from accelbench.config.vocab import GB
 
 
 def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
@@ -200,11 +40,8 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
     return weights_and_grads + io + transient + acts
 
 
-# --- Model states under ZeRO, pipeline in-flight activations, buffers (the planner's memory) ---
+# --- Pipeline in-flight activations, buffers, the peak (the planner's memory) ---
 
-# Optimizer bytes per parameter beyond the weights and gradients: fp32 moments (Adam: m and v;
-# SGD: momentum) plus an fp32 master copy when the weights are narrower than fp32.
-OPTIMIZER_MOMENTS = {"adam": 2, "sgd": 1}
 WORKSPACE_BYTES = 1 * GB  # runtime context, GEMM workspaces, collective buffers: an assumption
 # A CPU process has no device context to pay for, and its measured memory is malloc's bytes in
 # use (bench/memory.py), not RSS with the freed blocks glibc keeps: beyond the tensors it counts
@@ -214,83 +51,6 @@ WORKSPACE_BYTES = 1 * GB  # runtime context, GEMM workspaces, collective buffers
 # 10% of the estimate, first cells included (benchmarks/cpu_memory_estimate.py, docs/metrics.md).
 CPU_WORKSPACE_BYTES = 0
 USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
-
-
-@dataclass(frozen=True)
-class ModelStateBytes:
-    """Weights, gradients and optimizer state one rank holds, in bytes."""
-
-    params: float
-    grads: float
-    optimizer: float
-
-    @property
-    def total(self) -> float:
-        """All model states."""
-        return self.params + self.grads + self.optimizer
-
-
-def optimizer_bytes_per_param(dtype: str, optimizer: str = "adam") -> int:
-    """K of the ZeRO paper: 12 for mixed-precision Adam (fp32 copy, m, v), 8 for fp32 Adam;
-    FP8 training keeps the same fp32 master copy and moments as BF16 (precision.py)."""
-    return 4 * OPTIMIZER_MOMENTS[optimizer] + training_widths(dtype).master
-
-
-def model_state_bytes(n_params: float, dp: int = 1, zero: int = 0, dtype: str = "bf16",
-                      optimizer: str = "adam", gemm_params: float = 0.0) -> ModelStateBytes:
-    """ZeRO sec. 3.1: stage 1 shards optimizer state over dp, 2 also gradients, 3 also weights.
-
-    Widths from precision.training_widths: under fp8 the weights and gradients stay BF16 and
-    each block GEMM weight (`gemm_params` of them) adds its 1-byte FP8 copy, counted with the
-    weights.
-    """
-    if zero not in ZERO_STAGES:
-        raise ValueError(f"zero must be one of {ZERO_STAGES}, got {zero!r}")
-    widths = training_widths(dtype)
-    params = widths.weights * n_params + widths.fp8_weight_copy * gemm_params
-    grads = widths.grads * n_params
-    opt = optimizer_bytes_per_param(dtype, optimizer) * n_params
-    return ModelStateBytes(params / dp if zero >= 3 else params,
-                           grads / dp if zero >= 2 else grads,
-                           opt / dp if zero >= 1 else opt)
-
-
-def stage_params(cfg: ModelConfig, tp: int, pp: int, stage: str,
-                 vocab_parallel: bool = True, layers: float | None = None) -> float:
-    """Parameters on one rank of the "first", a "middle" or the "last" pipeline stage.
-
-    Blocks split over stages (`layers` of them on this stage, else L/pp) and over tensor ranks;
-    the token embedding and the output head are vocabulary-parallel (split over tp, as Megatron
-    does) unless vocab_parallel=False (accelbench's own tensor parallel replicates them);
-    learned positions are replicated. A tied head lives on both end stages when pp > 1
-    (Megatron keeps a copy there), once when pp == 1.
-    """
-    h = cfg.d_model
-    vocab_tp = tp if vocab_parallel else 1
-    blocks = (cfg.n_layer / pp if layers is None else layers) * block_sizes(cfg)[0] / tp
-    embed = cfg.padded_vocab * h / vocab_tp + (cfg.n_positions * h if cfg.position == "learned"
-                                             else 0)
-    norm = cfg.norm_params  # the final norm, on the last stage
-    head = cfg.padded_vocab * h / vocab_tp + norm
-    if pp == 1:
-        return blocks + embed + (0 if cfg.tie_embeddings else head - norm) + norm
-    return blocks + {"first": embed, "last": head}.get(stage, 0.0)
-
-
-def stage_state_bytes(cfg: ModelConfig, layout: Layout, stage: str, layers: float, dtype: str,
-                      optimizer: str, gemm_params: float = 0.0,
-                      vocab_parallel: bool = True) -> ModelStateBytes:
-    """Model states one rank of a stage holds: ZeRO shards dense state over dp x cp and, in a
-    mixture of experts, the rank's E / ep experts' state over the dp x cp / ep ranks that hold
-    the same experts (moe_cost.stage_split)."""
-    params = stage_params(cfg, layout.tp, layout.pp, stage, vocab_parallel, layers)
-    group = layout.dp * layout.cp
-    if not cfg.n_experts:
-        return model_state_bytes(params, group, layout.zero, dtype, optimizer, gemm_params)
-    dense, expert = stage_split(cfg, params, layout.tp, layout.ep, layers)
-    d = model_state_bytes(dense, group, layout.zero, dtype, optimizer, gemm_params)
-    e = model_state_bytes(expert, group // layout.ep, layout.zero, dtype, optimizer)
-    return ModelStateBytes(d.params + e.params, d.grads + e.grads, d.optimizer + e.optimizer)
 
 
 def inflight_layer_microbatches(n_layer: int, pp: int, vp: int, n_micro: int,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelbench.analytics.activations import EAGER, Kernels
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
-from accelbench.analytics.memory import EAGER, Kernels
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.schema import TrainFigure
@@ -13,7 +13,7 @@ from accelbench.hardware.specs import DeviceSpec
 
 # The framework each run used, and what the planner assumes of it: the overlap of
 # communication with compute (steptime.OVERLAP_MODES) and what its kernels save for backward
-# (memory.Kernels: fused SwiGLU/RoPE, dropout masks, fused loss). Stated, not fitted: the
+# (activations.Kernels: fused SwiGLU/RoPE, dropout masks, fused loss). Stated, not fitted: the
 # GPT-3-era runs trained with dropout 0.1; Llama and MPT without; llm-foundry's MPT yamls use
 # flash-attn's fused cross-entropy; Llama 3's stack is assumed Megatron-style (fused SwiGLU).
 FRAMEWORKS: dict[str, tuple[str, Kernels]] = {

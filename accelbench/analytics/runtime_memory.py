@@ -24,18 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelbench.analytics.activations import RUNTIME_KERNELS, Kernels, activation_bytes_per_layer
 from accelbench.analytics.memory import (
-    RUNTIME_KERNELS,
-    Kernels,
     MemoryBreakdown,
-    ModelStateBytes,
-    activation_bytes_per_layer,
-    block_sizes,
     inflight_layer_microbatches,
     logits_bytes,
-    stage_params,
     stages_to_check,
 )
+from accelbench.analytics.model_states import ModelStateBytes, block_sizes, stage_params
 from accelbench.analytics.moe_cost import stage_split
 from accelbench.analytics.precision import training_widths
 from accelbench.config.layout import Layout

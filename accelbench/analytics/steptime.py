@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from accelbench.analytics import comm
+from accelbench.analytics.activations import EAGER, Kernels
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.comm import allreduce_bytes_per_rank, gather_bytes_per_rank
 from accelbench.analytics.efficiency import (
@@ -44,13 +45,8 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
 )
 from accelbench.analytics.kernels import ADAMW_BYTES_PER_PARAM
-from accelbench.analytics.memory import (
-    EAGER,
-    Kernels,
-    optimizer_bytes_per_param,
-    stage_params,
-    stages_to_check,
-)
+from accelbench.analytics.memory import stages_to_check
+from accelbench.analytics.model_states import optimizer_bytes_per_param, stage_params
 from accelbench.analytics.moe_cost import (
     all_to_all_bytes_per_layer,
     all_to_all_count,

@@ -22,7 +22,6 @@ from accelbench.analytics.comm import (
     pp_sends_per_microbatch,
     tp_bytes_per_layer,
 )
-from accelbench.analytics.memory import BYTES_PER_VALUE
 from accelbench.analytics.moe_cost import (
     all_to_all_bytes_per_layer,
     dense_mlp_params,
@@ -31,6 +30,7 @@ from accelbench.analytics.moe_cost import (
     shared_params,
 )
 from accelbench.analytics.params import block_params
+from accelbench.analytics.precision import BYTES_PER_VALUE
 from accelbench.config.layout import Layout, rank_layer_counts, stage_layer_counts
 from accelbench.config.model import ModelConfig, is_moe_layer
 from accelbench.config.runtime_settings import (

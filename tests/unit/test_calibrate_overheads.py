@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from accelbench.analytics.activations import Kernels
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.comm import dp_bytes_per_rank
 from accelbench.analytics.efficiency import BuiltinRates, ProfileRates, layer_cost
@@ -20,7 +21,7 @@ from accelbench.analytics.kernels import (
     optimizer_bytes,
 )
 from accelbench.analytics.measured_steps import predict_step_s, profile_device
-from accelbench.analytics.memory import Kernels, stage_params
+from accelbench.analytics.model_states import stage_params
 from accelbench.analytics.profile import Curve, MachineProfile
 from accelbench.analytics.steptime import DDP_BUCKET_BYTES, TrainSetup, estimate_step
 from accelbench.bench.calibrate.overheads import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from accelbench.analytics.memory import layer_activation_terms
+from accelbench.analytics.activations import layer_activation_terms
 from accelbench.config.model import ModelConfig, validate_model
 from accelbench.models.gpt import Block
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from accelbench.analytics.activations import Kernels, activation_bytes_per_layer
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.efficiency import (
     BUILTIN_GEMM_TOP,
@@ -22,7 +23,7 @@ from accelbench.analytics.efficiency import (
 )
 from accelbench.analytics.kernels import gemm_flops
 from accelbench.analytics.measured_steps import step_errors, validate_measured_steps
-from accelbench.analytics.memory import Kernels, activation_bytes_per_layer, logits_bytes
+from accelbench.analytics.memory import logits_bytes
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.profile import Curve, MachineProfile, Point, point_dict
@@ -231,7 +232,7 @@ def test_a_profiles_collectives_time_the_data_parallel_reduction_by_hand() -> No
     collectives takes another profile's (a launched rank's profile at one thread)."""
     from accelbench.analytics.comm import dp_bytes_per_rank
     from accelbench.analytics.measured_steps import profile_device, with_collectives
-    from accelbench.analytics.memory import stage_params
+    from accelbench.analytics.model_states import stage_params
     from accelbench.analytics.steptime import collectives_s
 
     comm_only = replace(_profile(), curves={"collective:all_reduce": Curve((1e3, 1e9),

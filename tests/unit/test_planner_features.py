@@ -11,6 +11,7 @@ from importlib import resources
 import pytest
 
 from accelbench.analytics import comm
+from accelbench.analytics.activations import activation_bytes_per_layer, layer_activation_terms
 from accelbench.analytics.cluster import device_variant, make_cluster
 from accelbench.analytics.efficiency import (
     ATTENTION_SHARE,
@@ -21,14 +22,8 @@ from accelbench.analytics.efficiency import (
 )
 from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.found_runs import H100_96GB_500W
-from accelbench.analytics.memory import (
-    activation_bytes_per_layer,
-    layer_activation_terms,
-    memory_per_device,
-    model_state_bytes,
-    ring_buffer_bytes,
-    stage_params,
-)
+from accelbench.analytics.memory import memory_per_device, ring_buffer_bytes
+from accelbench.analytics.model_states import model_state_bytes, stage_params
 from accelbench.analytics.params import block_matmul_params
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.published_csv import CSV_RUNS, NOT_MODELLED, PUBLISHED_RUNS

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.analytics.activations import activation_bytes_per_layer
 from accelbench.analytics.memory import (
-    activation_bytes_per_layer,
     block_train_bytes,
     inflight_layer_microbatches,
     memory_per_device,
-    model_state_bytes,
-    stage_params,
 )
+from accelbench.analytics.model_states import model_state_bytes, stage_params
 from accelbench.analytics.params import total_params
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
@@ -106,7 +105,7 @@ def test_memory_per_device_gpt3_megatron_layout() -> None:
 
 def test_fused_attention_stores_no_scores():
     """Flash/memory-efficient SDPA keeps what selective recompute keeps: sbh(10 + 24/t)."""
-    from accelbench.analytics.memory import activation_bytes_per_layer
+    from accelbench.analytics.activations import activation_bytes_per_layer
     from accelbench.config.presets import get_preset
 
     cfg = get_preset("gpt2-xl")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.flops import model_flops_per_token
-from accelbench.analytics.memory import stage_state_bytes
+from accelbench.analytics.model_states import stage_state_bytes
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer, expert_params
 from accelbench.analytics.params import active_params, matmul_params, total_params
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan

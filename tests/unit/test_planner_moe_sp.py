@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.analytics.activations import moe_activation_delta
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.comm import collective_time_s
 from accelbench.analytics.efficiency import BuiltinRates, moe_gemm_delta_s
-from accelbench.analytics.memory import moe_activation_delta
 from accelbench.analytics.moe_cost import moe_tokens
 from accelbench.analytics.steptime import TrainSetup, all_to_all_s
 from accelbench.config.layout import Layout

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from accelbench.analytics.activations import Kernels, activation_bytes_per_layer
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.flops import (
     every_other_mm_rerun_params,
@@ -14,7 +15,6 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
     recompute_flops_per_token,
 )
-from accelbench.analytics.memory import Kernels, activation_bytes_per_layer
 from accelbench.analytics.steptime import TrainSetup, estimate_step
 from accelbench.analytics.validation_rows import validate_found
 from accelbench.config.layout import Layout

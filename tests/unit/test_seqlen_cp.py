@@ -155,7 +155,7 @@ def test_first_fits_takes_the_best_cell_at_the_fewest_ranks():
 
 
 def test_the_runtime_estimate_counts_the_gathered_keys_and_values_the_planner_a_ring():
-    from accelbench.analytics.memory import (
+    from accelbench.analytics.activations import (
         EAGER,
         RUNTIME_KERNELS,
         activation_bytes_per_layer,
