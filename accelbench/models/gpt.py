@@ -26,15 +26,10 @@ from torch.utils.checkpoint import checkpoint
 
 from accelbench.config.model import ModelConfig, is_moe_layer, rotary_dims
 from accelbench.config.vocab import LOSS_IMPLS, RECOMPUTE_KINDS
+from accelbench.models.aux_loss import with_aux_term
 from accelbench.models.chunked_loss import chunked_cross_entropy
 from accelbench.models.mlp import MLP
-from accelbench.models.moe import (
-    MoE,
-    aux_loss_of,
-    recompute_contexts,
-    share_aux_grad_scale,
-    with_aux_term,
-)
+from accelbench.models.moe import MoE, aux_loss_of, recompute_contexts, share_aux_grad_scale
 from accelbench.models.prefix_attention import prefix_causal_attention
 
 __all__ = ["GPT", "MLP", "Block", "set_recompute"]

@@ -37,6 +37,9 @@ Load: `tokens_routed` and `tokens_dropped` (per expert, this process's tokens) a
 forwards until `reset_load`; the rerun forward of full recompute does not count twice. They
 live on the layer's device and are read on the host only when the steps end (expert_load), so
 counting adds no host sync to a timed step.
+
+Routing, dispatch and the experts are in moe_routing.py; the auxiliary loss and the path of
+its gradient in aux_loss.py.
 """
 
 from __future__ import annotations
@@ -44,107 +47,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from accelbench.config.model import ModelConfig, moe_layer_count
-from accelbench.models.mlp import MLP, activate
-
-
-@dataclass(frozen=True)
-class Routing:
-    """Where the tokens of one forward go: kept assignments sorted by expert (ascending token
-    within an expert), and the per-expert counts."""
-
-    token_index: torch.Tensor  # (A,) long: the token of each kept assignment
-    expert_index: torch.Tensor  # (A,) long: its expert, ascending
-    gate: torch.Tensor  # (A,) float32: its gate
-    tokens_per_expert: torch.Tensor  # (E,) long: kept assignments per expert
-    dropped_per_expert: torch.Tensor  # (E,) long: assignments over capacity, per expert
-    n_tokens: int | torch.Tensor  # a tensor once summed over sp shards (whole_sequence)
-
-    def counts(self) -> list[int]:
-        """Kept assignments per expert as Python ints (the split sizes of the sorted rows)."""
-        return self.tokens_per_expert.tolist()
-
-
-Dispatch = Callable[[torch.Tensor, Routing, "Experts"], torch.Tensor]
-
-
-def permute(x: torch.Tensor, routing: Routing) -> torch.Tensor:
-    """The token rows of every kept assignment, in expert order: (A, d_model)."""
-    return x.index_select(0, routing.token_index)
-
-
-def combine(y_sorted: torch.Tensor, routing: Routing) -> torch.Tensor:
-    """Each expert row times its gate, added back to its token: (A, d) -> (T, d)."""
-    weighted = y_sorted * routing.gate.to(y_sorted.dtype).unsqueeze(-1)
-    out = y_sorted.new_zeros(routing.n_tokens, y_sorted.shape[-1])
-    return out.index_add(0, routing.token_index, weighted)
-
-
-def local_dispatch(x: torch.Tensor, routing: Routing, experts: Experts) -> torch.Tensor:
-    """Every expert in this process: permute, compute, combine."""
-    return combine(experts(permute(x, routing), routing.counts()), routing)
-
-
-class Experts(nn.Module):
-    """E expert MLPs as stacked weights (E, rows, cols), so that expert parallelism can shard
-    dim 0: w_fc (E, [gate | up] or ffn, d_model), w_proj (E, d_model, ffn), biases if the model
-    has them; `first_expert` is the global index of row 0."""
-
-    def __init__(self, cfg: ModelConfig, n_local: int | None = None, first_expert: int = 0) -> None:
-        super().__init__()
-        n = cfg.n_experts if n_local is None else n_local
-        ffn = cfg.expert_ffn_dim
-        self.gated = cfg.gated_mlp
-        self.approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
-        self.first_expert = first_expert
-        width = 2 * ffn if self.gated else ffn
-        self.w_fc = nn.Parameter(torch.empty(n, width, cfg.d_model))
-        self.w_proj = nn.Parameter(torch.empty(n, cfg.d_model, ffn))
-        self.b_fc = nn.Parameter(torch.zeros(n, width)) if cfg.bias else None
-        self.b_proj = nn.Parameter(torch.zeros(n, cfg.d_model)) if cfg.bias else None
-        nn.init.normal_(self.w_fc, mean=0.0, std=0.02)  # GPT's init, scaled on the output side
-        nn.init.normal_(self.w_proj, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
-
-    @property
-    def n_local(self) -> int:
-        """Experts held by this module."""
-        return self.w_fc.shape[0]
-
-    def forward(self, x_sorted: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """Rows grouped by expert (counts[i] rows for local expert i, in order) -> outputs.
-
-        The stacked weights are unbound once: the gradient is one stacked tensor, not one
-        zero-filled (E, ...) tensor per expert as indexing each expert would make it."""
-        if len(counts) != self.n_local:
-            raise ValueError(f"{len(counts)} row counts for {self.n_local} experts")
-        w_fc, w_proj = self.w_fc.unbind(0), self.w_proj.unbind(0)
-        b_fc = self.b_fc.unbind(0) if self.b_fc is not None else [None] * self.n_local
-        b_proj = self.b_proj.unbind(0) if self.b_proj is not None else [None] * self.n_local
-        outs = [self._mlp(rows, w_fc[i], b_fc[i], w_proj[i], b_proj[i])
-                for i, rows in enumerate(x_sorted.split(counts))]
-        return torch.cat(outs) if outs else x_sorted
-
-    def _mlp(self, rows: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | None,
-             w_proj: torch.Tensor, b_proj: torch.Tensor | None) -> torch.Tensor:
-        """One expert's MLP on its rows (n, d_model)."""
-        h = activate(F.linear(rows, w_fc, b_fc), self.gated, self.approximate)
-        return F.linear(h, w_proj, b_proj)
-
-    @torch.no_grad()
-    def shard(self, first_expert: int, n_local: int) -> None:
-        """Keep experts [first_expert, first_expert + n_local) only (expert parallelism)."""
-        keep = slice(first_expert, first_expert + n_local)
-        for name in ("w_fc", "w_proj", "b_fc", "b_proj"):
-            p = getattr(self, name)
-            if p is not None:
-                setattr(self, name, nn.Parameter(p[keep].clone()))
-        self.first_expert = first_expert
+from accelbench.models.aux_loss import AuxLossGradScale, load_balancing_loss, scale_aux_loss
+from accelbench.models.mlp import MLP
+from accelbench.models.moe_routing import Dispatch, Experts, Routing, local_dispatch, whole_sequence
 
 
 class MoE(nn.Module):
@@ -248,70 +158,6 @@ class MoE(nn.Module):
         self.tokens_dropped.zero_()
 
 
-class AuxLossGradScale:
-    """The factor the backward under way gives the model's loss (1 / accumulation steps, an fp16
-    loss scale): the aux losses' gradients are their weight times it. One per model, shared by
-    its MoE layers; 0 until a loss sets it, so a backward of the logits alone adds none."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: torch.Tensor | float = 0.0
-
-
-class AuxLossAutoScaler(torch.autograd.Function):
-    """Identity on an MoE layer's output; its backward also gives the layer's aux loss the
-    gradient weight x scale.value, read when the backward runs (Megatron-Core's technique)."""
-
-    @staticmethod
-    def forward(ctx, output: torch.Tensor, aux_loss: torch.Tensor, weight: float,
-                scale: AuxLossGradScale) -> torch.Tensor:
-        ctx.weight, ctx.scale = weight, scale
-        ctx.aux_dtype, ctx.aux_device = aux_loss.dtype, aux_loss.device  # nothing saved
-        return output.view_as(output)
-
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor):
-        value = ctx.scale.value  # a tensor on the loss's device, or a stage's float: no copy
-        if isinstance(value, torch.Tensor):
-            grad_aux = (value * ctx.weight).to(ctx.aux_dtype).reshape(())
-        else:
-            grad_aux = torch.full((), value * ctx.weight, dtype=ctx.aux_dtype,
-                                  device=ctx.aux_device)
-        return grad_output, grad_aux, None, None
-
-
-class LossGradProbe(torch.autograd.Function):
-    """The model's loss plus the (detached) aux term, for its value; in backward it records the
-    gradient the loss receives, before any MoE layer's backward (they all lie upstream)."""
-
-    @staticmethod
-    def forward(ctx, loss: torch.Tensor, aux_term: torch.Tensor,
-                scale: AuxLossGradScale) -> torch.Tensor:
-        ctx.scale = scale
-        return loss + aux_term
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        ctx.scale.value = grad.detach()
-        return grad, None, None
-
-
-@torch.compiler.disable  # run eagerly: the scale is read when the backward runs, not traced
-def scale_aux_loss(output: torch.Tensor, aux_loss: torch.Tensor, weight: float,
-                   scale: AuxLossGradScale) -> torch.Tensor:
-    """`output`, whose backward also backpropagates weight x scale.value into `aux_loss`."""
-    return AuxLossAutoScaler.apply(output, aux_loss, weight, scale)
-
-
-@torch.compiler.disable
-def with_aux_term(loss: torch.Tensor, aux_term: torch.Tensor,
-                  scale: AuxLossGradScale) -> torch.Tensor:
-    """loss + aux_term (detached) as the value; its backward sets scale.value to the loss's
-    gradient, which the layers' AuxLossAutoScaler multiply their weights by."""
-    return LossGradProbe.apply(loss, aux_term.detach(), scale)
-
-
 def share_aux_grad_scale(model: nn.Module) -> AuxLossGradScale:
     """One AuxLossGradScale for every MoE layer of `model` (a GPT's, or a stage's)."""
     scale = AuxLossGradScale()
@@ -344,30 +190,6 @@ def logged_aux_loss_sum(modules: Iterable[nn.Module], last: int,
             for value in (m.aux_log or [])[-last:]:
                 total = total + value.float()
     return total
-
-
-def load_balancing_loss(scores: torch.Tensor, routing: Routing, top_k: int,
-                        sequence_sum: Callable[[torch.Tensor], torch.Tensor] | None = None
-                        ) -> torch.Tensor:
-    """E x sum_e f_e P_e: f_e the share of tokens whose top k held e (drops included), P_e the
-    mean (per-token normalised) score of e. Under sequence parallelism (routing of the whole
-    sequence, whole_sequence) P_e sums the tp ranks' shards, so each computes the one loss."""
-    n_experts = scores.shape[-1]
-    chosen = (routing.tokens_per_expert + routing.dropped_per_expert).to(scores.dtype)
-    fraction = chosen / routing.n_tokens
-    probs = scores / scores.sum(-1, keepdim=True)
-    mean = probs.mean(0) if sequence_sum is None else sequence_sum(probs.sum(0)) / routing.n_tokens
-    return n_experts * torch.sum(fraction * mean)
-
-
-def whole_sequence(routing: Routing, sequence_sum: Callable[[torch.Tensor], torch.Tensor],
-                   top_k: int) -> Routing:
-    """Sequence parallelism: this shard's routing with the per-expert counts and the token count
-    of the whole sequence (summed over the tp ranks' shards), for the load counters (each tp
-    rank then holds its replica's load, as without sp) and the auxiliary loss."""
-    load = sequence_sum(torch.stack((routing.tokens_per_expert, routing.dropped_per_expert)))
-    return replace(routing, tokens_per_expert=load[0], dropped_per_expert=load[1],
-                   n_tokens=load.sum() // top_k)  # a tensor: read on the host would sync
 
 
 def moe_layers(model: nn.Module) -> list[MoE]:

@@ -29,15 +29,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from accelbench.config.layout import Layout
-from accelbench.models.moe import (
-    Experts,
-    MoE,
-    Routing,
-    combine,
-    moe_layers,
-    permute,
-    set_dispatch,
-)
+from accelbench.models.moe import MoE, moe_layers, set_dispatch
+from accelbench.models.moe_routing import Experts, Routing, combine, permute
 from accelbench.parallel.dist import ExpertGroups, expert_groups
 
 EXPERT_SHARDS_ATTR = "accelbench_expert_shards"  # a parameter split over this many ep ranks

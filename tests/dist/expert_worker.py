@@ -20,7 +20,8 @@ from shared_launch import launched  # this folder: the script's own, on the path
 from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
-from accelbench.models.moe import Experts, Routing, expert_load, local_dispatch, moe_layers
+from accelbench.models.moe import expert_load, moe_layers
+from accelbench.models.moe_routing import Experts, Routing, local_dispatch
 from accelbench.parallel.apply import micro_batch_context, prepare_model
 from accelbench.parallel.collectives import profile_collectives
 from accelbench.parallel.dist import make_mesh, mean_over_replicas

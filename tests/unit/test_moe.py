@@ -29,16 +29,8 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.model import is_moe_layer, moe_layer_count
 from accelbench.config.presets import get_preset, resolve_model
 from accelbench.models.gpt import GPT, MLP, Block
-from accelbench.models.moe import (
-    MoE,
-    Routing,
-    combine,
-    expert_load,
-    local_dispatch,
-    moe_layers,
-    permute,
-    set_dispatch,
-)
+from accelbench.models.moe import MoE, expert_load, moe_layers, set_dispatch
+from accelbench.models.moe_routing import Routing, combine, local_dispatch, permute
 
 # Hugging Face config.json arithmetic (safetensors totals of the released checkpoints)
 PUBLISHED = {"mixtral-8x7b": 46_702_792_704, "mixtral-8x22b": 140_620_634_112,

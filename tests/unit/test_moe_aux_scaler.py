@@ -8,15 +8,14 @@ import pytest
 import torch
 
 from accelbench.config.presets import get_preset
-from accelbench.models.gpt import GPT
-from accelbench.models.moe import (
+from accelbench.models.aux_loss import (
     AuxLossAutoScaler,
     AuxLossGradScale,
-    aux_loss_of,
     scale_aux_loss,
-    set_aux_grad_scale,
     with_aux_term,
 )
+from accelbench.models.gpt import GPT
+from accelbench.models.moe import aux_loss_of, set_aux_grad_scale
 
 CFG = get_preset("moe-tiny").with_changes(vocab_size=256, n_positions=32, aux_loss_coef=0.3)
 
