@@ -1,10 +1,15 @@
 """A rank's own compute in each step, for naming a slow rank (analytics/straggler.py), and the
 test-only delay that makes one rank slow.
 
-On a CPU device the compute of a step's forward and backward is the step loop thread's CPU
-time over them: a rank blocked in a gloo collective, waiting for a peer, or descheduled by the
-OS uses none, so what it measures is the rank's own work (torch's CPU kernels and its own
-collective calls' host work). The step's wall time less that is its waiting. An
+On a CPU device the compute of a step's forward and backward is the step loop thread's user
+CPU time over them: a rank blocked in a gloo collective, waiting for a peer, or descheduled by
+the OS uses none, so what it measures is the rank's own work (torch's CPU kernels and its own
+collective calls' host work). Not its kernel time: that is mostly the page faults of the
+memory malloc maps afresh each step, which differ between processes doing the same work (on
+a 2-core EPYC, gpt2-tiny at dp=2: 44,000-88,000 faults a step and 0.07-0.14 s of kernel time
+against 0.16 s of user time, and identical ranks differed by 10-25% in user + kernel time
+while their user times agreed within a few per cent; docs/metrics.md). The step's wall time
+less the compute is its waiting (and its kernel time). An
 accelerator's kernels run asynchronously, so host CPU time says nothing of them: there the
 compute is not measured (None) and no rank is named; docs/gpu.md lists that path as not built.
 
@@ -18,9 +23,15 @@ from __future__ import annotations
 import os
 import time
 
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
 import torch
 
 TEST_DELAY_ENV = "ACCELBENCH_TEST_SLOW_RANK"
+_THREAD_USAGE = getattr(resource, "RUSAGE_THREAD", None)  # Linux only
 
 
 def measures_compute(device: torch.device) -> bool:
@@ -29,11 +40,16 @@ def measures_compute(device: torch.device) -> bool:
 
 
 def compute_clock() -> float:
-    """This thread's CPU seconds so far: the step loop's thread runs the forward, the backward
-    (CPU autograd runs in the calling thread) and, with one intra-op thread a rank, every
-    kernel; it blocks in a collective's wait. The process's CPU time would also count gloo's
-    own threads, which poll while they wait for a peer."""
-    return time.thread_time()
+    """This thread's user CPU seconds so far: the step loop's thread runs the forward, the
+    backward (CPU autograd runs in the calling thread) and, with one intra-op thread a rank,
+    every kernel; it blocks in a collective's wait. The process's CPU time would also count
+    gloo's own threads; the thread's kernel time, its page faults (module docstring). Linux
+    splits a thread's CPU time into user and kernel by its clock ticks (4 ms at 250 Hz), so a
+    step's share is sampled: the comparison pairs steps and takes their median
+    (analytics/straggler.py). Elsewhere (no RUSAGE_THREAD): the thread's whole CPU time."""
+    if _THREAD_USAGE is None:
+        return time.thread_time()
+    return resource.getrusage(_THREAD_USAGE).ru_utime
 
 
 def test_delay_fraction(rank: int, env: dict[str, str] | None = None) -> float:
@@ -52,8 +68,10 @@ def test_delay_fraction(rank: int, env: dict[str, str] | None = None) -> float:
 
 
 def spin(seconds: float) -> None:
-    """Busy the CPU for `seconds` of its time (a sleep would not count as compute)."""
+    """Busy the CPU for `seconds` of its compute (a sleep would not count), reading the clock
+    every 10,000 loops so that its system calls stay a small share of the spin."""
     end = compute_clock() + seconds
     while compute_clock() < end:
-        pass
+        for _ in range(10_000):
+            pass
 
