@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from accelbench.analytics.published_run import reduce_bytes
+
 ORACLE = {"mfu": "{:.1%} MFU", "tokens_per_s_per_device": "{:,.0f} tok/s per device",
           "tflops_per_device": "{:.0f} TFLOP/s per GPU"}
 
@@ -96,11 +98,14 @@ def run_table(data: dict) -> list[str]:
 
 
 def source_table(data: dict) -> list[str]:
-    """Median and worst |error| per source, in-sample and left out, and overall."""
-    frameworks = {r["source_key"]: f"{r['framework']} ({r['overlap']})"
+    """Median and worst |error| per source, in-sample and left out, and overall, with each
+    source's framework, its overlap and the width its gradients are reduced at."""
+    frameworks = {r["source_key"]: f"{r['framework']} ({r['overlap']}, "
+                                   f"{reduce_bytes(r['framework'], r['dtype'])} B)"
                   for r in data["published"]}
-    lines = ["| Source | Framework (overlap) | Runs | Median in-sample | Worst in-sample "
-             "| Median left out | Worst left out |", "|---|---|---|---|---|---|---|"]
+    lines = ["| Source | Framework (overlap, bytes a gradient moves in the DP reduction) | Runs "
+             "| Median in-sample | Worst in-sample | Median left out | Worst left out |",
+             "|---|---|---|---|---|---|---|"]
     for key, inside in data["by_source"].items():
         out = data["by_source_left_out"][key]
         lines.append(f"| {key} | {frameworks.get(key, 'all')} | {inside['n']} "

@@ -91,26 +91,33 @@ def pp_sends_per_microbatch(vp: int) -> int:
 
 
 def dp_bytes_per_rank(grad_bytes: float, dp: int, zero: int, n_micro: int = 1,
-                      pp: int = 1) -> float:
-    """Data-parallel bytes each rank sends per optimizer step.
+                      pp: int = 1, weight_bytes: float | None = None) -> float:
+    """Data-parallel bytes each rank sends per optimizer step: `grad_bytes` are the gradients
+    at the reduction's width, `weight_bytes` the weights ZeRO gathers at theirs (by default
+    grad_bytes: one width for both).
 
-    ZeRO 0 and 1: one all-reduce (or reduce-scatter + all-gather) of the gradients, 2(n-1)/n.
+    ZeRO 0: one all-reduce of the gradients, 2(n-1)/n. ZeRO 1: a reduce-scatter of the
+    gradients and an all-gather of the updated weights (Megatron's distributed optimizer).
     ZeRO 2: gradients are sharded, so they are reduce-scattered after every micro-batch, and
     the updated weights all-gathered once. ZeRO 3: every micro-batch all-gathers the weights
     for the forward and again for the backward and reduce-scatters the gradients: 3(n-1)/n.
-    With one micro-batch this is ZeRO's 2 : 2 : 2 : 3. Under a pipeline (FSDP per stage, as
-    accelbench and torchtitan run it) the reduce-scatter waits for the step's last micro-batch:
-    ZeRO 2 then gathers once and reduce-scatters once; ZeRO 3 gathers m + 1 times (every
-    forward, and once more for the backwards, measured by accelbench's profiler test).
+    With one micro-batch and one width this is ZeRO's 2 : 2 : 2 : 3. Under a pipeline (FSDP
+    per stage, as accelbench and torchtitan run it) the reduce-scatter waits for the step's
+    last micro-batch: ZeRO 2 then gathers once and reduce-scatters once; ZeRO 3 gathers m + 1
+    times (every forward, and once more for the backwards, measured by accelbench's profiler
+    test).
     """
-    one = gather_bytes_per_rank(grad_bytes, dp)
-    if zero <= 1:
-        return 2 * one
+    reduce = gather_bytes_per_rank(grad_bytes, dp)
+    gather = gather_bytes_per_rank(grad_bytes if weight_bytes is None else weight_bytes, dp)
+    if zero == 0:
+        return 2 * reduce
+    if zero == 1:
+        return reduce + gather
     if pp > 1:
-        return 2 * one if zero == 2 else (n_micro + 2) * one
+        return reduce + gather * (1 if zero == 2 else n_micro + 1)
     if zero == 2:
-        return (n_micro + 1) * one
-    return 3 * one * n_micro
+        return n_micro * reduce + gather
+    return n_micro * (reduce + 2 * gather)
 
 
 def dp_collective_ops(zero: int, n_micro: int, pp: int = 1) -> int:

@@ -28,7 +28,7 @@ from accelbench.analytics.planner import (
 )
 from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.published_csv import FITTED_STACKS
-from accelbench.analytics.published_run import STACKS
+from accelbench.analytics.published_run import STACKS, reduce_bytes, stack_framework
 from accelbench.analytics.shipped_intervals import (
     shipped_interval_model,
     unseen_class_interval_model,
@@ -270,9 +270,11 @@ def resolve_plan_input(given: PlanOptions,
     fixed = parse_layout_fields(not_modelled(given.layout), PLANNER_KEYS) if given.layout else {}
     check_ep(model, cluster, fixed)
     validate_sparsity([given.sparsity], given.sparsity_pattern, "magnitude", model.d_model)
+    # the data-parallel reduction's width: the named stack's, else the precision's default
+    reduce = reduce_bytes(stack_framework(given.stack), given.dtype)
     setup = TrainSetup(given.global_batch, given.seq, given.dtype, given.optimizer,
                        given.fused_attention, given.sparsity, given.sparsity_pattern,
-                       given.overlap, moe_imbalance=given.moe_imbalance)
+                       given.overlap, moe_imbalance=given.moe_imbalance, reduce_bytes=reduce)
     request = PlanRequest(model, cluster, setup, fixed, given.top, given.efficiency,
                           given.train_tokens, given.memory_headroom, given.stack)
     check_divides(request, given.layout)

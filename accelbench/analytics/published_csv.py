@@ -255,6 +255,7 @@ FITTED_STACKS: tuple[str, ...] = tuple(dict.fromkeys(run.stack for run in PUBLIS
 # --- Mixture-of-experts runs (moe_runs.csv): checked, none fitted ---
 
 _MOE_DEVICES = {"H100 SXM 80GB": "h100-sxm", "B200 180GB": "b200"}
+_MOE_FRAMEWORK = {"M5": "NeMo (Megatron-Core)"}  # the NeMo performance summary's runs
 
 
 def moe_run_from_row(row: dict[str, str]) -> PublishedRun:
@@ -280,7 +281,8 @@ def moe_run_from_row(row: dict[str, str]) -> PublishedRun:
                         _oracle_kind(row), float(row["oracle_value"]), row["oracle_tag"],
                         row["source"], setup_tag=row["setup_tag"], notes=row["notes"],
                         fused_attention=True, run_id=row["id"], source_key=row["id"][:2],
-                        dtype=row["precision"], framework="Megatron-LM")
+                        dtype=row["precision"],
+                        framework=_MOE_FRAMEWORK.get(row["id"][:2], "Megatron-LM"))
 
 
 def load_moe_runs() -> tuple[tuple[PublishedRun, ...], tuple[UnmodelledRun, ...]]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from accelbench.analytics.activations import EAGER, Kernels
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
+from accelbench.analytics.precision import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.schema import TrainFigure
@@ -26,16 +27,64 @@ FRAMEWORKS: dict[str, tuple[str, Kernels]] = {
     # torchtitan: FSDP2, and its "selective op" recompute keeps every other matmul's output
     "torchtitan": ("megatron", Kernels(dropout=False, selective="every_other_mm")),
     "llm-foundry (Composer FSDP)": ("megatron", Kernels(dropout=False, fused_loss=True)),
+    "NeMo (Megatron-Core)": ("megatron", EAGER),  # NeMo 2.0's performance scripts
 }
 # The software stack of each framework, as `plan --stack` names it: the level the intervals'
 # errors are shared within (source_model). Megatron-LM's two papers (S1, S2) are one stack.
 STACKS = {"Megatron-LM": "megatron-lm", "Megatron-DeepSpeed": "megatron-deepspeed",
           "MegaScale": "megascale", "Meta Llama 3 (Megatron-style)": "meta-llama3",
           "PaLM (JAX/XLA on TPU)": "jax-xla", "PyTorch FSDP": "pytorch-fsdp",
-          "torchtitan": "torchtitan", "llm-foundry (Composer FSDP)": "llm-foundry"}
+          "torchtitan": "torchtitan", "llm-foundry (Composer FSDP)": "llm-foundry",
+          "NeMo (Megatron-Core)": "nemo"}
 
 
 OWN_STACK = "accelbench"  # this project's own runtime: its measured cells
+
+# The bytes each gradient value of a bf16 (and fp8: bf16 weights) run moves in a framework's
+# data-parallel reduction, and why (fp32 cells reduce 4 bytes and fp16 cells 2 in every stack:
+# Megatron-LM's fp16 default, the FSDP fp16 policies). "Stated" where the stack's code or paper
+# sets it; else assumed. FP8_REDUCE_BYTES overrides it for fp8 runs.
+BF16_REDUCE_BYTES: dict[str, tuple[int, str]] = {
+    "Megatron-LM": (4, "stated: bf16 forces accumulate_allreduce_grads_in_fp32 "
+                       "(megatron/training/arguments.py)"),
+    "Megatron-DeepSpeed": (4, "stated: Megatron's arguments force fp32 reduction under bf16; "
+                              "DeepSpeed's BF16_Optimizer accumulates gradients in fp32"),
+    "MegaScale": (4, "assumed: Megatron-LM's default (the paper does not say)"),
+    "Meta Llama 3 (Megatron-style)": (4, "stated: the Llama 3 paper reduce-scatters gradients "
+                                         "in FP32"),
+    "PaLM (JAX/XLA on TPU)": (4, "assumed: fp32 weights, so fp32 gradients (not stated)"),
+    "PyTorch FSDP": (2, "stated: the IBM blog's fms-fsdp bfSixteen policy reduces in bf16"),
+    "torchtitan": (4, "stated: training.mixed_precision_reduce defaults to float32"),
+    "llm-foundry (Composer FSDP)": (2, "stated: the MPT yamls' mixed_precision PURE reduces "
+                                       "in bf16"),
+    "NeMo (Megatron-Core)": (4, "stated: NeMo's bf16_mixed plugin sets grad_reduce_in_fp32"),
+}
+FP8_REDUCE_BYTES: dict[str, tuple[int, str]] = {
+    "NeMo (Megatron-Core)": (2, "stated: NeMo's scripts/performance/helpers.py sets "
+                                "grad_reduce_in_fp32=False for fp8"),
+}
+
+
+def reduce_source(framework: str, dtype: str) -> tuple[int, str]:
+    """(bytes, why) of a 16-bit run's data-parallel reduction under `framework`."""
+    if dtype == "fp8" and framework in FP8_REDUCE_BYTES:
+        return FP8_REDUCE_BYTES[framework]
+    return BF16_REDUCE_BYTES[framework]
+
+
+def reduce_bytes(framework: str | None, dtype: str) -> int:
+    """Bytes a gradient value moves in the data-parallel reduction under `framework` (None:
+    the precision's default, training_widths' reduce: Megatron-LM's and accelbench's runtime's,
+    4 under bf16)."""
+    default = training_widths(dtype).reduce
+    if framework is None or default != 4 or training_widths(dtype).grads == 4:
+        return default  # fp16: 2; fp32: 4, whatever the stack
+    return reduce_source(framework, dtype)[0]
+
+
+def stack_framework(stack: str) -> str | None:
+    """The framework of a stack as `plan --stack` names it (None: unknown or accelbench's)."""
+    return next((f for f, s in STACKS.items() if s == stack), None)
 
 
 @dataclass(frozen=True)
@@ -78,6 +127,11 @@ class PublishedRun:
     def stack(self) -> str:
         """The software stack of the run's framework (STACKS)."""
         return STACKS[self.framework]
+
+    @property
+    def reduce_bytes(self) -> int:
+        """Bytes a gradient value moves in its framework's data-parallel reduction."""
+        return reduce_bytes(self.framework, self.dtype)
 
     @property
     def overlap(self) -> str:

@@ -99,6 +99,15 @@ class TrainSetup:
     # the busiest expert's routed assignments over the mean (1.0 balanced, as benchmarks that
     # force-balance routing run; the runtime records moe_load_imbalance): moe_cost.py
     moe_imbalance: float = 1.0
+    # bytes a gradient value moves in the data-parallel reduction (None: the precision's,
+    # training_widths' reduce: 4 under bf16, as Megatron-LM and accelbench's runtime reduce;
+    # a published run's framework sets its own: published_run.BF16_REDUCE_BYTES)
+    reduce_bytes: int | None = None
+
+    @property
+    def dp_reduce_bytes(self) -> int:
+        """Bytes a gradient value moves in the data-parallel reduction."""
+        return self.reduce_bytes or training_widths(self.dtype).reduce
 
     @property
     def tokens_per_step(self) -> int:
@@ -367,7 +376,8 @@ def all_to_all_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup,
 def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, layout: Layout,
                   n_micro: int, slot_model_s: float, slot_rerun_s: float) -> float:
     """Data-parallel seconds left after overlapping with the backward (or whole pass); the
-    gradients are reduced over dp x cp (context-parallel ranks hold the same weights)."""
+    gradients are reduced over dp x cp (context-parallel ranks hold the same weights) at the
+    set-up's reduction width, the weights ZeRO gathers at the weights' width."""
     group = layout.dp * layout.cp
     if group == 1:
         return 0.0
@@ -379,8 +389,9 @@ def _dp_exposed_s(cfg: ModelConfig, cluster: ClusterSpec, setup: TrainSetup, lay
     split = _largest_stage_split(cfg, layout)
     for params, ranks in zip(split, (group, group // layout.ep), strict=True):
         if params and ranks > 1:
-            grad_bytes = params * training_widths(setup.dtype).grads
-            volume = comm.dp_bytes_per_rank(grad_bytes, ranks, layout.zero, n_micro, layout.pp)
+            grad_bytes = params * setup.dp_reduce_bytes
+            volume = comm.dp_bytes_per_rank(grad_bytes, ranks, layout.zero, n_micro, layout.pp,
+                                            params * training_widths(setup.dtype).weights)
             total += collectives_s(cluster, layout.spans()["dp"], op, volume, ranks,
                                    _dp_ops(cluster, layout, grad_bytes, ops))
     if setup.overlap == "none":

@@ -69,10 +69,11 @@ def predict_laid_out(cfg: ModelConfig, device: DeviceSpec, n_devices: int, devic
 
 
 def run_setup(run: PublishedRun) -> TrainSetup:
-    """What a published run trained, with its framework's overlap and fused kernels."""
+    """What a published run trained, with its framework's overlap, fused kernels and
+    data-parallel reduction width (published_run.BF16_REDUCE_BYTES)."""
     return TrainSetup(run.global_batch, run.seq_len, run.dtype,
                       fused_attention=run.fused_attention, overlap=run.overlap,
-                      kernels=run.kernels)
+                      kernels=run.kernels, reduce_bytes=run.reduce_bytes)
 
 
 def validate_published(efficiency: float | None = None,
