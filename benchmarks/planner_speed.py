@@ -11,7 +11,7 @@ import time
 
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.planner import enumerate_layouts, evaluate, layout_problem, search
-from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_shapes import resolve_shape
 
 CASES = (("gpt3-175b", "a100-80gb", 128, 1536, 2048), ("megatron-1t", "a100-80gb", 384, 3072,

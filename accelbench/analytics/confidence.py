@@ -25,7 +25,7 @@ from accelbench.analytics.shipped_intervals import (
     validated_envelope,
 )
 from accelbench.analytics.source_model import MIN_SOURCES, IntervalModel
-from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.model import ModelConfig
 
 EVIDENCE = "evidence"  # the flag of a prediction with fewer than MIN_SOURCES sources behind it

@@ -8,8 +8,9 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.compute_rates import compute_efficiency
 from accelbench.analytics.published_fit import solve_efficiency
-from accelbench.analytics.steptime import TrainSetup, compute_efficiency
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import ValidationRow, predict_laid_out
 from accelbench.analytics.validation_shapes import resolve_shape
 from accelbench.config.errors import checked_fields

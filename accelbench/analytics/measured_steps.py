@@ -23,7 +23,8 @@ from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
 from accelbench.analytics.intervals import Residual, conditions
 from accelbench.analytics.profile import MachineProfile
-from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError, checked_fields
 from accelbench.config.layout import Layout, layout_from_fields
 from accelbench.config.model import ModelConfig

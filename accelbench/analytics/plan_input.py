@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from accelbench.analytics.cluster import ClusterSpec, make_cluster
+from accelbench.analytics.compute_rates import compute_rates, layer_rates
 from accelbench.analytics.confidence import Confidence, assess, limited
 from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.envelope import HEADROOM, check_headroom
@@ -35,7 +36,7 @@ from accelbench.analytics.shipped_intervals import (
     validated_envelope,
 )
 from accelbench.analytics.source_model import UNKNOWN_STACK
-from accelbench.analytics.steptime import OVERLAP_MODES, TrainSetup, compute_rates, layer_rates
+from accelbench.analytics.train_setup import OVERLAP_MODES, TrainSetup
 from accelbench.analytics.validation_shapes import resolve_shape
 from accelbench.config.errors import (
     ConfigError,

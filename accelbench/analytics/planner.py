@@ -16,7 +16,8 @@ from typing import Any
 
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.memory import MemoryBreakdown, memory_per_device
-from accelbench.analytics.steptime import StepBreakdown, TrainSetup, estimate_step
+from accelbench.analytics.steptime import StepBreakdown, estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import FITS
 from accelbench.config.layout import (

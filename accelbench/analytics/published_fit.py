@@ -5,10 +5,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from accelbench.analytics.compute_rates import compute_efficiency
 from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.published_csv import PUBLISHED_RUNS
 from accelbench.analytics.published_run import PublishedRun
-from accelbench.analytics.steptime import compute_efficiency
 from accelbench.analytics.validation_rows import ValidationRow, validate_published
 
 

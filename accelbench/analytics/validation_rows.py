@@ -13,7 +13,7 @@ from accelbench.analytics.intervals import precision_family
 from accelbench.analytics.planner import PlanResult, evaluate
 from accelbench.analytics.published_csv import PUBLISHED_RUNS
 from accelbench.analytics.published_run import PublishedRun
-from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.schema import TrainFigure

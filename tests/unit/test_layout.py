@@ -11,7 +11,7 @@ import pytest
 
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.planner import enumerate_layouts, plan_fixed, search
-from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import (
     ALL_KEYS,

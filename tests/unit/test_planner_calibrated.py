@@ -12,6 +12,7 @@ import pytest
 
 from accelbench.analytics.activations import Kernels, activation_bytes_per_layer
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.compute_rates import layer_rates
 from accelbench.analytics.efficiency import (
     BUILTIN_GEMM_TOP,
     GEMM_FIXED_S,
@@ -34,7 +35,8 @@ from accelbench.analytics.published_fit import (
     needed_efficiency,
     validate_leave_one_source_out,
 )
-from accelbench.analytics.steptime import TrainSetup, estimate_step, layer_rates
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import ValidationRow, errors_by_source, validate_published
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
@@ -233,7 +235,7 @@ def test_a_profiles_collectives_time_the_data_parallel_reduction_by_hand() -> No
     from accelbench.analytics.comm import dp_bytes_per_rank
     from accelbench.analytics.measured_steps import profile_device, with_collectives
     from accelbench.analytics.model_states import stage_params
-    from accelbench.analytics.steptime import collectives_s
+    from accelbench.analytics.step_comm import collectives_s
 
     comm_only = replace(_profile(), curves={"collective:all_reduce": Curve((1e3, 1e9),
                                                                           (1e8, 1e10))},

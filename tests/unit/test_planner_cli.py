@@ -119,7 +119,7 @@ def test_table_text_is_printed_as_text() -> None:
     """Bracketed text (rich markup syntax) in a title or a cell reaches the output as typed."""
     from accelbench.analytics.cluster import make_cluster
     from accelbench.analytics.planner import plan_fixed
-    from accelbench.analytics.steptime import TrainSetup
+    from accelbench.analytics.train_setup import TrainSetup
     from accelbench.cli import plan as plan_cli
     from accelbench.config.presets import get_preset
     from accelbench.report.plan_table import PlanView, plan_table

@@ -6,9 +6,11 @@ import pytest
 
 from accelbench.analytics import comm
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.compute_rates import layer_rates
 from accelbench.analytics.efficiency import layer_cost
 from accelbench.analytics.flops import model_flops_per_token
-from accelbench.analytics.steptime import TrainSetup, estimate_step, layer_rates
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout_fields
 from accelbench.config.model import ModelConfig

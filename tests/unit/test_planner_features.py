@@ -13,6 +13,7 @@ import pytest
 from accelbench.analytics import comm
 from accelbench.analytics.activations import activation_bytes_per_layer, layer_activation_terms
 from accelbench.analytics.cluster import device_variant, make_cluster
+from accelbench.analytics.compute_rates import layer_rates
 from accelbench.analytics.efficiency import (
     ATTENTION_SHARE,
     FA2_ON_HOPPER,
@@ -27,13 +28,8 @@ from accelbench.analytics.model_states import model_state_bytes, stage_params
 from accelbench.analytics.params import block_matmul_params
 from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.published_csv import CSV_RUNS, NOT_MODELLED, PUBLISHED_RUNS
-from accelbench.analytics.steptime import (
-    LayerSeconds,
-    TrainSetup,
-    estimate_step,
-    layer_rates,
-    slowest_stage,
-)
+from accelbench.analytics.steptime import LayerSeconds, estimate_step, slowest_stage
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import ValidationRow, errors_by_source
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout

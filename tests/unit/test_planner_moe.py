@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.compute_rates import peak_flops
 from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.model_states import stage_state_bytes
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer, expert_params
@@ -18,7 +19,8 @@ from accelbench.analytics.params import active_params, matmul_params, total_para
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
 from accelbench.analytics.planner import enumerate_layouts, evaluate
-from accelbench.analytics.steptime import TrainSetup, estimate_step, peak_flops
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.cli.main import app
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout

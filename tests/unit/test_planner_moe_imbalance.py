@@ -13,18 +13,13 @@ from unittest import mock
 import pytest
 
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.compute_rates import layer_rates
 from accelbench.analytics.efficiency import GEMM_FIXED_S, BuiltinRates, moe_gemm_delta_s
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer, busiest_rank_factor
 from accelbench.analytics.plan_input import resolve_plan_input
 from accelbench.analytics.plan_options import PlanOptions
-from accelbench.analytics.steptime import (
-    A2A_OVERLAP_MODES,
-    OVERLAP_MODES,
-    TrainSetup,
-    _layer_seconds,
-    estimate_step,
-    layer_rates,
-)
+from accelbench.analytics.steptime import _layer_seconds, estimate_step
+from accelbench.analytics.train_setup import A2A_OVERLAP_MODES, OVERLAP_MODES, TrainSetup
 from accelbench.cli.main import main
 from accelbench.config.layout import Layout
 from accelbench.config.presets import resolve_model

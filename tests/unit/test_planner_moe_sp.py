@@ -12,7 +12,8 @@ from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.comm import collective_time_s
 from accelbench.analytics.efficiency import BuiltinRates, moe_gemm_delta_s
 from accelbench.analytics.moe_cost import moe_tokens
-from accelbench.analytics.steptime import TrainSetup, all_to_all_s
+from accelbench.analytics.step_comm import all_to_all_s
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.layout import Layout
 from accelbench.config.presets import resolve_model
 

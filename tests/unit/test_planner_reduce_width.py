@@ -14,7 +14,8 @@ from accelbench.analytics import comm
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.published_csv import MOE_RUNS, PUBLISHED_RUNS
 from accelbench.analytics.published_run import BF16_REDUCE_BYTES, FRAMEWORKS, reduce_bytes
-from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import run_setup
 from accelbench.cli.main import app
 from accelbench.config.layout import Layout

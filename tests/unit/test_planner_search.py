@@ -15,7 +15,7 @@ from accelbench.analytics.memory import memory_per_device
 from accelbench.analytics.planner import enumerate_layouts, layout_problem, plan_fixed, search
 from accelbench.analytics.published_csv import PUBLISHED_RUNS
 from accelbench.analytics.published_fit import needed_efficiency
-from accelbench.analytics.steptime import TrainSetup
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import validate_found, validate_published
 from accelbench.analytics.validation_shapes import SHAPES, resolve_shape
 from accelbench.config.errors import ConfigError

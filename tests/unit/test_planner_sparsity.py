@@ -7,14 +7,11 @@ import pytest
 import torch
 
 from accelbench.analytics.cluster import make_cluster
+from accelbench.analytics.compute_rates import layer_rates, sparse_gemm_passes
 from accelbench.analytics.efficiency import layer_cost
 from accelbench.analytics.memory import memory_per_device
-from accelbench.analytics.steptime import (
-    TrainSetup,
-    estimate_step,
-    layer_rates,
-    sparse_gemm_passes,
-)
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.hooks import SparsityHook
 from accelbench.bench.train.spec import TrainCell, TrainSpec

@@ -15,7 +15,8 @@ from accelbench.analytics.flops import (
     model_flops_per_token,
     recompute_flops_per_token,
 )
-from accelbench.analytics.steptime import TrainSetup, estimate_step
+from accelbench.analytics.steptime import estimate_step
+from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import validate_found
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
