@@ -461,6 +461,7 @@ def test_every_command_is_covered() -> None:
     assert commands - others <= covered
 
 
+@pytest.mark.slow  # runs every case of docs/bad-input.md (~3 s)
 def test_doc_is_current() -> None:
     """docs/bad-input.md is what scripts/bad_input_table.py writes (run it after a change)."""
     spec = importlib.util.spec_from_file_location("bad_input_table",

@@ -113,6 +113,7 @@ def test_the_estimate_counts_bf16_weights_beside_their_masters_and_the_step_s_gr
     assert bf16.total / 2**30 == pytest.approx(2.319, abs=0.01)
 
 
+@pytest.mark.slow  # Dynamo compiles a model (~1.6 s)
 def test_the_whole_model_compile_scope_replaces_the_blocks_compile():
     """--compile-scope model (bench/train/compile_scope.py): once placed, the blocks' compiled
     wrappers are off and the model is compiled as one graph (here with the eager backend, the

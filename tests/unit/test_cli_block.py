@@ -128,6 +128,7 @@ def test_sigkill_midway_keeps_every_measured_cell(tmp_path):
     assert all(r.status == "ok" and (r.kind == "peak" or r.raw["forward"]) for r in kept)
 
 
+@pytest.mark.slow  # starts accelbench as a process and signals it
 def test_sigint_midway_says_what_was_kept_as_train_does(tmp_path):
     """Ctrl-C during `accelbench block`: exit 130 and train's one line of what the store kept
     (results.interrupted). The signal is sent once the store holds the CPU peak and a first

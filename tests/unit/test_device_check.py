@@ -73,6 +73,7 @@ def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, line):
     assert not out.exists()
 
 
+@pytest.mark.slow  # starts the script as a process
 def test_an_out_dir_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "taken"
     target.write_text("x")
@@ -99,6 +100,7 @@ def test_a_broken_wheel_is_refused_before_anything_is_installed(tmp_path, conten
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # starts the script, which starts Python
 def test_a_device_not_present_is_one_line_on_stderr(tmp_path):
     done = _run(str(tmp_path / "out"), "--device", "cuda:1", "--no-install")
     assert done.returncode == 2

@@ -50,6 +50,7 @@ def _cells(monkeypatch, capsys, db, *extra):
     return [r for r in json.loads(out) if r["kind"] == "train"], err
 
 
+@pytest.mark.slow  # runs the fit verification's cells (~1.4 s)
 def test_a_refusal_says_estimated_and_verify_fit_runs_it(monkeypatch, capsys, tmp_path,
                                                           quick_peak, tight_host):
     db = tmp_path / "fit.db"

@@ -74,6 +74,7 @@ def test_the_gpu_plan_runs_what_the_issue_asks_within_eight_minutes(tmp_path):
     assert len(gc.OUT_FILES) <= 8
 
 
+@pytest.mark.slow  # starts the script as a process
 def test_a_stage_the_budget_cannot_hold_is_skipped_with_its_reason(tmp_path):
     """A 31 s budget leaves under 20 s once the 30 s report reserve is kept: every stage is
     skipped, said so in the log and summary.json, and nothing is measured."""

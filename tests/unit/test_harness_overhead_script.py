@@ -29,6 +29,7 @@ def test_kernels_are_grouped_by_what_they_do(name, group):
     assert category(name) == group
 
 
+@pytest.mark.slow  # starts benchmarks/harness_overhead.py as a process
 def test_the_comparison_and_the_profile_run_on_cpu():
     out = subprocess.run(
         [sys.executable, "harness_overhead.py", "--model", "gpt2-tiny:layers=1",

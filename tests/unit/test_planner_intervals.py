@@ -69,6 +69,7 @@ def test_gpt3_on_1024_a100_above_every_comparable_published_run_is_flagged() -> 
     assert "! mfu (#1 MFU 6" in out.stdout
 
 
+@pytest.mark.slow  # a planner search over a large model (~1.6 s)
 def test_mixtral_layout_at_98_percent_of_memory_is_flagged_and_does_not_lead() -> None:
     data = _plan_json(*MIXTRAL_32, "--top", "3")
     assert data["over_headroom"] > 0
