@@ -73,7 +73,6 @@ def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, line):
     assert not out.exists()
 
 
-@pytest.mark.slow  # starts the script as a process
 def test_an_out_dir_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "taken"
     target.write_text("x")
