@@ -10,14 +10,8 @@ import pytest
 import torch
 
 from accelbench.bench import check
-from accelbench.bench.check import (
-    FAILED,
-    OK,
-    UNAVAILABLE,
-    CheckSettings,
-    run_check,
-    run_probe,
-)
+from accelbench.bench.check import FAILED, OK, UNAVAILABLE, run_check, run_probe
+from accelbench.bench.check_probe import CheckSettings
 from accelbench.config.errors import ConfigError
 from accelbench.config.schema import metric_names
 from accelbench.hardware.energy.choose import set_source_factory

@@ -193,7 +193,7 @@ def test_an_older_torch_without_device_id_gets_none(monkeypatch):
 
 def test_memory_order_names_a_transposed_output_column_major() -> None:
     """The H200's 2:4 output, strides (64, 1, 128), is column-major: the check says so."""
-    from accelbench.bench.check import memory_order
+    from accelbench.bench.kernel_probes import memory_order
 
     assert memory_order(torch.empty_strided((2, 64, 128), (64, 1, 128))) == "column-major"
     assert memory_order(torch.zeros(2, 64, 128)) == "row-major"
