@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+import accelbench.workloads  # noqa: F401 - registers the built-in workloads, as the CLI does
 from accelbench.config.trials import AUTO_TRIALS
 
 # Two threads on 2 cores; one a process when pytest-xdist runs two test processes at once

@@ -1,7 +1,7 @@
 """A study's experiments as sweeps (config/study.py reads the file).
 
 Each experiment names a registered workload (config/workload.py; the built-in ones in
-bench/workloads.py); its options are checked against that workload's options dataclass (the
+accelbench/workloads/); its options are checked against that workload's options dataclass (the
 command's options) and planned by the workload's `plan`, which builds the spec with the same
 functions the commands call, so a study refuses what the command would refuse, naming the key
 in the file. Axes that one sweep takes as a list (a
@@ -22,37 +22,16 @@ from typing import Any
 
 import torch
 
-import accelbench.bench.workloads  # noqa: F401 - registers the built-in workloads
-from accelbench.analytics.flops import block_flops, hardware_flops_per_token
-from accelbench.analytics.memory import block_train_bytes
-from accelbench.bench.block import build_block_spec, run_block_sweep
-from accelbench.bench.block_options import BlockOptions
 from accelbench.bench.dtypes import dtype_support, parse_dtype
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak, fastest_layout, gemm_flops_per_s, resolve_peak
-from accelbench.bench.scale import ScaleSpec, run_scale, spec_at, summary_outcome, validate_scale
-from accelbench.bench.train.build import needs_group
-from accelbench.bench.train.cell import estimate_bytes
-from accelbench.bench.train.launch import in_process_group
-from accelbench.bench.train.options import (
-    GenslmOptions,
-    ScaleOptions,
-    TrainOptions,
-    build_genslm_spec,
-    build_spec,
-)
-from accelbench.bench.train.search import find_longest_seq, run_longest_seq_sweep, search_cells
-from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
-from accelbench.bench.train.sweep import local_cells, run_train_sweep, world_size
-from accelbench.bench.trials import resolve_trials
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import DOES_NOT_FIT, FITS
 from accelbench.config.precision import resolve as resolve_precision
 from accelbench.config.study import Experiment, Scalar, Study, key_path, pick_profile
-from accelbench.config.units import parse_int_list
 from accelbench.config.vocab import GIB
-from accelbench.config.workload import Workload, get_workload, resolve, workloads
+from accelbench.config.workload import Workload, get_workload, workloads
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import detect_spec, resolve_device
 
@@ -95,7 +74,7 @@ def study_workload(name: str) -> StudyWorkload | None:
     workload = get_workload(name)
     if workload is None or workload.plan is None:
         return None
-    return StudyWorkload(name, _fields_of(workload), workload.axes, resolve(workload.plan))
+    return StudyWorkload(name, _fields_of(workload), workload.axes, workload.plan)
 
 
 # --- plans ------------------------------------------------------------------------------------
@@ -259,110 +238,6 @@ class Planner:
         return PlannedCell(label, need, budget, verdict, time)
 
 
-# --- workloads ----------------------------------------------------------------------------------
-
-
-def plan_block(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    spec = build_block_spec(BlockOptions(**values))
-    cfg = spec.model
-    cells = []
-    for dtype in spec.dtypes:  # run_block_sweep's order
-        for batch in spec.batches:
-            need = block_train_bytes(cfg, spec.seq_len, batch, dtype, fused_attention=True)
-            calls = (spec.warmup + spec.repeats) * spec.trials  # every trial warms up anew
-            flops = block_flops(cfg, spec.seq_len, batch).total * calls
-            cells.append(planner.cell(f"batch {batch} {dtype}", dtype, need,
-                                      spec.mem_limit_bytes, flops, spec.tf32, calls))
-
-    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
-            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
-        return run_block_sweep(replace(spec, peaks=peaks), sink, on_cell, skip)
-
-    return SweepPlan(f"{cfg.name} block, seq {spec.seq_len}", tuple(cells), run, spec.tf32, True)
-
-
-def _train_cell(planner: Planner, spec: TrainSpec, cell: TrainCell, world: int,
-                label: str | None = None, local: bool = True) -> PlannedCell:
-    """A training cell on `world` processes: memory per rank, model plus recompute FLOPs per
-    rank over every step."""
-    layout = cell_layout(spec, world, cell.gas)
-    tokens = cell.micro_batch * cell.gas * cell.seq_len * spec.steps  # per replica
-    flops = hardware_flops_per_token(spec.model, cell.seq_len, cell.recompute) * tokens
-    flops /= layout.tp * layout.pp
-    return planner.cell(label or cell.label, cell.dtype, estimate_bytes(spec, cell, layout),
-                        spec.mem_limit_bytes, flops, spec.tf32, spec.steps * cell.gas, local,
-                        world)
-
-
-def _plan_training(spec: TrainSpec, planner: Planner, longest: bool) -> SweepPlan:
-    """A train or genslm sweep: in this process, or launched (--nproc, a layout that needs a
-    group); or the longest-sequence search."""
-    title = f"{spec.model.name} {spec.benchmark}, data {spec.data}"
-    if longest:
-        return _plan_longest(spec, planner, title)
-    local = spec.nproc == 1 and not needs_group(spec.layout_for(1)) and not in_process_group()
-    world = world_size(spec)
-    cells = local_cells(spec) if local else spec.cells()
-    trials = 1 if in_process_group() else resolve_trials(spec.trials, planner.device)
-    planned = [_train_cell(planner, spec, c, world, local=local) for c in cells]
-    planned = [replace(p, time_s=p.time_s * trials) for p in planned]
-    if spec.max_micro_batch:
-        planned = [replace(p, verdict=f"{p.verdict} at mb 1; the largest that fits is "
-                           "searched") for p in planned]
-
-    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
-            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
-        return run_train_sweep(replace(spec, peaks=peaks) if local else spec, sink, None,
-                               on_cell, skip)
-
-    return SweepPlan(title, tuple(planned), run, spec.tf32, local)
-
-
-def _plan_longest(spec: TrainSpec, planner: Planner, title: str) -> SweepPlan:
-    """The longest-sequence search: by the memory estimate on a CPU or under mem_limit (worked
-    out now, as the run will), by trial steps on an accelerator (known only when it runs)."""
-    cells = []
-    by_estimate = planner.device.type == "cpu" or spec.mem_limit_bytes is not None
-    for cell in search_cells(spec):
-        start = f"from seq {cell.seq_len} mb {cell.micro_batch} {cell.dtype}"
-        if by_estimate:
-            seq, _ = find_longest_seq(spec, cell, planner.device)
-            if seq == 0:
-                planned = _train_cell(planner, spec, cell, 1)
-                cells.append(replace(planned, label=f"longest seq {start}: none fits",
-                                     verdict="does not fit", time_s=0.0))
-                continue
-            planned = _train_cell(planner, spec, replace(cell, seq_len=seq), 1)
-            cells.append(replace(planned, label=f"longest seq {start}: {seq} (estimate)"))
-        else:
-            planned = _train_cell(planner, spec, cell, 1)
-            cells.append(replace(planned, label=f"longest seq {start} (trial steps)",
-                                 verdict="searched by trial", time_s=planned.time_s * 4))
-
-    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
-            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
-        return run_longest_seq_sweep(replace(spec, peaks=peaks), sink, None, on_cell, skip)
-
-    return SweepPlan(f"{title}, longest sequence", tuple(cells), run, spec.tf32, True)
-
-
-def plan_train(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    spec = build_spec(TrainOptions(**values))
-    present, what = available_devices(planner.device)
-    if spec.nproc > present and not in_process_group():  # as plan_scale leaves counts out
-        title = f"{spec.model.name} {spec.benchmark} on {spec.nproc} device(s)"
-        return SweepPlan(title, (), lambda *args: [], note=(
-            f"layout {spec.layout or spec.nproc} left out: {spec.nproc} device(s), this "
-            f"machine has {what}"))
-    return _plan_training(spec, planner, longest=False)
-
-
-def plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    options = GenslmOptions(**values)
-    spec = build_genslm_spec(replace(options, longest_seq=False))  # the plan checks the search
-    return _plan_training(spec, planner, longest=options.longest_seq)
-
-
 def available_devices(device: torch.device) -> tuple[int, str]:
     """How many devices a scaling study may use here, and what they are: on a CPU one core a
     rank (the cores this process may run on), else the accelerators torch sees."""
@@ -372,54 +247,6 @@ def available_devices(device: torch.device) -> tuple[int, str]:
         return count, f"{count} CPU core(s), one a rank"
     count = devices.device_count(device.type)
     return count, f"{count} {device.type} device(s)"
-
-
-def plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    options = ScaleOptions(**values)
-    base = build_spec(options)
-    counts = parse_int_list("devices", options.devices)
-    present, what = available_devices(planner.device)
-    kept = tuple(n for n in counts if n <= present)
-    left = [n for n in counts if n > present]
-    note = (f"device counts {', '.join(map(str, left))} left out: this machine has {what}"
-            if left else "")
-    scale = validate_scale(ScaleSpec(base, kept or (1,), options.mode, options.zero))
-    title = f"{base.model.name} {scale.mode} scaling over {list(kept)} device(s)"
-    if not kept:
-        return SweepPlan(title, (), lambda *args: [], note=note)
-    cells = []
-    trials = resolve_trials(base.trials, planner.device)  # each a launch of every count
-    for n in kept:
-        spec = spec_at(scale, n)
-        cell = _train_cell(planner, spec, spec.cells()[0], n, f"{n} device(s)", local=False)
-        cells.append(replace(cell, time_s=cell.time_s * trials))
-
-    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
-            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
-        return run_scale(scale, sink, on_cell, skip)  # its peaks: one thread a rank
-
-    return SweepPlan(title, tuple(cells), run, base.tf32, False,
-                     lambda cells: summary_outcome(scale, cells), note)
-
-
-def plan_noise(values: dict[str, Any], planner: Planner) -> SweepPlan:
-    """The noise floor's A/A check: its two conditions as cells, each over every trial (a
-    check always measures now: resume skips none of it)."""
-    from accelbench.bench.noise import CONDITIONS, build_noise_spec, run_noise
-    from accelbench.bench.noise_options import NoiseOptions
-
-    spec = build_noise_spec(NoiseOptions(**values))
-    train = spec.train
-    (one,) = train.cells()
-    planned = _train_cell(planner, train, one, 1)
-    cells = tuple(replace(planned, label=f"condition {name}", time_s=planned.time_s * spec.trials)
-                  for name in CONDITIONS)
-
-    def run(sink: Sink, on_cell: Progress | None, skip: Skip | None,
-            peaks: tuple[SweepPeak, ...]) -> list[Outcome]:
-        return run_noise(replace(spec, train=replace(train, peaks=peaks)), sink, None, on_cell)
-
-    return SweepPlan(spec.title, cells, run, train.tf32, True)
 
 
 # --- from a study file to a plan ---------------------------------------------------------------

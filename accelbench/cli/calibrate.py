@@ -6,11 +6,11 @@ from __future__ import annotations
 import typer
 from rich.text import Text
 
-from accelbench.bench.calibrate.spec import CalibrateOptions
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.options import Outputs
-from accelbench.config.workload import Workload, resolve
+from accelbench.config.workload import Workload
 from accelbench.store.record import Record
+from accelbench.workloads.calibrate.spec import CalibrateOptions
 
 
 def run_calibrate(workload: Workload, options: CalibrateOptions, out: Outputs) -> None:
@@ -19,14 +19,14 @@ def run_calibrate(workload: Workload, options: CalibrateOptions, out: Outputs) -
     if options.from_block:
         _from_block(options, out)
         return
-    from accelbench.bench.calibrate.run import CalibrationInterrupted
     from accelbench.bench.recording.recorder import Recorder
     from accelbench.hardware.detect import resolve_device
     from accelbench.hardware.environment import environment
     from accelbench.store.store import ResultStore
+    from accelbench.workloads.calibrate.run import CalibrationInterrupted
 
     target = resolve_device(options.device)
-    spec = resolve(workload.build)(options)
+    spec = workload.build(options)
     check_emit(out.json_out, False, None)
     recorder = Recorder(ResultStore(out.db), environment(target))
     console.print(Text(f"calibrate {','.join(spec.ops)} on {target} "
@@ -34,7 +34,7 @@ def run_calibrate(workload: Workload, options: CalibrateOptions, out: Outputs) -
                        f"{recorder.store.path}"))
     try:
         with progress_bar("calibrate") as progress:
-            record = recorder(resolve(workload.run)(spec, target, progress))
+            record = recorder(workload.run(spec, target, progress))
     except CalibrationInterrupted as stop:
         kept = recorder(stop.outcome)
         console.print(Text(f"{stop.outcome.reason}; the points measured before are kept as "

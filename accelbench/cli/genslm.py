@@ -10,15 +10,15 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from accelbench.bench.train.options import GenslmOptions
 from accelbench.cli.options import Outputs
 from accelbench.cli.train import run_and_show
 from accelbench.config.schema import FITS
 from accelbench.config.vocab import GIB
-from accelbench.config.workload import Workload, resolve
+from accelbench.config.workload import Workload
 from accelbench.report.fit import KEY
 from accelbench.report.table import add_plain_row, plain_table, train_table
 from accelbench.store.record import Record
+from accelbench.workloads.genslm.options import GenslmOptions
 
 
 def _probe_table(records: list[Record]) -> Table:
@@ -53,7 +53,7 @@ def run_genslm(workload: Workload, options: GenslmOptions, out: Outputs) -> None
     (its probes in a table before the cells')."""
     from accelbench.bench.train.search import run_longest_seq_sweep
 
-    spec = resolve(workload.build)(options)
-    sweep = run_longest_seq_sweep if options.longest_seq else resolve(workload.run)
+    spec = workload.build(options)
+    sweep = run_longest_seq_sweep if options.longest_seq else workload.run
     run_and_show(spec, lambda sink, step, cell, skip: sweep(spec, sink, step, cell, skip), out,
                  table=codon_tables)

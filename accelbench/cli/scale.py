@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from accelbench.bench.train.options import ScaleOptions
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import Outputs
 from accelbench.cli.train import recorded, sweep_view
-from accelbench.config.workload import Workload, resolve
+from accelbench.config.workload import Workload
 from accelbench.report.table import scale_table, train_table
+from accelbench.workloads.scale.options import ScaleOptions
 
 
 def run_scale(workload: Workload, options: ScaleOptions, out: Outputs) -> None:
     """`accelbench scale`: one training cell at each device count, then table II's columns."""
     from accelbench.bench.recording.resume import stored_summary
     from accelbench.bench.recording.session import open_recorder
-    from accelbench.bench.scale import summary_outcome
+    from accelbench.workloads.scale.runner import summary_outcome
 
-    study = resolve(workload.build)(options)
-    base, run = study.base, resolve(workload.run)
+    study = workload.build(options)
+    base, run = study.base, workload.run
     check_emit(out.json_out, out.csv_out, out.output)
     recorder = open_recorder(out.db, base.device)
     title = f"{base.model.name} {study.mode} scaling over {list(study.devices)} device(s)"

@@ -12,7 +12,7 @@ from rich.text import Text
 from accelbench.bench.train.options import TrainOptions
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import Outputs
-from accelbench.config.workload import Workload, resolve
+from accelbench.config.workload import Workload
 from accelbench.report.table import train_table
 from accelbench.store.record import Record
 
@@ -89,6 +89,6 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, out: Outputs,
 
 def run_train(workload: Workload, options: TrainOptions, out: Outputs) -> None:
     """`accelbench train`: real training steps; tokens/s, TFLOPS, MFU, HFU, memory and loss."""
-    spec = resolve(workload.build)(options)
-    run = resolve(workload.run)
+    spec = workload.build(options)
+    run = workload.run
     run_and_show(spec, lambda sink, step, cell, skip: run(spec, sink, step, cell, skip), out)

@@ -1,5 +1,5 @@
 """Every registered workload as a command (config/workload.py; the built-in ones declared in
-bench/workloads.py): options generated from its options dataclass, a body that runs it and
+accelbench/workloads/): options generated from its options dataclass, a body that runs it and
 prints its table. A workload with its own way of showing results (the training commands'
 per-step lines, genslm's search, scale's summary, calibrate's profile) has its body attached
 here by name; any other runs through `run_sweep`."""
@@ -12,15 +12,14 @@ from typing import Any
 import typer
 from rich.text import Text
 
-import accelbench.bench.workloads  # noqa: F401 - registers the built-in workloads
+import accelbench.workloads  # noqa: F401 - registers the built-in workloads
 from accelbench.cli.calibrate import run_calibrate
 from accelbench.cli.common import check_emit, console, emit, progress_bar, table_console
 from accelbench.cli.genslm import run_genslm
 from accelbench.cli.options import Outputs, workload_command
 from accelbench.cli.scale import run_scale
 from accelbench.cli.train import recorded, run_train
-from accelbench.config.workload import Workload, resolve, workloads
-from accelbench.report.workloads import parts_of
+from accelbench.config.workload import Workload, workloads
 
 Body = Callable[[Workload, Any, Outputs], None]
 
@@ -39,14 +38,14 @@ def run_sweep(workload: Workload, options: Any, out: Outputs) -> None:
     from accelbench.hardware.environment import environment
     from accelbench.store.store import ResultStore
 
-    spec = resolve(workload.build)(options)
+    spec = workload.build(options)
     check_emit(out.json_out, out.csv_out, out.output)
     recorder = Recorder(ResultStore(out.db), environment(resolve_device(spec.device)))
     title = getattr(spec, "title", workload.name)
 
     def sweep(sink, step, cell, skip):  # the bar ends before a line about an interruption
         with progress_bar(workload.name) as progress:
-            return resolve(workload.run)(spec, sink, None, _both(cell, progress), skip)
+            return workload.run(spec, sink, None, _both(cell, progress), skip)
 
     view = SweepView(banner=lambda text: console.print(Text(text, style="bold")),
                      cell=lambda i, total, label: None, step=None, failed=lambda record: None,
@@ -55,7 +54,7 @@ def run_sweep(workload: Workload, options: Any, out: Outputs) -> None:
                        remeasure_peak=out.remeasure_peak)
     cells = [r for r in records if r.kind == next(iter(workload.kinds))]  # peaks: the caption
     shown = table_console((out.json_out or out.csv_out) and out.output is None, out.wide)
-    shown.print(parts_of(workload.name).table(cells, title))
+    shown.print(workload.table(cells, title))
     emit(records, out.json_out, out.csv_out, out.output)
     recorder.close()  # raises, naming the file, if a record could not be stored
 

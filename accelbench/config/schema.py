@@ -417,7 +417,7 @@ class StepTimed(StrEnum):
 class PhaseTimed(StrEnum):
     """A block phase's median time, then the rates computed from it (PhaseFields fields, keyed
     '<phase>_<name>' in a record): the figures a block cell measured as trials gives an
-    interval, in that order (bench/block.py)."""
+    interval, in that order (workloads/block/runner.py)."""
 
     TIME_S_MEDIAN = "time_s_median"
     TFLOPS_PER_DEVICE = "tflops_per_device"

@@ -1,21 +1,21 @@
 """The workload registry: what a benchmark is, declared once, and the list every part iterates.
 
-A `Workload` says what a kind of experiment is (block, train, genslm, scale, calibrate, or one a
-test or plug-in adds): its options dataclass (the one source of the command's options, a study
-file's keys and their validation), its record kinds and their metrics classes, the axes one
-study sweep takes as lists, and where its spec builder, runner and study planner live. The
-parts that import torch are named as `"module:function"` text and imported only when used
-(`resolve`), so declaring, listing and `--help` stay instant.
+A `Workload` says what a kind of experiment is (block, train, genslm, scale, calibrate, noise, or
+one a test or plug-in adds): its options dataclass (the one source of the command's options, a
+study file's keys and their validation), its record kinds and their metrics classes, the axes
+one study sweep takes as lists, and its parts as typed callables: the spec builder, the runner,
+the study planner, the table a run prints and the report's sections. Each workload's folder
+(accelbench/workloads/<name>/) declares them in its `__init__.py` as small functions that import
+their torch-heavy module when called, so declaring, listing and `--help` stay instant and an
+editor follows every call.
 
-This module is the bottom of it (config: no torch, no other layer): the declarations of the
-built-in workloads are in bench/workloads.py, the report's parts (table, sections) are attached
-by workload name in report/workloads.py, the command bodies in cli/workloads.py; the CLI, the
-study runner, the export and the report iterate over `workloads()`.
+This module is the bottom of it (config: no torch, no other layer): accelbench/workloads/
+registers the built-in workloads, the command bodies are in cli/workloads.py; the CLI, the study
+planner, the export and the report iterate over `workloads()` and never import a workload.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +24,7 @@ from typing import Any
 
 from accelbench.config.schema import METRICS_BY_KIND
 
-Ref = str | Callable[..., Any]  # a callable, or "module:function" imported when first used
+Part = Callable[..., Any]  # a workload's part: a function that imports what it needs when called
 
 OUTPUTS = ("db", "json_out", "csv_out", "output", "quiet", "rerun", "remeasure_peak", "wide")
 
@@ -38,17 +38,22 @@ class Workload:
     `skip` leaves fields out. `kinds`: every record kind its runs write and the metrics class
     each is written from. `build`: options -> spec (ConfigError on bad input, before anything
     runs). `run`: (spec, sink, step, cell, skip) -> outcomes. `plan`: (values, planner) -> a
-    study sweep (bench/study.py), empty when studies cannot name it. `axes`: the options one
-    study sweep takes as comma lists. `outputs`: the output options its command takes
-    (OUTPUTS)."""
+    study sweep (bench/study.py), None when studies cannot name it. `table`: (records, title)
+    -> the table its command prints. `sections`: each (machines) -> a report Section, in
+    order; `section_order` places them in the report (the paper's order, then the order
+    registered). `axes`: the options one study sweep takes as comma lists. `outputs`: the
+    output options its command takes (OUTPUTS)."""
 
     name: str
     help: str
     options: type
     kinds: Mapping[str, type]
-    build: Ref
-    run: Ref
-    plan: Ref | None = None
+    build: Part
+    run: Part
+    table: Part
+    plan: Part | None = None
+    sections: tuple[Part, ...] = ()
+    section_order: int = 100
     axes: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     skip: tuple[str, ...] = ()
@@ -102,14 +107,13 @@ def workloads() -> tuple[Workload, ...]:
     return tuple(_REGISTRY.values())
 
 
+def report_sections() -> tuple[Part, ...]:
+    """Every registered workload's report sections, in the report's order (section_order, then
+    the order registered)."""
+    ordered = sorted(workloads(), key=lambda w: w.section_order)  # stable: registration order
+    return tuple(section for w in ordered for section in w.sections)
+
+
 def get_workload(name: str) -> Workload | None:
     """The workload of this name, or None."""
     return _REGISTRY.get(name)
-
-
-def resolve(ref: Ref) -> Callable[..., Any]:
-    """A declared part as a callable, importing "module:function" now."""
-    if callable(ref):
-        return ref
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)

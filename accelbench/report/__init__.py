@@ -49,17 +49,16 @@ def only_study(loaded: list[tuple[str, Record]], study: str | None) -> list[tupl
 def build_report(db_paths: Sequence[Path], baseline: str | None = None,
                  tokens: float = DEFAULT_TOKENS, study: str | None = None) -> Report:
     """Every section from the records of these databases (of one study, when named): the
-    machines, each registered workload's (report/workloads.py), the comparison and fairness;
+    machines, each registered workload's (its `sections`), the comparison and fairness;
     ConfigError on bad input. The sections are imported here, and the renderer in make_report:
     the commands import this package (for DEFAULT_TOKENS) and start faster without them."""
-    from accelbench.config.workload import resolve
+    from accelbench.config.workload import report_sections
     from accelbench.report.compare import compare_section
     from accelbench.report.content import Report
     from accelbench.report.fairness import fairness_section
     from accelbench.report.findings import TERMS
     from accelbench.report.machines import group_machines, load_records, pick_baseline
     from accelbench.report.overview import machines_section
-    from accelbench.report.workloads import section_refs
 
     if not math.isfinite(tokens) or tokens <= 0:
         raise ConfigError("tokens", f"must be a positive number, got {tokens!r}", "> 0")
@@ -67,7 +66,7 @@ def build_report(db_paths: Sequence[Path], baseline: str | None = None,
         raise ConfigError("db", "no database given", "one or more --db files")
     machines = group_machines(only_study(load_records(db_paths), study))
     base = pick_baseline(machines, baseline)
-    workload_sections = tuple(resolve(ref)(machines) for ref in section_refs())
+    workload_sections = tuple(section(machines) for section in report_sections())
     sections = (machines_section(machines, base), *workload_sections,
                 compare_section(machines, base, tokens), fairness_section(machines))
     intro = (f"{sum(len(m.records) for m in machines)} records, {len(db_paths)} database(s), "

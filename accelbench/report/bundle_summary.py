@@ -11,7 +11,7 @@ from typing import Any
 from accelbench.config.errors import ConfigError
 from accelbench.hardware.specs import get_spec
 from accelbench.report.machines import Machine, group_machines
-from accelbench.report.noise import config_text, latest_noise
+from accelbench.report.noise_floor import config_text, latest_noise
 from accelbench.report.paper import FIG6_GAS, FIG7_SPARSITY, TABLE_II, cite
 from accelbench.store.fingerprint import workload_id, workload_identity
 from accelbench.store.record import Record

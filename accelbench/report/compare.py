@@ -23,7 +23,7 @@ from accelbench.report.content import Figure, Panel, Section, Series, Table
 from accelbench.report.energy import energy_table, energy_text, unavailable_text
 from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine
-from accelbench.report.noise import noise_sentence
+from accelbench.report.noise_floor import noise_sentence
 from accelbench.store.fingerprint import WORKLOAD_KEY, _global_batch, workload_id
 from accelbench.store.record import Record
 

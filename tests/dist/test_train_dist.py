@@ -145,7 +145,7 @@ def test_scaling_study_runs_every_count_in_every_round_under_torchrun():
     """--devices 2,1 --trials 2: four launches, both counts in each round (the baseline
     measured in every one), each count's record of its 2 trials, the speedup's verdict
     'too few samples' (an interval needs 5 trials a count)."""
-    from accelbench.bench.scale import ScaleSpec, run_scale, scaling_rows
+    from accelbench.workloads.scale.runner import ScaleSpec, run_scale, scaling_rows
 
     base = _spec(nproc=1, gas=(1,), trials=2)
     outcomes = run_scale(ScaleSpec(base, (2, 1), "weak"), lambda o: None)

@@ -111,8 +111,8 @@ def test_a_cell_of_several_trials_keeps_the_trials_mean_clock_and_its_combined_m
 
 
 def test_a_block_cell_s_forward_and_backward_mfu_at_its_trials_clock():
-    from accelbench.bench.block import block_at_clock
     from accelbench.config.schema import BlockReading, PhaseFields
+    from accelbench.workloads.block.runner import block_at_clock
 
     trials = [BlockReading(sm_clock_mhz_mean=1800.0), BlockReading(sm_clock_mhz_mean=1600.0)]
     combined = BlockReading(peak_clock_mhz=1830, forward_backward=PhaseFields(mfu=0.6))

@@ -19,8 +19,6 @@ from accelbench.analytics.stats import (
     compare,
     without_gain,
 )
-from accelbench.bench.noise import build_noise_spec, run_noise
-from accelbench.bench.noise_options import NoiseOptions
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.options import TrainOptions, build_spec
@@ -28,8 +26,10 @@ from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.schema import ShownFigure
 from accelbench.config.trials import trial_samples
 from accelbench.report.evidence import speedup
-from accelbench.report.sparsity import masked_dense
 from accelbench.store.record import Record
+from accelbench.workloads.noise.options import NoiseOptions
+from accelbench.workloads.noise.runner import build_noise_spec, run_noise
+from accelbench.workloads.train.sparsity_section import masked_dense
 
 MODEL = "gpt2-tiny:vocab_size=512"
 KNOWN = (SweepPeak("fp32", 1e12, "fp32", "test peak"),)  # no GEMM peak measured here

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from accelbench.bench.block import BlockSpec, time_block
 from accelbench.config.layout import Layout
 from accelbench.config.presets import resolve_model
 from accelbench.config.vocab import RECOMPUTE_KINDS
 from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import prepare_model
+from accelbench.workloads.block.runner import BlockSpec, time_block
 
 CFG = resolve_model("gpt2-tiny:n_layer=1,d_model=32,n_head=2,vocab_size=64,n_positions=16")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

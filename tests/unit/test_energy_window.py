@@ -12,13 +12,13 @@ import pytest
 from energy_replay import ReplayCounter
 
 import accelbench.bench.train.steps as steps_mod
-from accelbench.bench.block import BlockOptions, build_block_spec, run_block_sweep
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
 from accelbench.config.schema import metric_names
 from accelbench.hardware.energy import set_source_factory
+from accelbench.workloads.block.runner import BlockOptions, build_block_spec, run_block_sweep
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
 GIVEN = (SweepPeak("fp32", 1e11, "fp32", "given"),)  # no CPU GEMM peak measured (~10 s)

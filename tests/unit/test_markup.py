@@ -108,7 +108,7 @@ def test_block_prints_a_failed_cell_and_the_results_path_verbatim(tmp_path, monk
     def fail(*args, **kwargs):
         raise RuntimeError(ERROR)
 
-    monkeypatch.setattr("accelbench.bench.block.time_block", fail)
+    monkeypatch.setattr("accelbench.workloads.block.runner.time_block", fail)
     code, out, err = _run(monkeypatch, capsys, "block", "--model", "gpt2-tiny", "--seq", "16",
                           "--batch", "1", "--dtype", "fp32", "--repeats", "1", "--warmup", "0",
                           "--device", "cpu", "--db", str(folder / "b.db"))

@@ -10,7 +10,7 @@ import accelbench
 
 ROOT = Path(accelbench.__file__).parent
 LAYERS = ("config", "hardware", "analytics", "store", "models", "data", "parallel", "bench",
-          "report", "cli")
+          "report", "workloads", "cli")
 
 
 def _module_name(path: Path) -> str:
@@ -102,6 +102,34 @@ def test_each_layer_imports_only_from_the_layers_above():
                    if _layer(m) is not None and _layer(t) is not None
                    and _layer(t) > _layer(m))
     assert wrong == []
+
+
+def test_every_module_is_in_a_layer():
+    loose = sorted(m for m in _modules() if m.count(".") >= 1 and _layer(m) is None
+                   and m not in ("accelbench.__main__",))
+    assert loose == []
+
+
+def test_the_kits_never_import_a_workload():
+    """bench/ and report/ find workloads only through the registry (config/workload.py)."""
+    wrong = sorted(f"{m} -> {t}" for m, targets in import_graph().items() for t in targets
+                   if _layer(m) is not None and _layer(m) < LAYERS.index("workloads")
+                   and t.startswith("accelbench.workloads"))
+    assert wrong == []
+
+
+def test_a_workload_folder_imports_only_its_own_and_train():
+    """A workload is one folder: it imports the kits and its own modules (and the training
+    workload's plan and declaration, which genslm, scale and noise build on), no other's."""
+    wrong = []
+    for m, targets in import_graph().items():
+        if not m.startswith("accelbench.workloads."):
+            continue
+        own = m.split(".")[2]
+        for t in targets:
+            if t.startswith("accelbench.workloads.") and t.split(".")[2] not in (own, "train"):
+                wrong.append(f"{m} -> {t}")
+    assert sorted(wrong) == []
 
 
 def test_analytics_and_config_never_import_torch():

@@ -10,12 +10,12 @@ import pytest
 from cli_run import run_main
 
 from accelbench.analytics.stats import FASTER, NO_DIFFERENCE, SLOWER
-from accelbench.bench.noise import CELL_KIND, CONDITION_KEY, NOISE_KIND, noise_floor
 from accelbench.report import build_report
 from accelbench.report.machines import group_machines, load_records
-from accelbench.report.noise import noise_sentence
+from accelbench.report.noise_floor import noise_sentence
 from accelbench.store.fingerprint import WORKLOAD_KEY
 from accelbench.store.store import ResultStore
+from accelbench.workloads.noise.runner import CELL_KIND, CONDITION_KEY, NOISE_KIND, noise_floor
 
 TINY = ("--device", "cpu", "--model", "gpt2-tiny", "--seq", "16", "--steps", "1",
         "--warmup-steps", "0", "--trials", "5")

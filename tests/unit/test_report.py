@@ -17,11 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.recording.recorder import Recorder
-from accelbench.bench.scale import ScaleSpec, summary_outcome
 from accelbench.bench.train.search import run_longest_seq_sweep
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
@@ -39,9 +37,11 @@ from accelbench.report.machines import (
     pick_baseline,
     short_version,
 )
-from accelbench.report.sparsity import sparsity_section
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
+from accelbench.workloads.block.runner import BlockSpec, run_block_sweep
+from accelbench.workloads.scale.runner import ScaleSpec, summary_outcome
+from accelbench.workloads.train.sparsity_section import sparsity_section
 
 # one test process (xdist group) writes the reports most tests read
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_report")]

@@ -2,15 +2,15 @@
 cell has one, and a speedup is stated with its interval and verdict, or says why it has none."""
 
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.scale import ScaleSpec, summary_outcome
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.presets import get_preset
 from accelbench.config.trials import TRIAL_VALUES
 from accelbench.report.cells import train_rate
 from accelbench.report.evidence import ONE_TRIAL, speedup_text
 from accelbench.report.machines import Machine
-from accelbench.report.scaling import scaling_section
 from accelbench.store.record import Record
+from accelbench.workloads.scale.report import scaling_section
+from accelbench.workloads.scale.runner import ScaleSpec, summary_outcome
 
 
 def _cell(times, interval=None):

@@ -14,16 +14,16 @@ import pytest
 from accelbench.config.schema import ShownFigure
 from accelbench.config.trials import TRIAL_VALUES
 from accelbench.report import build_report
-from accelbench.report.block import block_section
 from accelbench.report.compare import compare_figure, compare_section
-from accelbench.report.gas import gas_section
 from accelbench.report.machines import group_machines
 from accelbench.report.markdown import md_cell, to_appendix, to_markdown
-from accelbench.report.noise import noise_section
-from accelbench.report.scaling import scaling_section
-from accelbench.report.seqlen import seq_section
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
+from accelbench.workloads.block.report import block_section
+from accelbench.workloads.noise.report import noise_section
+from accelbench.workloads.scale.report import scaling_section
+from accelbench.workloads.train.gas import gas_section
+from accelbench.workloads.train.seqlen import seq_section
 
 ENV = {"device_type": "cpu", "device_name": "CPU", "device_count": 1, "cpu": "Test CPU",
        "cpu_count": 2, "torch": "2.13.0+cpu", "host": "vm"}

@@ -13,7 +13,6 @@ from accelbench.analytics.confidence import prediction_interval
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
 from accelbench.config.presets import get_preset
-from accelbench.report.block import block_section
 from accelbench.report.content import PREDICTED
 from accelbench.report.findings import TERMS
 from accelbench.report.machines import group_machines
@@ -25,6 +24,7 @@ from accelbench.report.predict import (
 )
 from accelbench.report.training import TABLE_CAPTION, measure_header
 from accelbench.store.record import Record
+from accelbench.workloads.block.report import block_section
 
 H100 = {"device_type": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8,
         "device_spec_key": "h100-sxm", "torch": "2.11.0"}

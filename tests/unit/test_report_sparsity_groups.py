@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from accelbench.report.cells import Rate, points_series
 from accelbench.report.machines import group_machines
-from accelbench.report.seqlen import seq_section
-from accelbench.report.sparsity import _groups, sparsity_section
 from accelbench.store.record import Record
+from accelbench.workloads.train.seqlen import seq_section
+from accelbench.workloads.train.sparsity_section import _groups, sparsity_section
 
 ENV = {"device_type": "cpu", "device_name": "CPU", "device_count": 1, "cpu": "CPU",
        "cpu_count": 2, "torch": "2.13.0+cpu", "host": "vm"}

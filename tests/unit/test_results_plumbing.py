@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from cli_run import run_main as _run_main
 
-from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.config.errors import ConfigError
@@ -35,6 +34,7 @@ from accelbench.store.jsontext import loads
 from accelbench.store.merge import merge
 from accelbench.store.record import Record, content_uid
 from accelbench.store.store import ResultStore
+from accelbench.workloads.block.runner import BlockSpec, run_block_sweep
 
 # most tests read a real block sweep's database (a measured peak): one test process (xdist
 # group) makes it

@@ -17,7 +17,6 @@ import torch
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.recording.resume import FinishedCells, Resume
-from accelbench.bench.scale import ScaleSpec, run_scale
 from accelbench.bench.train import launch as launch_mod
 from accelbench.bench.train import search as search_mod
 from accelbench.bench.train.cell import cell_spec
@@ -39,6 +38,7 @@ from accelbench.store.fingerprint import (
 )
 from accelbench.store.record import STATUSES
 from accelbench.store.store import ResultStore
+from accelbench.workloads.scale.runner import ScaleSpec, run_scale
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"device_type": "cpu", "device_name": "AMD EPYC", "device_count": 1,

@@ -7,13 +7,6 @@ import pytest
 from rich.console import Console
 
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.scale import (
-    ScaleSpec,
-    scaling_rows,
-    spec_at,
-    summary_outcome,
-    validate_scale,
-)
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
@@ -21,6 +14,13 @@ from accelbench.config.schema import ScaleRow, StepTimed
 from accelbench.config.trials import TRIAL_VALUES
 from accelbench.report.table import scale_table
 from accelbench.report.trials import scale_speedup_text
+from accelbench.workloads.scale.runner import (
+    ScaleSpec,
+    scaling_rows,
+    spec_at,
+    summary_outcome,
+    validate_scale,
+)
 
 BASE = TrainSpec(get_preset("gpt2-tiny"), seq_lens=(64,), micro_batches=(8,), gas=(2,),
                  dtypes=("fp32",), device="cpu")

@@ -16,8 +16,8 @@ from accelbench.bench.train.options import TrainOptions, build_spec, resolve_npr
 from accelbench.config.fit import fit_basis
 from accelbench.config.study import load_study
 from accelbench.report.machines import group_machines
-from accelbench.report.seqlen import first_fits, seq_section
 from accelbench.store.record import Record
+from accelbench.workloads.train.seqlen import first_fits, seq_section
 
 GIB = 1024**3
 CPU = torch.device("cpu")

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench.bench.block import BlockSpec, run_block_sweep
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.trials import CellTrials, combine_timed, disturbance_summary, interleave
@@ -25,6 +24,7 @@ from accelbench.config.trials import parse_trials
 from accelbench.hardware.disturbance import read_proc_stat
 from accelbench.report.table import block_table, train_table
 from accelbench.store.record import Record
+from accelbench.workloads.block.runner import BlockSpec, run_block_sweep
 
 # a known peak: no GEMM peak is measured for these sweeps
 KNOWN = (SweepPeak("fp32", 1e12, "fp32", "test peak"),)

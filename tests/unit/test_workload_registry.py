@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields
 import pytest
 from cli_run import run_main
 
-import accelbench.bench.workloads  # noqa: F401 - the built-in workloads
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.study import PlannedCell, SweepPlan, plan_study
 from accelbench.cli import main as main_mod
@@ -18,11 +17,10 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.options import option
 from accelbench.config.schema import METRICS_BY_KIND, metric_names
 from accelbench.config.study import parse_study
-from accelbench.config.workload import Workload, registered, resolve, workloads
+from accelbench.config.workload import Workload, registered, report_sections, workloads
 from accelbench.report import build_report
 from accelbench.report.content import Section
 from accelbench.report.export import flat_table
-from accelbench.report.workloads import ReportParts, attach, detach, parts_of
 from accelbench.store.store import ResultStore
 
 # --- the toy workload: its options, metrics, spec, runner, plan, table and section -------------
@@ -95,19 +93,16 @@ def toy_section(machines) -> Section:
 
 
 TOY = Workload("toy", "Score toys.", ToyOptions, {"toy": ToyMetrics}, build=build_toy,
-               run=run_toy, plan=plan_toy, axes=("flavour",))
+               run=run_toy, table=toy_table, plan=plan_toy, sections=(toy_section,),
+               axes=("flavour",))
 
 
 @pytest.fixture
 def toy(monkeypatch):
-    """The toy registered, its report parts attached, and a command line that has it."""
+    """The toy registered and a command line that has it."""
     with registered(TOY):
-        attach("toy", ReportParts(toy_table, (toy_section,)))
         monkeypatch.setattr(main_mod, "app", main_mod.make_app())
-        try:
-            yield TOY
-        finally:
-            detach("toy")
+        yield TOY
 
 
 def test_the_toy_is_a_command_with_its_options(toy, monkeypatch, capsys):
@@ -181,20 +176,25 @@ def test_unregistering_removes_the_toy_everywhere(tmp_path):
 
 @pytest.mark.parametrize("workload", workloads(), ids=lambda w: w.name)
 def test_every_workload_has_its_parts(workload):
-    parts = parts_of(workload.name)
-    assert callable(parts.table)
-    for ref in parts.sections:
-        assert callable(resolve(ref))
     for kind, metrics in workload.kinds.items():
         assert METRICS_BY_KIND[kind] is metrics
-    assert callable(resolve(workload.build)) and callable(resolve(workload.run))
-    if workload.plan is not None:
-        assert callable(resolve(workload.plan))
+    assert workload.table.__module__ == f"accelbench.workloads.{workload.name}" or (
+        workload.table.__module__ == "accelbench.workloads.train")  # genslm, scale: train's
+    for section in workload.sections:
+        assert section in report_sections()
     names = {f.name for f in fields(workload.options)}
     assert set(workload.axes) <= names and set(workload.skip) <= names
     assert set(workload.defaults) <= names
     for f in fields(workload.options):
         assert f.metadata.get("help"), (workload.name, f.name)  # every option says what it is
+
+
+def test_the_report_keeps_the_paper_order():
+    assert [f.__name__ for f in report_sections()][:7] == [
+        "section", "section", "seq_section", "gas_section", "sparsity_section", "section",
+        "section"]
+    assert [f.__module__.rsplit(".", 1)[1] for f in report_sections()][:7] == [
+        "block", "scale", "train", "train", "train", "genslm", "noise"]
 
 
 def test_the_built_in_workloads_in_order():

@@ -1,6 +1,7 @@
-"""The one option set of every command that trains (train, genslm, scale): declared once as a
-dataclass whose fields are the command-line options (name, default, help), and turned into a
-validated TrainSpec here, in the library, so the commands only parse and render."""
+"""The one option set of every command that trains (train, genslm, scale, noise): declared once
+as a dataclass whose fields are the command-line options (name, default, help), and turned into a
+validated TrainSpec here, in the library, so the commands only parse and render (genslm's and
+scale's own options extend it in their workload folders)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_li
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 
 if TYPE_CHECKING:  # the spec and the sweep import torch: not needed to list the options
-    from accelbench.bench.scale import ScaleSpec
     from accelbench.bench.train.spec import TrainSpec
 
 
@@ -98,33 +98,6 @@ class TrainOptions:
                                "collective timeout of the process group.")
 
 
-@dataclass(frozen=True)
-class GenslmOptions(TrainOptions):
-    """`accelbench genslm`: every training option, GenSLM's defaults, and its own two."""
-
-    frame: int = _opt(0, "Codon reading frame of the data: 0, 1 or 2.")
-    longest_seq: bool = _opt(
-        False, "Find the longest sequence that fits (doubling from --seq, then bisection; trial "
-        "on an accelerator, memory estimate on a CPU), then measure it.", "--longest-seq")
-
-
-@dataclass(frozen=True)
-class ScaleOptions(TrainOptions):
-    """`accelbench scale`: the training options (but SCALE_SKIPS) and the device counts."""
-
-    devices: str = _opt("1,2", "Device (process) counts, comma-separated.")
-    mode: str = _opt("weak", "weak (same micro-batch per device) or strong (same global "
-                     "batch).")
-    zero: int = _opt(0, "ZeRO stage of the data-parallel layout (0-3).")
-
-
-# Each command's own defaults over TrainOptions' (also those of a study's experiments).
-GENSLM_DEFAULTS = {"model": "genslm-25m", "data": "default", "seq": "2048"}
-SCALE_DEFAULTS = {"model": "gpt2"}
-# scale lays out each count itself, in launched processes (a launch a trial)
-SCALE_SKIPS = ("nproc", "layout", "max_micro_batch", "verify_fit")
-
-
 def with_defaults(**defaults: Any) -> TrainOptions:
     """The options with a command's own defaults (genslm: its model, data and sequence)."""
     return replace(TrainOptions(), **defaults)
@@ -201,24 +174,3 @@ def build_spec(options: TrainOptions, benchmark: str = "train",
         hang_timeout_s=options.hang_timeout, trials=parse_trials(options.trials),
         disturbance_threshold=options.disturbance_threshold)
     return check_sweep(spec)
-
-
-def build_genslm_spec(options: GenslmOptions) -> TrainSpec:
-    """A GenSLM sweep's spec: codon tokens in the options' reading frame; with --longest-seq,
-    a spec the search cannot take is refused here, before anything runs."""
-    from accelbench.bench.train.search import search_cells
-    from accelbench.data.genome_corpus import codon_tokenizer_name
-
-    spec = build_spec(options, benchmark="genslm", tokenizer=codon_tokenizer_name(options.frame))
-    if options.longest_seq:
-        search_cells(spec)
-    return spec
-
-
-def build_scale_spec(options: ScaleOptions) -> ScaleSpec:
-    """A scaling study's spec: the base cell and its device counts, checked."""
-    from accelbench.bench.scale import ScaleSpec, validate_scale
-
-    base = build_spec(options)
-    return validate_scale(ScaleSpec(base, parse_int_list("devices", options.devices),
-                                    options.mode, options.zero))

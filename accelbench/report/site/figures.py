@@ -28,11 +28,10 @@ def chosen_machines(site: Site) -> list[Machine]:
 
 def study_figures(machines: list[Machine], base: Machine | None) -> list[Figure]:
     """Every figure the report draws for these machines (its sections, then the comparison)."""
-    from accelbench.config.workload import resolve
+    from accelbench.config.workload import report_sections
     from accelbench.report.compare import best_cells, compare_figure
-    from accelbench.report.workloads import section_refs
 
-    figures = [f for ref in section_refs() for f in resolve(ref)(machines).figures]
+    figures = [f for section in report_sections() for f in section(machines).figures]
     best = best_cells(machines)
     if best and base is not None and len(best) <= COMPARE_CATEGORIES:
         figures.append(compare_figure(best, machines, base))

@@ -17,12 +17,12 @@ import torch
 import torch.distributed as dist
 
 from accelbench.analytics.profile import Point, point_dict, point_from_dict
-from accelbench.bench.calibrate.launched import JOB_FILE, launch_job
-from accelbench.bench.calibrate.spec import CalibrateSpec, spec_from_dict
-from accelbench.bench.calibrate.steps import compute_steps, dtype_peaks, run_steps
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import write_rank_error
 from accelbench.parallel.procs import watch_parent
+from accelbench.workloads.calibrate.launched import JOB_FILE, launch_job
+from accelbench.workloads.calibrate.spec import CalibrateSpec, spec_from_dict
+from accelbench.workloads.calibrate.steps import compute_steps, dtype_peaks, run_steps
 
 RESULT_FILE = "compute.json"
 Peaks = dict[str, tuple[float | None, str]]

@@ -6,14 +6,14 @@ from __future__ import annotations
 import torch
 
 from accelbench.analytics.profile import Point, latencies_s, point_dict, reference_peaks
-from accelbench.bench.calibrate.collective import measure_collectives
-from accelbench.bench.calibrate.concurrent import Peaks, measure_concurrent
-from accelbench.bench.calibrate.spec import KIND, CalibrateSpec
-from accelbench.bench.calibrate.steps import compute_steps, dtype_peaks, run_steps
 from accelbench.bench.outcome import Outcome, Progress
 from accelbench.config.schema import ProfileMetrics, metrics_dict
 from accelbench.hardware import device as devices
 from accelbench.parallel.procs import Interrupted, signal_name
+from accelbench.workloads.calibrate.collective import measure_collectives
+from accelbench.workloads.calibrate.concurrent import Peaks, measure_concurrent
+from accelbench.workloads.calibrate.spec import KIND, CalibrateSpec
+from accelbench.workloads.calibrate.steps import compute_steps, dtype_peaks, run_steps
 
 
 class CalibrationInterrupted(Interrupted):  # noqa: N818 - an Interrupted, as CellInterrupted is

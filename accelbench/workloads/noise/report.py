@@ -1,50 +1,31 @@
-"""The noise floor in tables and the report: what `accelbench noise` printed (its table), each
-machine's latest A/A check (the report's "Noise floor" section), and the sentence the
-comparison section states beside its ratios (docs/metrics.md, "The noise floor")."""
+"""The noise workload in tables and the report: what `accelbench noise` printed (its table) and
+each machine's latest A/A check (the report's "Noise floor" section); the floor itself, which
+every comparison states, is report/noise_floor.py (docs/metrics.md, "The noise floor")."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
 
-from accelbench.config.schema import NoiseMetrics
 from accelbench.report.content import Finding, Section, Table
 from accelbench.report.fit import KEY
 from accelbench.report.machines import Machine
+from accelbench.report.noise_floor import (
+    COMMAND,
+    config_text,
+    disturbed_text,
+    floor_text,
+    latest_noise,
+    ratio_text,
+    when,
+)
 from accelbench.report.table import add_columns, add_plain_row, plain_table
-from accelbench.report.trials import claim_text
 from accelbench.store.record import Record
 
-NOISE_KIND = "noise"  # bench/noise.py's record kind
-COMMAND = "`accelbench noise`"
 SOURCE = ("the latest ok 'noise' record of each machine: throughput_ratio with "
           "throughput_ratio_low/_high, noise_verdict, noise_floor, trials, disturbed, "
           "created_utc")
-
-
-def floor_text(m: NoiseMetrics) -> str:
-    """'±2.3%' (the noise floor), or '-' without an interval."""
-    return "-" if m.noise_floor is None else f"±{100 * m.noise_floor:.1f}%"
-
-
-def ratio_text(m: NoiseMetrics) -> str:
-    """B's throughput over A's with its interval: '1.01x [0.97-1.04]' (n.s. where it holds 1)."""
-    return claim_text(m.throughput_ratio, m.throughput_ratio_low, m.throughput_ratio_high,
-                      m.noise_verdict)
-
-
-def disturbed_text(disturbed: bool | None) -> str:
-    """yes, no, or '-' (not judged)."""
-    return "-" if disturbed is None else ("yes" if disturbed else "no")
-
-
-def config_text(record: Record) -> str:
-    """'gpt2-tiny seq 64 mb 1 fp32'."""
-    s = record.spec
-    return (f"{s.get('model_name')} seq {s.get('seq_len')} mb {s.get('micro_batch')} "
-            f"{s.get('dtype')}")
 
 
 def _ms(value: float | None) -> str:
@@ -71,36 +52,6 @@ def noise_table(records: list[Record], title: str = "Noise floor (A/A)") -> Any:
         "significant difference, as an A/A check should find); noise floor: that interval's "
         "larger distance from 1, the smallest difference this machine can tell from noise.")
     return table
-
-
-def latest_noise(machine: Machine) -> Record | None:
-    """The machine's latest ok noise check, or None."""
-    checks = [r for r in machine.records if r.kind == NOISE_KIND and r.status == "ok"]
-    return max(checks, key=lambda r: (r.created_utc, r.id or 0), default=None)
-
-
-def when(record: Record) -> str:
-    """'2025-01-31 12:34 UTC'."""
-    return f"{record.created_utc[:16].replace('T', ' ')} UTC"
-
-
-def noise_sentence(machines: Sequence[Machine]) -> str:
-    """The comparison section's sentence: each machine's noise floor, or that none was
-    measured (and how to measure it)."""
-    parts, missing = [], []
-    for m in machines:
-        check = latest_noise(m)
-        if check is None or check.typed.noise_floor is None:
-            missing.append(m.label)
-        else:
-            parts.append(f"{m.label} ±{100 * check.typed.noise_floor:.1f}% "
-                         f"({config_text(check)}, {when(check)})")
-    if not parts:
-        return (f"No noise floor was measured on any machine ({COMMAND}): how large a "
-                "difference must be to stand out from run-to-run spread is unknown here.")
-    text = ("Noise floor (an A/A check, the smallest difference each machine tells from "
-            f"noise): {'; '.join(parts)}")
-    return text + (f"; none measured on {', '.join(missing)} ({COMMAND})." if missing else ".")
 
 
 def noise_section(machines: list[Machine]) -> Section:

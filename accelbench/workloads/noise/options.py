@@ -1,5 +1,5 @@
 """The options of `accelbench noise`, the A/A check (no torch: the command lists them
-instantly); bench/noise.py builds and runs the check."""
+instantly); workloads/noise/runner.py builds and runs the check."""
 
 from __future__ import annotations
 

@@ -9,19 +9,19 @@ from collections.abc import Callable
 import torch
 
 from accelbench.analytics.profile import Point
-from accelbench.bench.calibrate.compute import measure_attention, measure_gemms, measure_memory
-from accelbench.bench.calibrate.overheads import (
-    measure_embedding,
-    measure_loss,
-    measure_optimizer,
-)
-from accelbench.bench.calibrate.spec import CalibrateSpec
 from accelbench.bench.dtypes import dtype_support
 from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Progress
 from accelbench.bench.peak import resolve_peak
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import detect_spec
+from accelbench.workloads.calibrate.compute import measure_attention, measure_gemms, measure_memory
+from accelbench.workloads.calibrate.overheads import (
+    measure_embedding,
+    measure_loss,
+    measure_optimizer,
+)
+from accelbench.workloads.calibrate.spec import CalibrateSpec
 
 Step = tuple[str, Callable[[], list[Point]]]
 

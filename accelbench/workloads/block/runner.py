@@ -17,7 +17,6 @@ from accelbench.analytics.energy import cell_energy
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
 from accelbench.analytics.metrics import at_measured_clock, mean_clock
-from accelbench.bench.block_options import BlockOptions
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
 from accelbench.bench.guard import guarded, refuse_if_too_big
 from accelbench.bench.memory import PeakMemory
@@ -59,6 +58,7 @@ from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, check_threshold
 from accelbench.hardware.energy import open_meter
 from accelbench.models.gpt import Block, fresh_compile_cache
+from accelbench.workloads.block.options import BlockOptions
 
 KIND = "block"
 

@@ -21,12 +21,12 @@ from accelbench.analytics.kernels import (
     optimizer_bytes,
 )
 from accelbench.analytics.profile import Point, curve_key
-from accelbench.bench.calibrate.compute import make_point, time_call
-from accelbench.bench.calibrate.spec import FP32_BYTES, CalibrateSpec
 from accelbench.bench.dtypes import parse_dtype
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.parallel.optim import adamw, clip_grad_norm_, param_groups
+from accelbench.workloads.calibrate.compute import make_point, time_call
+from accelbench.workloads.calibrate.spec import FP32_BYTES, CalibrateSpec
 
 GRAD_CLIP = 1.0  # the train loop's default (bench/train/spec.py grad_clip)
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelbench.analytics.stats import MIN_RATIO_SAMPLES, compare
-from accelbench.bench.noise_options import NoiseOptions
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError
 from accelbench.config.schema import NoiseMetrics, ShownFigure, metrics_dict, read_metrics
 from accelbench.config.trials import trial_samples
+from accelbench.workloads.noise.options import NoiseOptions
 
 NOISE_KIND = "noise"  # the check's record
 CELL_KIND = "noise-cell"  # each condition's record (TrainMetrics)

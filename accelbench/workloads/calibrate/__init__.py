@@ -1,0 +1,43 @@
+"""Calibration, declared: `accelbench calibrate` times GEMMs, fused attention, memory bandwidth,
+the loss, the embedding, the optimizer and collectives into one machine profile (the planner's
+curves are analytics/profile.py). Its folder: spec.py (options and spec, torch-free), run.py and
+the micro-benchmarks; each part below imports its module when called."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from accelbench.config.schema import ProfileMetrics
+from accelbench.config.workload import Workload
+from accelbench.workloads.calibrate.spec import CalibrateOptions
+
+if TYPE_CHECKING:
+    import torch
+
+    from accelbench.bench.outcome import Outcome, Progress
+    from accelbench.store.record import Record
+    from accelbench.workloads.calibrate.spec import CalibrateSpec
+
+
+def build(options: CalibrateOptions) -> CalibrateSpec:
+    """The checked spec (the device resolved, counts and ranks checked)."""
+    from accelbench.workloads.calibrate.spec import build_calibrate
+    return build_calibrate(options)
+
+
+def run(spec: CalibrateSpec, device: torch.device, progress: Progress | None = None) -> Outcome:
+    """Every micro-benchmark, into one profile outcome."""
+    from accelbench.workloads.calibrate.run import run_calibration
+    return run_calibration(spec, device, progress)
+
+
+def table(records: list[Record], title: str) -> Any:
+    """A calibration's profile (its one record)."""
+    from accelbench.report.profile import profile_table
+    return profile_table(records[0])
+
+
+WORKLOAD = Workload(
+    "calibrate", "Time GEMMs, fused attention, memory, the loss, embedding, optimizer and "
+    "collectives;\nstore the profile.", CalibrateOptions, {"profile": ProfileMetrics},
+    build=build, run=run, table=table, outputs=("db", "json_out", "wide"))
