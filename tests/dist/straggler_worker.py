@@ -3,8 +3,10 @@ through the runtime's own step loop (bench/train/steps.py run_rank_steps), some 
 slowed by the test-only delay (ACCELBENCH_TEST_SLOW_RANK), and which rank each trial names as
 slow (bench/train/metrics.py straggler_fields).
 
-A case is 'name:layout:fraction:trials' (fraction 0: no delay). Rank 0 returns, per case, the
-rank named in each trial (None: none) and each trial's evidence.
+A case is 'name:layout:fraction:trials[:steps]' (fraction 0: no delay; steps STEPS unless
+given, of which WARMUP_STEPS untimed). Rank 0 returns, per case, the
+rank named in each trial (None: none), each trial's evidence and each rank's median compute
+and wait (benchmarks/straggler.py runs it for the 10-trial figures).
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ WARMUP_STEPS = 1
 STEPS = 9  # 8 timed
 
 
-def _spec(layout_text: str) -> tuple[TrainSpec, object]:
+def _spec(layout_text: str, steps: int = STEPS) -> tuple[TrainSpec, object]:
     """gpt2-tiny at sequence 128, micro-batch 2 (a pipeline: 2 micro-batches), fp32."""
     layout = parse_layout(layout_text, RUNTIME_KEYS)
     gas = 2 if layout.pp > 1 else 1
     spec = TrainSpec(get_preset("gpt2-tiny"), seq_lens=(128,), micro_batches=(2,), gas=(gas,),
-                     dtypes=("fp32",), steps=STEPS, warmup_steps=WARMUP_STEPS, device="cpu",
+                     dtypes=("fp32",), steps=steps, warmup_steps=WARMUP_STEPS, device="cpu",
                      layout=layout_text)
     world = torch.distributed.get_world_size()
     return spec, validate_layout(layout, spec.model, world, gas)
@@ -43,15 +45,17 @@ def _trial(spec: TrainSpec, layout, device: torch.device) -> dict:
     local = run_rank_steps(spec, spec.cells()[0], layout, device, None, None)
     ranks = sorted(gather_rank_results(local), key=lambda r: r.rank)
     fields = straggler_fields(ranks, spec.warmup_steps)
-    return {"named": fields.get("slow_rank"), "evidence": fields.get("slow_rank_evidence")}
+    return {"named": fields.get("slow_rank"), "evidence": fields.get("slow_rank_evidence"),
+            "compute_s": fields.get("compute_time_s_median_per_rank"),
+            "wait_s": fields.get("wait_time_s_median_per_rank")}
 
 
 def run(cases: list[str], device: torch.device) -> dict:
     """Every case's trials in turn; the delay set on every rank for the delayed ones."""
     results = {}
     for case in cases:
-        name, layout_text, fraction, trials = case.split(":")
-        spec, layout = _spec(layout_text)
+        name, layout_text, fraction, trials, *steps = case.split(":")
+        spec, layout = _spec(layout_text, int(steps[0]) if steps else STEPS)
         if float(fraction):
             os.environ[TEST_DELAY_ENV] = f"{SLOWED_RANK}:{fraction}"
         try:
