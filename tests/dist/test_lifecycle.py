@@ -2,7 +2,7 @@
 and SIGTERM to `accelbench`, its parent killed with SIGKILL, a stopped rank, a rank that dies.
 
 Faults are injected with ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase> (read by the
-launched rank: bench/train/launch.py `with_test_fault`); `wait` holds a rank until the test
+launched rank: bench/train/fault_injection.py `with_test_fault`); `wait` holds a rank until the test
 creates the file `release` in the cell's folder, so a cell cannot finish before the signal the
 test sends, on a machine of any speed or load. Every process of a test carries a
 marker in its environment, so a test finds what it left running; each test also checks that no
@@ -27,7 +27,7 @@ import pytest
 
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.recording.pending import recover
-from accelbench.bench.train.launch import TEST_RELEASE_FILE
+from accelbench.bench.train.fault_injection import TEST_RELEASE_FILE
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset

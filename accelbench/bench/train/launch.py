@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import sys
-import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -39,14 +38,19 @@ from accelbench.bench.train.cell_folder import (
     read_outcome,
     write_json,
 )
+from accelbench.bench.train.fault_injection import (
+    TEST_FAULT_ENV,
+    stop_before_first_beat,
+    with_test_fault,
+)
 from accelbench.bench.train.nodes import join_nodes, lost_node_outcome, ranks_on_my_node
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
-from accelbench.bench.train.steps import Heartbeat, StepProgress, set_heartbeat
+from accelbench.bench.train.steps import StepProgress, set_heartbeat
 from accelbench.bench.train.trials import combine_train_trials
 from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.layout import Layout
 from accelbench.config.noise import quiet_if_asked
-from accelbench.config.schema import TRAIN_SWEPT
+from accelbench.config.records.train import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun, write_rank_error
@@ -58,8 +62,6 @@ from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
 # Launched ranks wait in a collective this much longer than the watchdog waits for progress, so
 # the watchdog, which can name the rank that stopped, acts before the ranks' own timeouts.
 WATCHDOG_MARGIN_S = 30.0
-TEST_FAULT_ENV = "ACCELBENCH_TEST_FAULT"
-TEST_RELEASE_FILE = "release"  # ends a `wait` fault (with_test_fault)
 _REASON_CHARS = 2000
 
 
@@ -369,48 +371,6 @@ def worker_main(folder: str) -> None:
     except BaseException as err:
         write_rank_error(work, rank, err)
         raise
-
-
-def stop_before_first_beat(rank: int) -> None:
-    """The test fault ACCELBENCH_TEST_FAULT=stop:<rank>:before: this rank stops itself (SIGSTOP)
-    before its first heartbeat (tests/dist/test_lifecycle.py). Unset: nothing."""
-    if os.environ.get(TEST_FAULT_ENV, "") == f"stop:{rank}:before":
-        os.kill(os.getpid(), signal.SIGSTOP)
-
-
-def with_test_fault(beat: Heartbeat, rank: int, folder: Path | None = None) -> Heartbeat:
-    """The heartbeat, with the fault tests inject (tests/dist/test_lifecycle.py) where
-    ACCELBENCH_TEST_FAULT=<action>:<rank>:<step or phase>[:<n>] names this rank: at its first
-    (or n-th: a later cell's) heartbeat of that step (or phase), `stop` (SIGSTOP itself), `kill`
-    (SIGKILL itself), `raise` (RuntimeError('boom')), `hold` (sleep 120 s) or `wait` (until the
-    test creates the file <cell folder>/release, at most 120 s: a cell that cannot finish before
-    the test lets it). Unset (always, outside tests): no fault."""
-    fault = os.environ.get(TEST_FAULT_ENV, "").split(":")
-    if len(fault) not in (3, 4) or fault[1] != str(rank):
-        return beat
-    action, when, nth = fault[0], fault[2], int(fault[3]) if len(fault) == 4 else 1
-    seen = []
-
-    def faulty(step: int, phase: str) -> None:
-        beat(step, phase)
-        if when not in (str(step), phase):
-            return
-        seen.append(True)
-        if len(seen) != nth:
-            return
-        if action in ("stop", "kill"):
-            os.kill(os.getpid(), signal.SIGSTOP if action == "stop" else signal.SIGKILL)
-        elif action == "raise":
-            raise RuntimeError("boom")
-        elif action == "hold":
-            time.sleep(120)
-        elif action == "wait":
-            deadline = time.monotonic() + 120
-            release = (folder or Path.cwd()) / TEST_RELEASE_FILE  # a group: the launch's folder
-            while not release.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-
-    return faulty
 
 
 if __name__ == "__main__":
