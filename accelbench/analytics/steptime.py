@@ -28,14 +28,7 @@ from dataclasses import dataclass
 from accelbench.analytics import comm
 from accelbench.analytics.activations import Kernels
 from accelbench.analytics.cluster import ClusterSpec
-
-# `X as X`: re-exported for the importers this split could not edit yet (report/plan_table.py,
-# report/predict.py and tests/unit/test_calibrate_overheads.py, mid-move by others); remove once
-# they import from train_setup, compute_rates and step_comm
-from accelbench.analytics.compute_rates import compute_efficiency as compute_efficiency
-from accelbench.analytics.compute_rates import compute_source as compute_source
 from accelbench.analytics.compute_rates import layer_rates, peak_flops, sparse_gemm_passes
-from accelbench.analytics.compute_rates import sparse_compute_note as sparse_compute_note
 from accelbench.analytics.efficiency import HBM_EFFICIENCY, LayerCost, layer_cost, moe_gemm_delta_s
 from accelbench.analytics.flops import (
     every_other_mm_rerun_params,
@@ -48,7 +41,6 @@ from accelbench.analytics.memory import stages_to_check
 from accelbench.analytics.model_states import optimizer_bytes_per_param
 from accelbench.analytics.moe_cost import busiest_rank_factor
 from accelbench.analytics.precision import training_widths
-from accelbench.analytics.step_comm import DDP_BUCKET_BYTES as DDP_BUCKET_BYTES
 from accelbench.analytics.step_comm import (
     all_to_all_s,
     dp_exposed_s,
@@ -57,7 +49,6 @@ from accelbench.analytics.step_comm import (
     tp_cp_seconds,
 )
 from accelbench.analytics.train_setup import A2A_OVERLAP_MODES, TrainSetup
-from accelbench.analytics.train_setup import OVERLAP_MODES as OVERLAP_MODES
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB

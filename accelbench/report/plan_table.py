@@ -10,11 +10,14 @@ from dataclasses import asdict, dataclass, field
 
 from rich.table import Table
 
+from accelbench.analytics.compute_rates import compute_source, sparse_compute_note
 from accelbench.analytics.confidence import EVIDENCE, Confidence
 from accelbench.analytics.plan_input import PlanOutcome, PlanRequest, moe_imbalance_text
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
+from accelbench.analytics.precision import training_widths
+from accelbench.analytics.published_run import reduce_bytes, reduce_source, stack_framework
 from accelbench.analytics.source_model import MIN_SOURCES
-from accelbench.analytics.steptime import OVERLAP_MODES, compute_source, sparse_compute_note
+from accelbench.analytics.train_setup import OVERLAP_MODES
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
 from accelbench.report.table import add_plain_row, plain_table
@@ -189,11 +192,23 @@ def _runtime_notes(results: list[PlanResult]) -> list[str]:
     return [f"* {', '.join(at)} {NOT_BUILT}: {note}" for note, at in ranks.items()]
 
 
+def _reduce_note(stack: str, dtype: str) -> str:
+    """The width the plan priced the data-parallel reduction at, and why."""
+    framework = stack_framework(stack)
+    width = reduce_bytes(framework, dtype)
+    widths = training_widths(dtype)
+    if framework is None or widths.reduce != 4 or widths.grads == 4:
+        return (f"{width} bytes a gradient value, {dtype}'s default (Megatron-LM reduces bf16 "
+                "and fp8 gradients in fp32, as accelbench's runtime does; fp16 in fp16)")
+    return f"{width} bytes a gradient value, {stack}'s: {reduce_source(framework, dtype)[1]}"
+
+
 def _assumptions(request: PlanRequest) -> dict[str, str]:
     """Where the compute rates come from, what the overlap hides and, for a mixture of experts,
     the load imbalance, as the plan states them."""
     stated = {"compute": compute_source(request.cluster),
-              f"overlap {request.setup.overlap}": OVERLAP_MODES[request.setup.overlap]}
+              f"overlap {request.setup.overlap}": OVERLAP_MODES[request.setup.overlap],
+              "data-parallel reduction": _reduce_note(request.stack, request.setup.dtype)}
     if request.model.n_experts:
         stated[f"moe imbalance {request.setup.moe_imbalance:g}"] = moe_imbalance_text(
             request.model, request.setup.moe_imbalance)

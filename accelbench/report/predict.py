@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from accelbench.analytics.compute_rates import compute_efficiency
 from accelbench.analytics.confidence import prediction_interval
 from accelbench.analytics.intervals import Interval
 from accelbench.analytics.measured_runs import validate_measured_runs
-from accelbench.analytics.steptime import compute_efficiency
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.hardware.specs import get_spec

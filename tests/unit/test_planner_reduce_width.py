@@ -69,4 +69,6 @@ def test_a_plan_records_the_width_it_priced(stack: str, width: int) -> None:
                                    "--nodes", "2", "--global-batch", "64", "--seq", "4096",
                                    "--top", "1", "--json", "--stack", stack])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["setup"]["reduce_bytes"] == width
+    plan = json.loads(out.stdout)
+    assert plan["setup"]["reduce_bytes"] == width
+    assert plan["assumptions"]["data-parallel reduction"].startswith(f"{width} bytes")
