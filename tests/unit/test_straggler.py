@@ -130,3 +130,21 @@ def test_compute_counts_a_spin_and_not_the_kernels_page_faults():
         del fresh
     compute, cpu = compute_clock() - compute, time.thread_time() - cpu
     assert cpu > 0.1 and compute < 0.5 * cpu, (compute, cpu)
+
+
+def test_the_wait_is_time_blocked_not_time_computing():
+    """A rank's wait is the time its thread was blocked (a collective's wait sleeps): a sleep
+    counts in full, a spin not at all (the time the load keeps it off a processor neither)."""
+    import time
+
+    from accelbench.bench.train.straggler import blocked_clock, spin
+
+    started = blocked_clock()
+    if started is None:
+        pytest.skip("the kernel gives no /proc/thread-self/schedstat here")
+    time.sleep(0.1)
+    slept = blocked_clock() - started
+    started = blocked_clock()
+    spin(0.05)
+    spun = blocked_clock() - started
+    assert 0.09 < slept < 0.5 and spun < 0.03, (slept, spun)

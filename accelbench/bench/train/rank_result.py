@@ -24,6 +24,9 @@ class RankResult:
     # every step's CPU seconds of forward and backward (a CPU device; empty elsewhere): the
     # rank's own work, which waiting in a collective does not add to (bench/train/straggler.py)
     compute_s: list[float] = field(default_factory=list)
+    # every step's seconds blocked, neither running nor queued for a processor: waiting in
+    # collectives or for data (a CPU device on Linux; empty elsewhere; bench/train/straggler.py)
+    wait_s: list[float] = field(default_factory=list)
     timed_steps: int = 0
     step_time_s: float | None = None  # median of the timed steps
     optimizer: str = ""
@@ -48,5 +51,6 @@ class RankResult:
         """The per-step lists the record keeps raw, one entry a rank."""
         return {"step_times_s": self.step_times_s, "loss": self.loss, "lr": self.lr,
                 "data_wait_s": self.data_wait_s, "compute_s": self.compute_s,
+                "wait_s": self.wait_s,
                 "collective_s": self.collective_s,
                 "disturbance": self.disturbance}

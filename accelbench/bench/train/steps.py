@@ -30,6 +30,7 @@ from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.straggler import (
+    blocked_clock,
     compute_clock,
     measures_compute,
     spin,
@@ -66,6 +67,7 @@ class StepLog:
     data_wait_s: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     compute_s: list[float] = field(default_factory=list)  # CPU seconds of forward+backward
+    wait_s: list[float] = field(default_factory=list)  # seconds the step loop was blocked
     delay_s: float = 0.0  # the last step's test-only spin (ACCELBENCH_TEST_SLOW_RANK)
 
 
@@ -158,6 +160,7 @@ def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
     # The profiler's overhead stays out of the timed steps: it watches the last warm-up step,
     # and only where there are collectives to watch.
     profiled = dist.is_initialized() and step == spec.warmup_steps - 1
+    blocked = blocked_clock() if measures_compute(device) else None
     with timer.phase("step"), _maybe_profile(profiled, device, collectives, layout.pp > 1):
         t0 = time.perf_counter()
         x, y = _step_batch(batches, cell)
@@ -171,6 +174,8 @@ def run_step(spec: TrainSpec, cell: TrainCell, layout: Layout, device: torch.dev
         _beat(step + 1, "optimizer")
         _optimizer_step(trainer, layout, spec.grad_clip)
     log.step_time_s.append(timer.times_s()["step"][0])
+    if blocked is not None:  # waiting in collectives or for data, timed by the kernel
+        log.wait_s.append(blocked_clock() - blocked)
     _beat(step + 1, "loss all-reduce")
     log.loss.append(mean_over_replicas(loss, layout, device))
     log.lr.append(lr)
@@ -237,7 +242,7 @@ def run_rank_steps(spec: TrainSpec, cell: TrainCell, layout: Layout, device: tor
         rank=_rank(), coords=dict(coords), optimizer=optimizer_label, timed_steps=len(timed),
         step_time_s=summarize(timed).median_s if timed else None,
         step_times_s=log.step_time_s, loss=log.loss, lr=log.lr, data_wait_s=log.data_wait_s,
-        compute_s=log.compute_s,
+        compute_s=log.compute_s, wait_s=log.wait_s,
         collective_s=collectives["time_s"], collective_source=collectives["source"],
         all_to_all_s=collectives.get("all_to_all_s"), mem_peak_bytes=peak_mem.peak_bytes,
         mem_base_bytes=peak_mem.base_bytes, mem_method=peak_mem.method, energy=meter.result(),

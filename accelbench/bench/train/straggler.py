@@ -8,8 +8,10 @@ collective calls' host work). Not its kernel time: that is mostly the page fault
 memory malloc maps afresh each step, which differ between processes doing the same work (on
 a 2-core EPYC, gpt2-tiny at dp=2: 44,000-88,000 faults a step and 0.07-0.14 s of kernel time
 against 0.16 s of user time, and identical ranks differed by 10-25% in user + kernel time
-while their user times agreed within a few per cent; docs/metrics.md). The step's wall time
-less the compute is its waiting (and its kernel time). An
+while their user times agreed within a few per cent; docs/metrics.md). Its waiting is the time
+its thread was blocked, neither running nor queued for a processor (`blocked_clock`): the
+collectives' waits, timed by the kernel around them, without the time the machine's load kept
+it off a processor (which the step's wall time less its compute would count). An
 accelerator's kernels run asynchronously, so host CPU time says nothing of them: there the
 compute is not measured (None) and no rank is named; docs/gpu.md lists that path as not built.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 try:
     import resource
@@ -32,6 +35,7 @@ import torch
 
 TEST_DELAY_ENV = "ACCELBENCH_TEST_SLOW_RANK"
 _THREAD_USAGE = getattr(resource, "RUSAGE_THREAD", None)  # Linux only
+_SCHEDSTAT = Path("/proc/thread-self/schedstat")  # run, run-queue (ns) and slices: Linux
 
 
 def measures_compute(device: torch.device) -> bool:
@@ -50,6 +54,19 @@ def compute_clock() -> float:
     if _THREAD_USAGE is None:
         return time.thread_time()
     return resource.getrusage(_THREAD_USAGE).ru_utime
+
+
+def blocked_clock() -> float | None:
+    """Seconds so far that this thread was neither running nor waiting for a processor, up to
+    a constant: the wall clock less the kernel's run and run-queue times of the thread
+    (/proc/thread-self/schedstat, Linux). Its difference over a step is the time the step loop
+    was blocked: waiting in a collective (gloo's waits sleep) or for its data, with the time it
+    was descheduled by the machine's load left out. None where the kernel does not say."""
+    try:
+        run_ns, queued_ns, _ = _SCHEDSTAT.read_text().split()
+    except (OSError, ValueError):
+        return None
+    return time.perf_counter() - (int(run_ns) + int(queued_ns)) / 1e9
 
 
 def test_delay_fraction(rank: int, env: dict[str, str] | None = None) -> float:
