@@ -14,7 +14,8 @@ from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import ValidationRow, predict_laid_out
 from accelbench.analytics.validation_shapes import resolve_shape
 from accelbench.config.errors import checked_fields
-from accelbench.config.layout import Layout, layout_from_fields, parse_layout_fields
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import layout_from_fields, parse_layout_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.schema import TrainFigure
 from accelbench.config.vocab import GB

@@ -26,7 +26,8 @@ from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.steptime import estimate_step
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError, checked_fields
-from accelbench.config.layout import Layout, layout_from_fields
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import layout_from_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.precision import resolve
 from accelbench.hardware.specs import DeviceSpec

@@ -19,7 +19,8 @@ from accelbench.analytics.model_states import ModelStateBytes, block_sizes, stag
 from accelbench.analytics.params import block_matmul_params, block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
 from accelbench.config.fit import FITS
-from accelbench.config.layout import Layout, rank_layer_counts
+from accelbench.config.layer_split import rank_layer_counts
+from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB
 

@@ -44,13 +44,9 @@ from accelbench.config.errors import (
     require_finite,
     require_positive,
 )
-from accelbench.config.layout import (
-    PLANNER_KEYS,
-    RULES_BY_KEY,
-    Layout,
-    Target,
-    parse_layout_fields,
-)
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import PLANNER_KEYS, parse_layout_fields
+from accelbench.config.layout_rules import RULES_BY_KEY, Target
 from accelbench.config.model import ModelConfig
 from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.vocab import PEAK_PRECISIONS

@@ -20,15 +20,9 @@ from accelbench.analytics.steptime import StepBreakdown, estimate_step
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import FITS
-from accelbench.config.layout import (
-    ARITHMETIC,
-    RUNTIME,
-    Layout,
-    Target,
-    default_schedule,
-    first_broken,
-    layout_from_fields,
-)
+from accelbench.config.layout import Layout, default_schedule
+from accelbench.config.layout_parse import layout_from_fields
+from accelbench.config.layout_rules import ARITHMETIC, RUNTIME, Target, first_broken
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB, RECOMPUTE_KINDS, ZERO_STAGES
 

@@ -24,7 +24,8 @@ from importlib import resources
 from accelbench.analytics.published_run import PublishedRun, UnmodelledRun
 from accelbench.analytics.validation_shapes import SHAPES, validated_shape
 from accelbench.config.errors import ConfigError
-from accelbench.config.layout import ARITHMETIC, Layout, Target, default_schedule, first_broken
+from accelbench.config.layout import Layout, default_schedule
+from accelbench.config.layout_rules import ARITHMETIC, Target, first_broken
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import get_preset
 from accelbench.config.schema import ORACLE_KINDS, TrainFigure

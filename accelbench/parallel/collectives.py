@@ -31,7 +31,8 @@ from accelbench.analytics.moe_cost import (
 )
 from accelbench.analytics.params import block_params
 from accelbench.analytics.precision import BYTES_PER_VALUE
-from accelbench.config.layout import Layout, rank_layer_counts, stage_layer_counts
+from accelbench.config.layer_split import rank_layer_counts, stage_layer_counts
+from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig, is_moe_layer
 from accelbench.config.runtime_settings import (
     LEAN,

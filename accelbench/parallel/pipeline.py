@@ -40,7 +40,8 @@ from torch.distributed.pipelining import (
     ScheduleInterleaved1F1B,
 )
 
-from accelbench.config.layout import Layout, stage_layer_counts
+from accelbench.config.layer_split import stage_layer_counts
+from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
 from accelbench.config.runtime_settings import LEAN, RuntimeSettings
 from accelbench.models.gpt import (

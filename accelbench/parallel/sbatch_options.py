@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError, require_count, require_positive
-from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.options import REQUIRED, argument, option
 from accelbench.config.presets import resolve_model

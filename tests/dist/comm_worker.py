@@ -22,7 +22,8 @@ from torch.profiler import ProfilerActivity, profile
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.steps import _forward_backward, _optimizer_step
-from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import comm_calls_per_step
 from accelbench.parallel.gather import gather_rank_results

@@ -17,7 +17,8 @@ from torch._dynamo.utils import counters
 
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.steps import run_rank_steps
-from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import Block
 

@@ -17,7 +17,9 @@ import torch
 import torch.distributed as dist
 from shared_launch import launched  # this folder: the script's own, on the path
 
-from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
 from accelbench.models.moe import expert_load, moe_layers

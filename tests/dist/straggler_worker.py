@@ -20,7 +20,8 @@ from accelbench.bench.train.metrics import straggler_fields
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.steps import run_rank_steps
 from accelbench.bench.train.straggler import TEST_DELAY_ENV
-from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.gather import gather_rank_results
 

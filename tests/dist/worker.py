@@ -3,7 +3,7 @@ process (the reference), recorded per rank and written as JSON by rank 0.
 
 Usage: torchrun --nproc-per-node N tests/dist/worker.py OUT.json case1 case2 ...
 A case is 'name:layout' or 'name:layout:collectives' with the layout string of
-accelbench.config.layout.parse_layout; 'collectives' profiles every step and records the time
+accelbench.config.layout_parse.parse_layout; 'collectives' profiles every step and records the time
 in collectives (the profiler costs several times a tiny step's CPU time: only where a test
 reads it).
 The name's first word picks the model (config_for): 'neox' GenSLM's GPT-NeoX form (rotary on a
@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from shared_launch import launched  # this folder: the script's own, on the path
 
-from accelbench.config.layout import RUNTIME_KEYS, parse_layout, validate_layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import micro_batch_context, prepare_model

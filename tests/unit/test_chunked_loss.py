@@ -112,7 +112,7 @@ def test_a_training_cell_with_the_chunked_loss_has_the_standard_cells_losses():
 def test_the_chunked_loss_on_a_layout_it_is_not_built_for_is_one_line(layout):
     from accelbench.bench.train.loss_impl import validate_loss_impl
     from accelbench.config.errors import ConfigError
-    from accelbench.config.layout import RUNTIME_KEYS, parse_layout
+    from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
 
     with pytest.raises(ConfigError) as err:
         validate_loss_impl("chunked", parse_layout(layout, RUNTIME_KEYS))

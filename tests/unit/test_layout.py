@@ -13,20 +13,21 @@ from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.planner import enumerate_layouts, plan_fixed, search
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError
-from accelbench.config.layout import (
+from accelbench.config.layer_split import rank_layer_counts, stage_layer_counts
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import (
     ALL_KEYS,
-    ARITHMETIC,
     PLANNER_KEYS,
-    RULES,
-    RUNTIME,
     RUNTIME_KEYS,
-    Layout,
-    Target,
-    first_broken,
     parse_layout,
     parse_layout_fields,
-    rank_layer_counts,
-    stage_layer_counts,
+)
+from accelbench.config.layout_rules import (
+    ARITHMETIC,
+    RULES,
+    RUNTIME,
+    Target,
+    first_broken,
     validate_layout,
 )
 from accelbench.config.model import ModelConfig

@@ -12,7 +12,8 @@ import pytest
 from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.published import validate_all
 from accelbench.analytics.published_csv import MOE_NOT_MODELLED, MOE_RUNS
-from accelbench.config.layout import ARITHMETIC, Layout, Target, first_broken
+from accelbench.config.layout import Layout
+from accelbench.config.layout_rules import ARITHMETIC, Target, first_broken
 from accelbench.config.presets import resolve_model
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.analytics.params import block_params
-from accelbench.config.layout import parse_layout, stage_layer_counts
+from accelbench.config.layer_split import stage_layer_counts
+from accelbench.config.layout_parse import parse_layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.collectives import local_param_count, rank_layers
 from accelbench.parallel.pipeline import stage_layers

@@ -12,7 +12,8 @@ from accelbench.analytics.flops import model_flops_per_token
 from accelbench.analytics.steptime import estimate_step
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError
-from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout_fields
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import PLANNER_KEYS, parse_layout_fields
 from accelbench.config.model import ModelConfig
 
 GPT3 = ModelConfig("gpt3-175b", 96, 96, 12288, 51200, 2048)

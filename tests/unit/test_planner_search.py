@@ -19,7 +19,8 @@ from accelbench.analytics.train_setup import TrainSetup
 from accelbench.analytics.validation_rows import validate_found, validate_published
 from accelbench.analytics.validation_shapes import SHAPES, resolve_shape
 from accelbench.config.errors import ConfigError
-from accelbench.config.layout import PLANNER_KEYS, Layout, parse_layout
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import PLANNER_KEYS, parse_layout
 
 GPT3 = SHAPES["gpt3-175b"]
 

@@ -133,7 +133,7 @@ def resolve_nproc(nproc: int | None, layout: str) -> int:
     given: a study sweeps layouts without a matching nproc), else 1; under torchrun or srun
     the launcher's processes (1: the group this process is in)."""
     from accelbench.bench.train.launch import in_process_group
-    from accelbench.config.layout import RUNTIME_KEYS, parse_layout
+    from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
 
     if nproc is not None:
         return nproc

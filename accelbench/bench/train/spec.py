@@ -23,7 +23,9 @@ from accelbench.config.errors import (
     require_positive,
 )
 from accelbench.config.genslm import model_from_neox_config
-from accelbench.config.layout import RUNTIME_KEYS, Layout, parse_layout, validate_layout
+from accelbench.config.layout import Layout
+from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
+from accelbench.config.layout_rules import validate_layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import resolve_model
