@@ -9,7 +9,7 @@ A study file:
     [profiles.full]                        # at least one profile; "auto" is not declared here
     description = "..."
     [experiments.NAME]
-    workload = "train"                     # a registered workload (bench/workloads.py)
+    workload = "train"                     # a registered workload (accelbench/workloads/)
     source = "table III"                   # what it reproduces, optional
     description = "..."                    # optional
     options = { model = "gpt2-xl", dtype = "bf16" }     # one value each

@@ -1,5 +1,5 @@
 """The study's figures across machines, drawn by the report's own code: each registered
-workload's report section (report/workloads.py: the paper's figures 3, 4, 6, 7 and tables)
+workload's report section (its declared `sections`: the paper's figures 3, 4, 6, 7 and tables)
 and the comparison's figure, built over the site's machines and drawn by report/draw.py to SVG
 files beside the page. A figure's legend holds a few machines, so the figures show at most
 FIGURE_MACHINES of them (the baseline, then those with the most ranked cells), and say so."""
