@@ -3,7 +3,7 @@
 For each number of micro-batches m, the same step (m micro-batches) runs once on one process
 (pp=1) and once as a pipeline of p processes (1F1B); the measured bubble is the pipeline's
 excess over a perfect p-way split of the one-process step time
-(accelbench.parallel.collectives.bubble_fraction_measured), which also holds stage sends and
+(accelbench.parallel.bubble.bubble_fraction_measured), which also holds stage sends and
 stage imbalance, so it bounds the pure bubble from above.
 
     python benchmarks/pipeline_bubble.py --pp 2 --micro-batches 2,4,8
@@ -16,7 +16,7 @@ import argparse
 from accelbench.bench.train.launch import run_launched_sweep
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.presets import resolve_model
-from accelbench.parallel.collectives import bubble_fraction_measured, bubble_fraction_theory
+from accelbench.parallel.bubble import bubble_fraction_measured, bubble_fraction_theory
 
 
 def step_time_s(spec: TrainSpec) -> float:

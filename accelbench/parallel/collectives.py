@@ -1,193 +1,24 @@
-"""What a parallel step spends on communication: measured time in collectives (profiler),
-pipeline bubble against the (p-1)/m theory, and bytes per step: what this implementation sends
-(comm_bytes_per_step, checked against the profiler's collectives) and Megatron's ideal volume
-from accelbench.analytics.comm (ideal_comm_bytes_per_step, the planner's model); expert
-parallelism's all-to-all is a kind of its own (ep), its routed rows the uniform-routing expectation.
+"""The collectives this implementation issues per step, and the bytes a rank sends in them.
+
+comm_bytes_per_step is checked against the profiler's collectives; expert parallelism's
+all-to-all is a kind of its own (ep), its routed rows the uniform-routing expectation. Time in
+collectives is collective_time.py's, the pipeline bubble bubble.py's, Megatron's ideal volume
+(the planner's model) ideal_comm.py's, the parameters a rank holds rank_params.py's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import torch
-from torch.profiler import ProfilerActivity, profile
-
-from accelbench.analytics.comm import (
-    cp_bytes_per_layer,
-    dp_bytes_per_rank,
-    pp_message_bytes,
-    pp_sends_per_microbatch,
-    tp_bytes_per_layer,
-)
-from accelbench.analytics.moe_cost import (
-    all_to_all_bytes_per_layer,
-    dense_mlp_params,
-    expert_params,
-    moe_tokens,
-    shared_params,
-)
-from accelbench.analytics.params import block_params
+from accelbench.analytics.moe_cost import moe_tokens, shared_params
 from accelbench.analytics.precision import BYTES_PER_VALUE
-from accelbench.config.layer_split import rank_layer_counts, stage_layer_counts
 from accelbench.config.layout import Layout
-from accelbench.config.model import ModelConfig, is_moe_layer
-from accelbench.config.runtime_settings import (
-    LEAN,
-    RuntimeSettings,
-    mixed_precision,
-    reduce_bytes,
-)
+from accelbench.config.model import ModelConfig
+from accelbench.config.runtime_settings import LEAN, RuntimeSettings, mixed_precision, reduce_bytes
 from accelbench.parallel.context import placement
+from accelbench.parallel.rank_params import local_param_split, rank_layers, rank_moe_layers
 from accelbench.parallel.tp import kv_share
-
-# Profiler event names of collectives: the c10d op (any backend), and backend-level records.
-_CPU_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
-_DEVICE_MARKERS = ("nccl", "rccl")
-
-
-@dataclass
-class CollectiveTime:
-    """Seconds in collectives seen by the profiler, in all and by op name; the source says
-    whether device kernel time (CUDA/ROCm) or host time of the c10d calls (CPU/gloo) was summed."""
-
-    time_s: float = 0.0
-    by_name_s: dict[str, float] = field(default_factory=dict)
-    source: str = ""
-
-
-def _is_collective_cpu(name: str) -> bool:
-    return name.startswith(_CPU_PREFIXES)
-
-
-def _cpu_collective_time(events) -> dict[str, float]:
-    """Host time of outermost collective ops (nested records counted once), by name."""
-    out: dict[str, float] = {}
-    for event in events:
-        if not _is_collective_cpu(event.name):
-            continue
-        parent = event.cpu_parent
-        while parent is not None and not _is_collective_cpu(parent.name):
-            parent = parent.cpu_parent
-        if parent is None:
-            out[event.name] = out.get(event.name, 0.0) + event.cpu_time_total * 1e-6
-    return out
-
-
-def _device_collective_time(events) -> dict[str, float]:
-    """Device time of communication kernels (ncclDevKernel_*, ncclKernel_*), by name."""
-    out: dict[str, float] = {}
-    for event in events:
-        if any(m in event.name.lower() for m in _DEVICE_MARKERS):
-            time_us = getattr(event, "device_time_total", 0.0) or 0.0
-            if time_us:
-                out[event.name] = out.get(event.name, 0.0) + time_us * 1e-6
-    return out
-
-
-@contextmanager
-def profile_collectives(device: torch.device) -> Iterator[CollectiveTime]:
-    """Profile the enclosed steps; on exit the yielded CollectiveTime holds the summed time.
-
-    On GPUs the communication kernels' device time is summed (it overlaps compute, so it is
-    time in collectives, not exposed time). On CPU the c10d calls' host time is summed, which
-    includes waiting for the slowest peer.
-    """
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    result = CollectiveTime()
-    with profile(activities=activities) as prof:
-        yield result
-    events = prof.events()
-    by_name = _device_collective_time(events) if device.type == "cuda" else {}
-    result.source = "device kernels" if by_name else "host c10d calls"
-    if not by_name:
-        by_name = _cpu_collective_time(events)
-    result.by_name_s = by_name
-    result.time_s = sum(by_name.values())
-
-
-# all-to-all under c10d and gloo; NCCL runs all_to_all_single as grouped send/recv kernels
-# (SendRecv), as it runs a pipeline's stage sends
-_ALL_TO_ALL_MARKERS = ("all_to_all", "alltoall", "sendrecv")
-
-
-def all_to_all_time_s(comm: CollectiveTime, pipeline: bool) -> float | None:
-    """Seconds of a profiled step's collectives that were all-to-alls (expert parallelism's
-    token dispatch), measured as collective_time is; None where a pipeline's sends cannot be
-    told apart from them (device kernels under pp > 1)."""
-    if pipeline and comm.source == "device kernels":
-        return None
-    return sum(s for name, s in comm.by_name_s.items()
-               if any(m in name.lower() for m in _ALL_TO_ALL_MARKERS))
-
-
-def bubble_fraction_theory(pp: int, n_micro: int, vp: int = 1) -> float:
-    """Idle over busy time of a pipeline: (p-1)/m for GPipe and 1F1B, (p-1)/(v m) interleaved
-    (Narayanan et al. 2021, sec. 2.2)."""
-    return (pp - 1) / (vp * n_micro)
-
-
-def bubble_fraction_measured(step_time_pp_s: float, step_time_single_s: float, pp: int) -> float:
-    """Measured bubble against the ideal: the same step (same micro-batches) on one process
-    takes step_time_single_s, so p perfectly busy stages would take step_time_single_s / p; the
-    excess over that, relative to it. It also holds stage sends and stage imbalance (the end
-    stages carry the embeddings and the head), so it bounds the pure bubble from above."""
-    ideal_s = step_time_single_s / pp
-    return (step_time_pp_s - ideal_s) / ideal_s
-
-
-def ideal_comm_bytes_per_step(cfg: ModelConfig, layout: Layout, seq_len: int, micro_batch: int,
-                        n_micro: int, dtype: str, grad_bytes_per_replica: float,
-                        recompute: str = "none",
-                        expert_grad_bytes_per_replica: float = 0.0) -> dict[str, float]:
-    """Megatron's ideal bytes one rank sends per optimizer step, by kind (the planner's
-    accelbench.analytics.comm formulas), recorded beside what this implementation sends.
-
-    grad_bytes_per_replica: gradient bytes of this rank's model shard before any ZeRO split
-    (what DDP all-reduces or FSDP reduce-scatters); expert_grad_bytes_per_replica: under ep
-    the routed experts' part, reduced over the dp / ep ranks holding the same experts (as the
-    planner's steptime does). Pipeline sends are those of a middle stage:
-    whole b*s*h activations between stages, or 1/tp of them under sequence parallelism (each
-    tp rank sends its sequence shard). Expert parallelism: the planner's all-to-all bytes
-    (moe_cost.all_to_all_bytes_per_layer, uniform routing) of the busiest rank's MoE layers.
-    """
-    layers_per_rank = max(rank_layers(cfg, layout, r) for r in range(layout.pp))  # uneven too
-    local_seq = seq_len // layout.cp  # a cp rank's tokens
-    tp_bytes = (tp_bytes_per_layer(cfg, local_seq, micro_batch, dtype, layout.tp, recompute)
-                * layers_per_rank * n_micro if layout.tp > 1 else 0.0)
-    message_split = layout.tp if layout.sp else 1
-    pp_bytes = (pp_message_bytes(cfg, local_seq, micro_batch, dtype, message_split)
-                * pp_sends_per_microbatch(layout.vp) * n_micro if layout.pp > 1 else 0.0)
-    grad_ranks = layout.dp * layout.cp  # cp ranks hold the same weights (Megatron too)
-    dp_bytes = (dp_bytes_per_rank(grad_bytes_per_replica, grad_ranks, layout.zero, n_micro)
-                if grad_ranks > 1 else 0.0)
-    edp = layout.dp // layout.ep
-    if expert_grad_bytes_per_replica and edp > 1:
-        dp_bytes += dp_bytes_per_rank(expert_grad_bytes_per_replica, edp, layout.zero, n_micro)
-    ep_bytes = _ideal_ep_bytes(cfg, layout, seq_len * micro_batch, n_micro, dtype, recompute)
-    cp_bytes = (cp_bytes_per_layer(cfg, seq_len, micro_batch, dtype, layout.tp, layout.cp,
-                                   recompute) * layers_per_rank * n_micro)
-    return {"tp_bytes_per_step": tp_bytes, "pp_bytes_per_step": pp_bytes,
-            "dp_bytes_per_step": dp_bytes, "ep_bytes_per_step": ep_bytes,
-            "cp_bytes_per_step": cp_bytes,
-            "comm_bytes_per_step": tp_bytes + pp_bytes + dp_bytes + ep_bytes + cp_bytes}
-
-
-def _ideal_ep_bytes(cfg: ModelConfig, layout: Layout, tokens: int, n_micro: int, dtype: str,
-                    recompute: str) -> float:
-    """The planner's all-to-all bytes per step (moe_cost.all_to_all_bytes_per_layer: uniform
-    routing, the compute dtype) of the pipeline rank with the most MoE layers."""
-    if layout.ep == 1:
-        return 0.0
-    n_moe = max(len(rank_moe_layers(cfg, layout, r)) for r in range(layout.pp))
-    per_layer = all_to_all_bytes_per_layer(cfg, moe_tokens(tokens, layout.tp, layout.sp),
-                                           layout.ep, dtype, recompute)
-    return per_layer * n_moe * n_micro
-
 
 # What this implementation sends (measured with the profiler at dp=2, gas=2, gloo; see
 # docs/parallel.md): parameters and gradients are fp32 (autocast keeps fp32 master weights),
@@ -217,68 +48,6 @@ def call_bytes_sent(call: CommCall, backend: str = "nccl") -> float:
     n = call.group_size
     factor = 1.0 if op == "send" else (n - 1) / n * (2 if op == "all_reduce" else 1)
     return factor * call.buffer_bytes * call.calls
-
-
-def rank_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> int:
-    """Blocks one pipeline rank holds: its stages' layer counts (uneven stages included)."""
-    counts = rank_layer_counts(layout, cfg.n_layer)
-    if counts is None:
-        raise ValueError(f"layout {layout.label()} does not split {cfg.n_layer} layers")
-    return counts[pp_rank]
-
-
-def rank_moe_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> list[int]:
-    """Indices of the MoE blocks a pipeline rank holds (stage s is chunk s // pp of rank
-    s % pp, its layers following the earlier stages')."""
-    counts = stage_layer_counts(layout, cfg.n_layer)
-    if counts is None:
-        raise ValueError(f"layout {layout.label()} does not split {cfg.n_layer} layers")
-    starts = [sum(counts[:s]) for s in range(len(counts))]
-    return [layer for s in range(pp_rank, len(counts), layout.pp)
-            for layer in range(starts[s], starts[s] + counts[s]) if is_moe_layer(cfg, layer)]
-
-
-def _dense_block_local(cfg: ModelConfig, tp: int) -> float:
-    """One dense block on one tensor rank: the TP-split matrices and column biases over tp;
-    two norms and the two row-parallel output biases (if any) whole; the fused QKV rows
-    (shared key/value heads too, each rank a part) split evenly over tp."""
-    whole = 2 * cfg.norm_params + (2 * cfg.d_model if cfg.bias else 0)
-    return (block_params(cfg) - whole) / tp + whole
-
-
-def _moe_block_local(cfg: ModelConfig, layout: Layout) -> tuple[float, float]:
-    """(dense, expert) parameters of one MoE block on one rank: the dense block without its
-    TP-split MLP (its output bias whole), plus router and shared experts whole on every tensor
-    rank (parallel/tp.py keeps an MoE layer whole), and E / ep routed experts."""
-    row_bias = cfg.d_model if cfg.bias else 0
-    mlp_local = (dense_mlp_params(cfg) - row_bias) / layout.tp + row_bias
-    dense = _dense_block_local(cfg, layout.tp) - mlp_local + shared_params(cfg)
-    return dense, cfg.n_experts // layout.ep * expert_params(cfg)
-
-
-def local_param_split(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> tuple[float, float]:
-    """(dense, expert) parameters one rank holds before any ZeRO split: its blocks (dense ones
-    split over tp; MoE ones as _moe_block_local); embeddings (first stage), final norm and head
-    (last stage) whole on every tensor rank; under pp a tied head is a copy. Expert: this rank's
-    routed experts, whose gradients the runtime reduces over the expert-data-parallel group."""
-    h = cfg.d_model
-    n_moe = len(rank_moe_layers(cfg, layout, pp_rank)) if cfg.n_experts else 0
-    dense = (rank_layers(cfg, layout, pp_rank) - n_moe) * _dense_block_local(cfg, layout.tp)
-    expert = 0.0
-    if n_moe:
-        moe_dense, moe_expert = _moe_block_local(cfg, layout)
-        dense, expert = dense + n_moe * moe_dense, n_moe * moe_expert
-    if pp_rank == 0:
-        dense += cfg.padded_vocab * h + (cfg.n_positions * h if cfg.position == "learned" else 0)
-    if pp_rank == layout.pp - 1:
-        dense += cfg.norm_params + (cfg.padded_vocab * h if layout.pp > 1 or not cfg.tie_embeddings
-                                    else 0)
-    return dense, expert
-
-
-def local_param_count(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> float:
-    """Parameters one rank holds before any ZeRO split (local_param_split's two parts)."""
-    return sum(local_param_split(cfg, layout, pp_rank))
 
 
 def _tp_calls(cfg: ModelConfig, layout: Layout, act_bytes_fp32: float, compute_bytes: int,

@@ -25,7 +25,7 @@ from accelbench.models.gpt import GPT
 from accelbench.models.moe import expert_load, moe_layers
 from accelbench.models.moe_routing import Experts, Routing, local_dispatch
 from accelbench.parallel.apply import micro_batch_context, prepare_model
-from accelbench.parallel.collectives import profile_collectives
+from accelbench.parallel.collective_time import profile_collectives
 from accelbench.parallel.dist import make_mesh, mean_over_replicas
 from accelbench.parallel.expert import (
     ExpertParallelDispatch,

@@ -25,7 +25,7 @@ from accelbench.config.layout_rules import validate_layout
 from accelbench.config.presets import get_preset
 from accelbench.models.gpt import GPT
 from accelbench.parallel.apply import micro_batch_context, prepare_model
-from accelbench.parallel.collectives import profile_collectives
+from accelbench.parallel.collective_time import profile_collectives
 from accelbench.parallel.context import context_shard, placement, set_context
 from accelbench.parallel.dist import make_mesh, mean_over_replicas
 from accelbench.parallel.gather import gather_rank_results

@@ -11,8 +11,8 @@ from accelbench.parallel.collectives import (
     busiest_rank_comm_bytes,
     comm_bytes_per_step,
     comm_calls_per_step,
-    local_param_count,
 )
+from accelbench.parallel.rank_params import local_param_count
 
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, n_positions=64, vocab_size=1024)
 H, F, V = 128, 512, 1024
@@ -130,7 +130,8 @@ def test_context_parallel_bytes_by_hand():
     all-gathers the whole keys and values once a forward (twice with full recompute) and
     reduce-scatters their gradients, (cp-1)/cp of the buffer each; the gradients go over
     dp x cp = 4 ranks, as dp=4's do. The ideal is Megatron's ring: 3 passes of (cp-1) chunks."""
-    from accelbench.parallel.collectives import comm_bytes_per_step, ideal_comm_bytes_per_step
+    from accelbench.parallel.collectives import comm_bytes_per_step
+    from accelbench.parallel.ideal_comm import ideal_comm_bytes_per_step
 
     whole = 2 * 2 * 64 * 128 * 2  # keys and values of the whole sequence, bf16
     cp = comm_bytes_per_step(TINY, Layout(dp=2, cp=2), 64, 2, 1, "bf16")

@@ -18,10 +18,9 @@ from accelbench.parallel.collectives import (
     busiest_rank_comm_bytes,
     comm_bytes_per_step,
     comm_calls_per_step,
-    ideal_comm_bytes_per_step,
-    local_param_split,
-    rank_moe_layers,
 )
+from accelbench.parallel.ideal_comm import ideal_comm_bytes_per_step
+from accelbench.parallel.rank_params import local_param_split, rank_moe_layers
 
 MOE = get_preset("moe-tiny").with_changes(n_positions=64, vocab_size=1024)
 H, V = 128, 1024

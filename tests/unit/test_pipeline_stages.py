@@ -9,8 +9,8 @@ from accelbench.analytics.params import block_params
 from accelbench.config.layer_split import stage_layer_counts
 from accelbench.config.layout_parse import parse_layout
 from accelbench.config.presets import get_preset
-from accelbench.parallel.collectives import local_param_count, rank_layers
 from accelbench.parallel.pipeline import stage_layers
+from accelbench.parallel.rank_params import local_param_count, rank_layers
 
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=4)
 

@@ -30,12 +30,10 @@ from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
 from accelbench.config.runtime_settings import reduce_bytes
 from accelbench.config.schema import TrainMetrics, metrics_dict
-from accelbench.parallel.collectives import (
-    bubble_fraction_theory,
-    busiest_rank_comm_bytes,
-    ideal_comm_bytes_per_step,
-)
+from accelbench.parallel.bubble import bubble_fraction_theory
+from accelbench.parallel.collectives import busiest_rank_comm_bytes
 from accelbench.parallel.context import placement
+from accelbench.parallel.ideal_comm import ideal_comm_bytes_per_step
 from accelbench.parallel.topology import cross_node_dims, topology_of
 
 

@@ -40,7 +40,7 @@ from accelbench.bench.trials import WindowProbe
 from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
 from accelbench.parallel.apply import micro_batch_context
-from accelbench.parallel.collectives import all_to_all_time_s, profile_collectives
+from accelbench.parallel.collective_time import all_to_all_time_s, profile_collectives
 from accelbench.parallel.dist import mean_over_replicas
 from accelbench.parallel.optim import clip_grad_norm_
 
