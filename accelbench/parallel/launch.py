@@ -13,27 +13,26 @@ in a session of its own, so every descendant is found in /proc, not only the age
 - SIGINT or SIGTERM to the caller: a result with `interrupted` set to the signal.
 
 A failed launch names the rank that caused it with ITS OWN error: the exception it wrote to the
-work folder (`write_rank_error`), or the signal that killed it from torchrun's report, before
-the echoes of its peers ("Connection closed by peer" from the ranks it left waiting).
+work folder (`write_rank_error`, rank_files.py), or the signal that killed it from torchrun's
+report, before the echoes of its peers ("Connection closed by peer" from the ranks it left
+waiting; failure_cause.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import runpy
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accelbench.parallel.failure_cause import agent_signal, root_cause, timeout_reason
 from accelbench.parallel.procs import (
     Interrupted,
     alive,
@@ -43,27 +42,24 @@ from accelbench.parallel.procs import (
     signals_raise,
     watch_parent,
 )
-from accelbench.parallel.watchdog import HEARTBEAT_DIR, Hang, HangWatch, describe, read_heartbeats
+from accelbench.parallel.rank_files import (
+    ERRORS_DIR,
+    TAIL_CHARS,
+    rank_silence_s,
+    read_rank_errors,
+    read_rank_logs,
+)
+from accelbench.parallel.watchdog import HEARTBEAT_DIR, Hang, HangWatch, read_heartbeats
 
 ACCELBENCH_MODULE = ["-m", "accelbench"]
-ERRORS_DIR = "errors"
 LOGS_DIR = "logs"
-_TAIL_CHARS = 4000
 _KILL_GRACE_S = 5.0
 # On SIGINT/SIGTERM the cell is lost whatever its ranks do next: they get this long, then
 # SIGKILL, so the command ends within about 2 s of the signal (torch's teardown in each rank and
 # in the agent took 2-7 s on a loaded 2-core machine).
 _INTERRUPT_GRACE_S = 0.3
-_LAST_LINE_CHARS = 200
 _POLL_S = 0.2
 AGENT_GRACE_S = 10.0  # an orphaned agent's clean shutdown may take this long, then SIGKILL
-# Signals torchrun's agent sends to the ranks it stops after another failed: not a cause.
-_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-# What a rank says when a PEER is gone: the echo of a failure, never its cause.
-_PEER_LOSS = re.compile(
-    r"connection closed by peer|connection reset|remote (worker|process)|broken pipe|"
-    r"timed out|timeout|socket|communicator was aborted|NCCL.*(abort|error)|DistNetworkError|"
-    r"DistStoreError|recvBytes|sendBytes|read error|end of file", re.IGNORECASE)
 
 
 @dataclass
@@ -225,12 +221,12 @@ def launch_torchrun(nproc: int, argv: list[str], timeout_s: float,
         errors = read_rank_errors(folder / ERRORS_DIR)
         beats = read_heartbeats(folder / HEARTBEAT_DIR)
     if stop.signum is not None:
-        return LaunchResult(None, False, wall_s, output[-_TAIL_CHARS:], rank_logs=logs,
+        return LaunchResult(None, False, wall_s, output[-TAIL_CHARS:], rank_logs=logs,
                             interrupted=stop.signum,
                             error=f"interrupted by {signal_name(stop.signum)} after "
                                   f"{wall_s:.1f} s; all ranks and their children killed")
     if stop.hang is not None:
-        return LaunchResult(None, True, wall_s, output[-_TAIL_CHARS:], stop.hang.rank,
+        return LaunchResult(None, True, wall_s, output[-TAIL_CHARS:], stop.hang.rank,
                             f"{stop.hang.reason}; all ranks and their children killed", logs)
     if stop.deadline:
         return _timeout_result(wall_s, output, logs, timeout_s, stop.silent_s, beats)
@@ -240,7 +236,7 @@ def launch_torchrun(nproc: int, argv: list[str], timeout_s: float,
 def _result(code: int, wall_s: float, output: str, logs: dict[int, str],
             errors: dict[int, dict] | None = None) -> LaunchResult:
     """Name the failed rank and its own error (root_cause)."""
-    result = LaunchResult(code, False, wall_s, output[-_TAIL_CHARS:], rank_logs=logs)
+    result = LaunchResult(code, False, wall_s, output[-TAIL_CHARS:], rank_logs=logs)
     if code == 0:
         return result
     agent = agent_signal(code, output)
@@ -252,175 +248,17 @@ def _result(code: int, wall_s: float, output: str, logs: dict[int, str],
                         "from another process and stopped its ranks")
         return result
     result.failed_rank, error = root_cause(output, logs, errors or {})
-    result.error = error[-_TAIL_CHARS:].strip()
+    result.error = error[-TAIL_CHARS:].strip()
     return result
-
-
-def root_cause(output: str, logs: dict[int, str], errors: dict[int, dict]) -> tuple[int | None,
-                                                                                   str]:
-    """The rank that caused a failed launch and its own error, in this order: the earliest
-    exception a rank raised that is not a lost peer's echo; a rank killed by a signal that
-    torchrun did not send (SIGKILL, SIGSEGV); the earliest exception at all; torchrun's root
-    cause with its log."""
-    own = sorted((e.get("time", 0.0), r) for r, e in errors.items()
-                 if not _PEER_LOSS.search(e.get("message", "")))
-    if own:
-        return own[0][1], _error_text(errors[own[0][1]])
-    codes = failure_codes(output)
-    killed = [r for r, code in codes.items()
-              if code < 0 and -code not in _SHUTDOWN_SIGNALS and r not in errors]
-    if killed:
-        first = failed_rank_from_output(output)
-        rank = first if first in killed else killed[0]
-        return rank, _signal_text(-codes[rank], logs.get(rank, ""))
-    if errors:
-        rank = min(errors, key=lambda r: (errors[r].get("time", 0.0), r))
-        return rank, _error_text(errors[rank])
-    rank = failed_rank_from_output(output)
-    code = codes.get(rank) if rank is not None else None
-    found = error_line(logs.get(rank, "") if rank is not None else output)
-    if found:
-        return rank, found
-    how = f"exited with code {code}" if code is not None else "failed"
-    return rank, f"{how}, with no error message of its own in its log"
-
-
-def agent_signal(code: int, output: str) -> int | None:
-    """The signal that ended the torchrun agent itself, or None: its exit status (killed by
-    it), or torchrun's SignalException ('Process N got signal: 15') when it shut down on one."""
-    if code < 0:
-        return -code
-    match = re.search(r"SignalException: Process \d+ got signal: (\d+)", output)
-    return int(match.group(1)) if match else None
-
-
-# The last line of an exception ('RuntimeError: boom', 'torch.OutOfMemoryError: ...') or of
-# Python's fatal error report: what a failed process said of its failure, unlike any other
-# line of its log (a profiler's, a warning's, progress).
-_ERROR_LINE = re.compile(r"^\s*(Fatal Python error: .*|([A-Za-z_][\w.]*)?"
-                         r"(Error|Exception|Interrupt|Exit)(: .*)?)\s*$")
-
-
-def error_line(log: str) -> str:
-    """The last line of `log` that states an error (an exception's, or a fatal error), or ''."""
-    found = [line.strip() for line in log.splitlines() if _ERROR_LINE.match(line)]
-    return found[-1][-_LAST_LINE_CHARS:] if found else ""
-
-
-def _signal_text(signum: int, log: str) -> str:
-    """'killed by SIGSEGV (signal 11); its last error: ...'. SIGKILL leaves the process no
-    last word, so its output is left out: the kernel's out-of-memory killer is the usual
-    sender when no person or program was. Only a line stating an error is quoted."""
-    text = f"killed by {signal_name(signum)} (signal {signum})"
-    if signum == signal.SIGKILL:
-        return f"{text}: sent by another process or the kernel's out-of-memory killer"
-    last = error_line(log)
-    return f"{text}; its last error: {last}" if last else text
-
-
-def _error_text(error: dict) -> str:
-    """'RuntimeError: boom' from a rank's error file."""
-    return f"{error.get('type', 'Error')}: {error.get('message', '')}".strip()
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][-_LAST_LINE_CHARS:] if lines else ""
 
 
 def _timeout_result(wall_s: float, output: str, logs: dict[int, str], timeout_s: float,
                     silent_s: dict[int, float], beats: dict[int, dict] | None = None
                     ) -> LaunchResult:
     """A launch ended by the deadline; its error says which rank went quiet first, and how."""
-    result = LaunchResult(None, True, wall_s, output[-_TAIL_CHARS:], rank_logs=logs)
+    result = LaunchResult(None, True, wall_s, output[-TAIL_CHARS:], rank_logs=logs)
     result.error = timeout_reason(timeout_s, logs, silent_s, beats)
     return result
-
-
-def timeout_reason(timeout_s: float, logs: dict[int, str], silent_s: dict[int, float],
-                   beats: dict[int, dict] | None = None) -> str:
-    """'timed out after N s ...; rank r silent for S s, last line: ...' with the rank that
-    stopped making progress (longest without output) first, and its last heartbeat."""
-    beats = beats or {}
-    parts = [f"timed out after {timeout_s:.0f} s (a rank hung or is too slow); "
-             "all ranks and their children killed"]
-    for rank in sorted(set(logs) | set(silent_s) | set(beats),
-                       key=lambda r: -silent_s.get(r, 0.0)):
-        last = _last_line(logs.get(rank, "")) or "(no output)"
-        quiet = f" silent for {silent_s[rank]:.1f} s," if rank in silent_s else ""
-        beat = f" last heartbeat '{describe(beats[rank])}'," if rank in beats else ""
-        parts.append(f"rank {rank}{quiet}{beat} last line: {last}")
-    return "; ".join(parts)
-
-
-def rank_silence_s(log_dir: Path) -> dict[int, float]:
-    """Seconds since each local rank last wrote to its stdout or stderr log (torchrun's
-    <run>/attempt_<n>/<rank>/ folders)."""
-    now = time.time()
-    latest: dict[int, float] = {}
-    for path in log_dir.rglob("std*.log"):
-        try:
-            rank, mtime = int(path.parent.name), path.stat().st_mtime
-        except (ValueError, OSError):
-            continue
-        latest[rank] = max(latest.get(rank, 0.0), mtime)
-    return {rank: max(now - mtime, 0.0) for rank, mtime in latest.items()}
-
-
-def failed_rank_from_output(output: str) -> int | None:
-    """The root-cause rank of torchrun's ChildFailedError report ('rank : 1 (local_rank: 1)')."""
-    section = output.split("Root Cause", 1)[-1]
-    match = re.search(r"rank\s*:\s*(\d+)\s*\(local_rank", section)
-    return int(match.group(1)) if match else None
-
-
-def failure_codes(output: str) -> dict[int, int]:
-    """Every failed rank's exit code in torchrun's report (negative: the signal that ended it),
-    the root cause and the other failures alike."""
-    pairs = re.findall(r"rank\s*:\s*(\d+)\s*\(local_rank[^\n]*\n\s*exitcode\s*:\s*(-?\d+)",
-                       output)
-    return {int(rank): int(code) for rank, code in pairs}
-
-
-def read_rank_logs(log_dir: Path) -> dict[int, str]:
-    """Tail of each local rank's stderr.log under torchrun's log folder (layout varies by
-    version: <run>/attempt_<n>/<rank>/stderr.log)."""
-    logs: dict[int, str] = {}
-    for path in sorted(log_dir.rglob("stderr.log")):
-        try:
-            rank = int(path.parent.name)
-        except ValueError:
-            continue
-        logs[rank] = path.read_text(errors="replace")[-_TAIL_CHARS:]
-    return logs
-
-
-def write_rank_error(work_dir: Path | str, rank: int, err: BaseException) -> None:
-    """A launched rank's own exception, for the launcher (<work_dir>/errors/rank-<r>.json):
-    its type, first line, time and traceback. Written before the rank exits, since the exit
-    status alone cannot say (a Python error often ends the process as SIGABRT at teardown)."""
-    folder = Path(work_dir) / ERRORS_DIR
-    try:  # not parents: a cell folder recorded and removed (its agent killed) is not made again
-        folder.mkdir(exist_ok=True)
-    except FileNotFoundError:
-        return
-    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    data = {"rank": rank, "type": type(err).__name__, "message": message[:1000],
-            "time": time.time(),
-            "traceback": "".join(traceback.format_exception(err))[-_TAIL_CHARS:]}
-    tmp = folder / f".rank-{rank}.json.tmp"
-    tmp.write_text(json.dumps(data))
-    tmp.replace(folder / f"rank-{rank}.json")
-
-
-def read_rank_errors(folder: Path) -> dict[int, dict]:
-    """The errors ranks wrote with write_rank_error, by rank."""
-    errors: dict[int, dict] = {}
-    for path in folder.glob("rank-*.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            data = json.loads(path.read_text())
-            errors[int(data["rank"])] = data
-    return errors
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["agent"]:

@@ -17,7 +17,6 @@ IN_FLIGHT: dict[str, str] = {
     "config/schema.py": "another helper of issue 40 (per-kind schema modules)",
     # split next by the helper that wrote this test (after the lead's move into workloads/)
     "bench/trials.py": "this test's author (module sizes)",
-    "parallel/launch.py": "this test's author (module sizes)",
 }
 
 

@@ -10,8 +10,8 @@ from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
 from accelbench.parallel.bubble import bubble_fraction_measured, bubble_fraction_theory
 from accelbench.parallel.dist import first_slurm_host, read_env
+from accelbench.parallel.failure_cause import failed_rank_from_output
 from accelbench.parallel.ideal_comm import ideal_comm_bytes_per_step
-from accelbench.parallel.launch import failed_rank_from_output
 from accelbench.parallel.slurm import SlurmJob, sbatch_script
 from accelbench.parallel.tp import gate_up_rank_order, kv_share, qkv_rank_order
 

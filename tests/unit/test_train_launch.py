@@ -33,7 +33,8 @@ from accelbench.bench.train.spec import TrainSpec, cell_layout
 from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
-from accelbench.parallel.launch import LaunchResult, root_cause
+from accelbench.parallel.failure_cause import root_cause
+from accelbench.parallel.launch import LaunchResult
 from accelbench.parallel.procs import Interrupted, proc_state, signals_raise
 from accelbench.parallel.watchdog import HangWatch, HeartbeatWriter
 from accelbench.store.store import ResultStore
@@ -460,7 +461,7 @@ def test_a_rank_error_never_makes_a_removed_cell_folder_again(tmp_path):
     """A rank outliving its killed agent writes its error after the launcher recorded the cell
     and removed its folder: nothing is written and no folder is made again (a left cell folder
     would be recovered as a cell that never ended); into a live folder the error is written."""
-    from accelbench.parallel.launch import write_rank_error
+    from accelbench.parallel.rank_files import write_rank_error
 
     gone = tmp_path / "cell-gone"
     write_rank_error(gone, 1, RuntimeError("Connection closed by peer"))

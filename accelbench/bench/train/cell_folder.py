@@ -7,7 +7,7 @@
                             and [r, n] when the launch is trial r of n of its cell
     cell-<id>/spec.json     the one-cell TrainSpec the ranks run
     cell-<id>/heartbeat/    each rank's heartbeat (parallel/watchdog.py)
-    cell-<id>/errors/       each failed rank's own exception (parallel/launch.py)
+    cell-<id>/errors/       each failed rank's own exception (parallel/rank_files.py)
     cell-<id>/logs/         torchrun's per-rank logs
     cell-<id>/outcome.json  rank 0's outcome, once every rank's results are gathered
     cell-<id>/final.json    the outcome the launcher made of it, just before handing it over

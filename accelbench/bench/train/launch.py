@@ -53,9 +53,10 @@ from accelbench.config.noise import quiet_if_asked
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import LaunchResult, launch_torchrun, write_rank_error
+from accelbench.parallel.launch import LaunchResult, launch_torchrun
 from accelbench.parallel.liveness import give_verdict, wait_for_verdict
 from accelbench.parallel.procs import Interrupted, signal_name, watch_parent
+from accelbench.parallel.rank_files import write_rank_error
 from accelbench.parallel.topology import Topology
 from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
 

@@ -20,8 +20,8 @@ from accelbench.analytics.kernels import bus_factor, collective_elements
 from accelbench.analytics.profile import Point, curve_key, point_dict, point_from_dict
 from accelbench.bench.timing import PhaseTimer, run_timed, summarize
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import write_rank_error
 from accelbench.parallel.procs import watch_parent
+from accelbench.parallel.rank_files import write_rank_error
 from accelbench.workloads.calibrate.launched import JOB_FILE, launch_job
 from accelbench.workloads.calibrate.spec import FP32_BYTES, CalibrateSpec
 

@@ -18,8 +18,8 @@ import torch.distributed as dist
 
 from accelbench.analytics.profile import Point, point_dict, point_from_dict
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import write_rank_error
 from accelbench.parallel.procs import watch_parent
+from accelbench.parallel.rank_files import write_rank_error
 from accelbench.workloads.calibrate.launched import JOB_FILE, launch_job
 from accelbench.workloads.calibrate.spec import CalibrateSpec, spec_from_dict
 from accelbench.workloads.calibrate.steps import compute_steps, dtype_peaks, run_steps
