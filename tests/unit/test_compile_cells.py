@@ -51,6 +51,7 @@ def _train_cell(dtype: str, recompute: str) -> None:
     loss.backward()
 
 
+@pytest.mark.slow  # Dynamo compiles every training cell (~2 s)
 def test_every_training_cell_compiles_past_dynamos_recompile_limit(compiles):
     cells = [(d, r) for d in DTYPES for r in RECOMPUTE_KINDS] + [("fp32", "none")]
     assert len(cells) > 8
@@ -60,6 +61,7 @@ def test_every_training_cell_compiles_past_dynamos_recompile_limit(compiles):
         assert compiles[0] > before, f"cell {dtype}/{recompute} ran eager"
 
 
+@pytest.mark.slow  # Dynamo compiles every block cell (~5 s)
 def test_every_block_cell_compiles_past_dynamos_recompile_limit(compiles, monkeypatch):
     monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", False)
     spec = BlockSpec(CFG, compile=True, warmup=1, repeats=1)

@@ -37,6 +37,7 @@ def _by_kind(db):
     return kinds
 
 
+@pytest.mark.slow  # measures two cells (~1.8 s)
 def test_the_check_records_two_cells_and_one_verdict(monkeypatch, capsys, tmp_path,
                                                      quick_peak):
     db = tmp_path / "results.db"
