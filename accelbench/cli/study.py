@@ -18,7 +18,7 @@ from rich.text import Text
 from accelbench.cli.common import console, out
 from accelbench.cli.options import dataclass_command
 from accelbench.config.errors import ConfigError
-from accelbench.config.study import AUTO, load_study, parse_study, study_files, user_study_dir
+from accelbench.config.study_file import AUTO, load_study, parse_study, study_files, user_study_dir
 from accelbench.config.study_options import (
     MAIN_STUDY,
     MainJobOptions,
@@ -34,8 +34,8 @@ from accelbench.store.record import Record
 from accelbench.store.store import default_db_path
 
 if TYPE_CHECKING:  # planning and running import torch: loaded when a study is planned
-    from accelbench.bench.recording.study import ExperimentResult, StudyView
-    from accelbench.bench.study import StudyPlan
+    from accelbench.bench.recording.study_run import ExperimentResult, StudyView
+    from accelbench.bench.study_planner import StudyPlan
 
 
 
@@ -90,7 +90,7 @@ def show(options: StudyShowOptions) -> None:
 
 def _dry_run_table(plan: StudyPlan) -> FitTable:
     """Every cell with its memory estimate, fit verdict and rough time."""
-    from accelbench.bench.study import gib
+    from accelbench.bench.study_planner import gib
 
     table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile} on "
                                 f"{plan.device}: {len(plan.cells)} cells"), title_justify="left")
@@ -117,7 +117,7 @@ def _dry_run_table(plan: StudyPlan) -> FitTable:
 
 def _dry_run(plan: StudyPlan, wide: bool = False) -> None:
     """The cells' table (stdout; `wide`: every column), the study's rough time and peaks."""
-    from accelbench.bench.study import ROUGH_TIME
+    from accelbench.bench.study_planner import ROUGH_TIME
 
     out.widened(wide).print(_dry_run_table(plan))
     total = sum(c.time_s for c in plan.cells)
@@ -160,7 +160,7 @@ class _Progress(ProgressColumn):
 def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
     """The study's view: lines on stderr above one progress bar on a terminal; off one (a log,
     a pipe), a line per cell run with its time and the study's ETA instead of the bar."""
-    from accelbench.bench.recording.study import StudyView
+    from accelbench.bench.recording.study_run import StudyView
 
     def failed(record: Record) -> None:
         _say(f"  {record.status}: {record.reason}", "yellow")
@@ -182,7 +182,7 @@ def _study_progress(plan: StudyPlan) -> Iterator[StudyView]:
 
 def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     """One row per experiment: cells by status, skipped ones, what was left out and why."""
-    from accelbench.bench.recording.study import ExperimentResult
+    from accelbench.bench.recording.study_run import ExperimentResult
 
     table = FitTable(title=Text(f"study {plan.study.name}, profile {plan.profile}"),
                      title_justify="left")
@@ -210,7 +210,7 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
     on stdout; the database's path. A signal ends it with the line of what was kept."""
     from accelbench.bench.recording.interrupted import SweepInterrupted
     from accelbench.bench.recording.session import open_recorder
-    from accelbench.bench.recording.study import run_study
+    from accelbench.bench.recording.study_run import run_study
 
     recorder = open_recorder(db, device)
     assert recorder is not None  # a study is not run under torchrun
@@ -234,7 +234,7 @@ def execute(plan: StudyPlan, db: Path | None, device: str, rerun: bool,
 
 def run_cmd(options: StudyRunOptions) -> None:
     """Run a study: every experiment, stored as it goes; cells finished before are skipped."""
-    from accelbench.bench.study import plan_study
+    from accelbench.bench.study_planner import plan_study
 
     retry = check_retry(options.retry_disturbed)
     plan = plan_study(load_study(options.study), options.profile, options.device)  # bad: exit 2
@@ -248,7 +248,7 @@ def run_cmd(options: StudyRunOptions) -> None:
 def main_job(options: MainJobOptions) -> None:
     """The main job: the built-in study (emani2023) at the profile that suits this machine,
     then its report."""
-    from accelbench.bench.study import plan_study
+    from accelbench.bench.study_planner import plan_study
 
     plan = plan_study(load_study(MAIN_STUDY), options.profile, options.device)
     path = execute(plan, options.db, options.device, options.rerun, options.wide)

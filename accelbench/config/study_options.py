@@ -17,7 +17,7 @@ from accelbench.config.options import (
     argument,
     option,
 )
-from accelbench.config.study import AUTO
+from accelbench.config.study_file import AUTO
 
 MAIN_STUDY = "emani2023"  # what `accelbench run` runs
 PROFILE_HELP = ("A profile the study declares (emani2023: full, quick), or auto: quick on a "

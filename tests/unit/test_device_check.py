@@ -159,8 +159,8 @@ def test_every_full_profile_cell_but_the_h200_one_is_estimated_to_fit_an_80_gib_
     refused as 'does not fit' there, but the one meant for an H200 (micro-batch 32), which is
     refused there and fits the H200's 141 GB; the compiled micro-batch 16 cells are the
     closest to an H100's memory."""
-    from accelbench.bench.study import plan_study
-    from accelbench.config.study import load_study
+    from accelbench.bench.study_planner import plan_study
+    from accelbench.config.study_file import load_study
 
     plan = plan_study(load_study("gpu-accept"), "full", "cpu")
     assert len(plan.cells) == 23

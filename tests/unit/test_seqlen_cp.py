@@ -10,13 +10,13 @@ import torch
 from cli_run import run_main
 
 from accelbench.bench import guard
-from accelbench.bench import study as study_mod
-from accelbench.bench.study import Planner, plan_study
+from accelbench.bench.study_planner import Planner, plan_study
 from accelbench.bench.train.options import TrainOptions, build_spec, resolve_nproc
 from accelbench.config.fit import fit_basis
-from accelbench.config.study import load_study
+from accelbench.config.study_file import load_study
 from accelbench.report.machines import group_machines
 from accelbench.store.record import Record
+from accelbench.workloads.train import study_plan as train_plan
 from accelbench.workloads.train.seqlen import first_fits, seq_section
 
 GIB = 1024**3
@@ -84,7 +84,7 @@ def test_an_nproc_that_contradicts_the_layout_is_one_line_and_exit_2(monkeypatch
 
 
 def _seqlen(monkeypatch, cores: int):
-    monkeypatch.setattr(study_mod, "available_devices",
+    monkeypatch.setattr(train_plan, "available_devices",
                         lambda device: (cores, f"{cores} CPU core(s), one a rank"))
     plan = plan_study(load_study("emani2023"), "quick", "cpu")
     return next(e for e in plan.experiments if e.experiment.name == "seqlen")

@@ -1,6 +1,6 @@
 """A study's progress lines are numbered in the order cells run ('[15/33]' then '[16/33]', never
 a jump where a sweep closed cells it did not start), its total the cells that will run, and
-its ETA counts every trial: a cell's estimate is over all its trials (bench/study.py), so a
+its ETA counts every trial: a cell's estimate is over all its trials (bench/study_planner.py), so a
 study of 4 trials a cell is estimated at twice one of 2."""
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def test_the_eta_scales_by_how_the_cells_run_took_against_their_estimates():
 
 @pytest.mark.slow  # plans twice, each with a quick GEMM probe
 def test_a_cells_estimate_counts_its_trials(tmp_path):
-    from accelbench.bench.study import plan_study
-    from accelbench.config.study import parse_study
+    from accelbench.bench.study_planner import plan_study
+    from accelbench.config.study_file import parse_study
 
     def experiments(trials: int) -> str:
         return f"""
@@ -72,7 +72,7 @@ def test_a_study_cell_spans_all_its_trials():
     """A sweep of 6 trials of 2 cells reports 12 starts: study cell 0 is the first 6, closed
     when cell 1 starts, not after its first trial (which had left the ETA counting one trial of
     each cell: 'ETA 6.2 s' with 11 of the noise check's 12 trials to run)."""
-    from accelbench.bench.recording.study import StudyView, _Cells
+    from accelbench.bench.recording.study_run import StudyView, _Cells
 
     events = []
     view = StudyView(banner=print, note=print, failed=print,

@@ -9,7 +9,7 @@ from accelbench.analytics.flops import block_flops
 from accelbench.analytics.memory import block_train_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak
-from accelbench.bench.study import Planner, SweepPlan
+from accelbench.bench.study_planner import Planner, SweepPlan
 from accelbench.workloads.block.options import BlockOptions
 from accelbench.workloads.block.runner import build_block_spec, run_block_sweep
 

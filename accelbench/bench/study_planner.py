@@ -1,4 +1,4 @@
-"""A study's experiments as sweeps (config/study.py reads the file).
+"""A study's experiments as sweeps (config/study_file.py reads the file).
 
 Each experiment names a registered workload (config/workload.py; the built-in ones in
 accelbench/workloads/); its options are checked against that workload's options dataclass (the
@@ -9,7 +9,7 @@ block's batch and dtype, a training sweep's seq, micro-batch, GAS, dtype and rec
 scaling study's device counts) form one sweep; an axis over any other option gives one sweep
 per value. Every cell is planned before anything runs: its memory estimate (analytics), its fit
 verdict against the device's budget (bench/guard.py) and a rough time (FLOPs over the device's
-peak, plus overheads measured on a CPU: ROUGH_TIME). Recording is bench/recording/study.py's.
+peak, plus overheads measured on a CPU: ROUGH_TIME). Recording is bench/recording/study_run.py's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from accelbench.bench.peak import SweepPeak, fastest_layout, gemm_flops_per_s, r
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import DOES_NOT_FIT, FITS
 from accelbench.config.precision import resolve as resolve_precision
-from accelbench.config.study import Experiment, Scalar, Study, key_path, pick_profile
+from accelbench.config.study_file import Experiment, Scalar, Study, key_path, pick_profile
 from accelbench.config.vocab import GIB
 from accelbench.config.workload import Workload, get_workload, workloads
 from accelbench.hardware import device as devices

@@ -8,7 +8,7 @@ from typing import Any
 
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak
-from accelbench.bench.study import Planner, SweepPlan, available_devices
+from accelbench.bench.study_planner import Planner, SweepPlan, available_devices
 from accelbench.bench.train.options import build_spec
 from accelbench.bench.trials import resolve_trials
 from accelbench.config.units import parse_int_list
@@ -20,7 +20,7 @@ from accelbench.workloads.scale.runner import (
     summary_outcome,
     validate_scale,
 )
-from accelbench.workloads.train.plan import train_cell
+from accelbench.workloads.train.study_plan import train_cell
 
 
 def plan_scale(values: dict[str, Any], planner: Planner) -> SweepPlan:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from accelbench.bench.study import Planner, SweepPlan
+from accelbench.bench.study_planner import Planner, SweepPlan
 from accelbench.workloads.genslm.options import GenslmOptions, build_genslm_spec
-from accelbench.workloads.train.plan import plan_training
+from accelbench.workloads.train.study_plan import plan_training
 
 
 def plan_genslm(values: dict[str, Any], planner: Planner) -> SweepPlan:

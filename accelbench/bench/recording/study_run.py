@@ -1,4 +1,4 @@
-"""Running a study (bench/study.py plans it): every sweep through the commands' own
+"""Running a study (bench/study_planner.py plans it): every sweep through the commands' own
 run-and-record path (bench/recording/session.py `record_sweep`, with resume), one index of finished
 cells shared by the study's sweeps, each precision's peak decided once for the sweeps that run
 in this process, and every record tagged with the study, experiment and profile in
@@ -20,7 +20,7 @@ from accelbench.bench.recording.resume import (
     stored_summary,
 )
 from accelbench.bench.recording.session import SweepView, record_sweep
-from accelbench.bench.study import ExperimentPlan, StudyPlan, SweepPlan
+from accelbench.bench.study_planner import ExperimentPlan, StudyPlan, SweepPlan
 from accelbench.bench.train.cell import KIND as TRAIN_KIND
 from accelbench.store.record import Record
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak
-from accelbench.bench.study import Planner, SweepPlan
-from accelbench.workloads.train.plan import train_cell
+from accelbench.bench.study_planner import Planner, SweepPlan
+from accelbench.workloads.train.study_plan import train_cell
 
 
 def plan_noise(values: dict[str, Any], planner: Planner) -> SweepPlan:

@@ -9,7 +9,7 @@ from typing import Any
 from accelbench.analytics.flops import hardware_flops_per_token
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.peak import SweepPeak
-from accelbench.bench.study import PlannedCell, Planner, SweepPlan, available_devices
+from accelbench.bench.study_planner import PlannedCell, Planner, SweepPlan, available_devices
 from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import estimate_bytes
 from accelbench.bench.train.launch import in_process_group

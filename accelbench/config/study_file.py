@@ -1,6 +1,6 @@
 """Study files: a TOML file of named experiments, each a workload with fixed options and swept
 axes, and the size profiles it can run at (docs/study.md). This module reads and checks the
-file's structure (no torch); bench/study.py checks each experiment's options against its
+file's structure (no torch); bench/study_planner.py checks each experiment's options against its
 workload's own option set and turns it into sweeps.
 
 A study file:
