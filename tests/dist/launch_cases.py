@@ -7,12 +7,17 @@ them; rank 0 writes the results as JSON.
 
 Likewise a training sweep that several tests read (shared_sweep): run once per session for an
 equal TrainSpec, each of its cells one torchrun launch. Modules that share launches are in one
-xdist group (tests/conftest.py), so that one test process runs them."""
+xdist group (tests/conftest.py), so that one test process runs them.
+
+The checks the modules share live here too: a training case against one process
+(assert_ranks_match_one_process, the tolerances) and a case's bytes against the profiler's."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.train.rank_result import RankResult
@@ -62,6 +67,59 @@ def module_results(worker: str, launches: tuple[tuple[int, dict[str, str]], ...]
     """A module's own cases (as it registered them with `want`), from the shared launches."""
     return {k: v for n, cases in launches
             for k, v in shared_results(worker, n, out_dir).items() if k in cases}
+
+
+def worker_results(worker: str, launches: tuple[tuple[int, dict[str, str]], ...],
+                   out_dir: Path) -> dict:
+    """Every result of `worker` from the shared launches of a module's world sizes: its own
+    cases and the other modules' cases of that worker (which a module may compare with)."""
+    return {k: v for n, _ in launches for k, v in shared_results(worker, n, out_dir).items()}
+
+
+def launched_cases(worker: str, launches: tuple[tuple[int, dict[str, str]], ...],
+                   timeout_s: float = 200, every_case: bool = False):
+    """A module's cases registered (want) and its module fixture of their results, from the
+    shared launches; `every_case`: all of that worker's results there, not only the module's
+    own. Usage: `results = launched_cases("worker.py", LAUNCHES)`."""
+    want(worker, launches, timeout_s)
+
+    @pytest.fixture(scope="module")
+    def results(tmp_path_factory) -> dict:
+        out_dir = tmp_path_factory.mktemp(Path(worker).stem)
+        return (worker_results if every_case else module_results)(worker, launches, out_dir)
+    return results
+
+
+# fp32 on CPU: reduction order differs across layouts (all-reduce, split matmuls, experts' rows
+# gathered from other ranks), so losses agree to rounding, ~1e-7 relative; 1e-5 leaves room and
+# still catches any wrong sync, scale or lost token (the grad norm sums more terms: 1e-4).
+LOSS_RTOL = 1e-5
+NORM_RTOL = 1e-4
+
+
+def rel_error(a: list[float], b: list[float]) -> float:
+    """The largest relative difference of a series from the reference series b."""
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+
+
+def assert_ranks_match_one_process(case: str, result: dict, steps: int) -> None:
+    """A case worker's training case (its 'reference' run in one process and its 'ranks'):
+    clipping acted (the global norm matters), the loss moved at every one of `steps` steps, and
+    every rank's global loss and gradient norm equal one process's within the tolerances."""
+    ref = result["reference"]
+    assert min(ref["grad_norm"]) > 0.5, (case, ref["grad_norm"])
+    assert len({round(x, 6) for x in ref["loss"]}) == steps, (case, ref["loss"])
+    for rank in result["ranks"]:
+        assert rel_error(rank["loss"], ref["loss"]) < LOSS_RTOL, (case, rank["loss"], ref["loss"])
+        assert rel_error(rank["grad_norm"], ref["grad_norm"]) < NORM_RTOL, (case,
+                                                                             rank["grad_norm"])
+
+
+def assert_accounting_matches_the_profiler(case: str, ranks: list[dict]) -> None:
+    """comm_worker.py's case: every rank's collectives, with their bytes of buffer, as the
+    profiler saw them, equal what the record accounts."""
+    for rank in ranks:
+        assert rank["profiled"] == pytest.approx(rank["accounted"]), (case, rank["rank"])
 
 
 def shared_sweep(spec: TrainSpec) -> tuple[list[Outcome], list[Outcome]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import module_results, want
+from tests.dist.launch_cases import assert_accounting_matches_the_profiler, launched_cases
 
 pytestmark = pytest.mark.dist
 
@@ -20,16 +20,11 @@ CASES_2 = {
 CASES_4 = {"dp_pp_zero1": "fp32:dp=2,pp=2,zero=1", "dp_pp_zero2": "fp32:dp=2,pp=2,zero=2",
            "dp_pp_zero3": "fp32:dp=2,pp=2,zero=3"}
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("comm_worker.py", LAUNCHES, 300)  # one launch per size, shared with the other comm modules
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
-    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm"))
+# one launch per size, shared with the other comm modules
+results = launched_cases("comm_worker.py", LAUNCHES, 300)
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
 def test_accounting_matches_the_profiler(results, case):
     """Every rank: the same collectives, with the same bytes of buffer, as accounted."""
-    for rank in results[case]:
-        assert rank["profiled"] == pytest.approx(rank["accounted"]), (case, rank["rank"])
+    assert_accounting_matches_the_profiler(case, results[case])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import module_results, want
+from tests.dist.launch_cases import launched_cases
 
 pytestmark = pytest.mark.dist
 
@@ -24,13 +24,7 @@ CASES_4 = {
 ROWS = "all_to_all"
 # tests/dist/comm_moe_worker.py's cases, in comm_worker.py's launch of 4 (test_comm_bytes.py's)
 LAUNCHES = ((4, {name: f"moe:{case}" for name, case in CASES_4.items()}),)
-want("comm_worker.py", LAUNCHES, 300)
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
-    """The cases of the shared launch of 4 processes."""
-    return module_results("comm_worker.py", LAUNCHES, tmp_path_factory.mktemp("comm_moe"))
+results = launched_cases("comm_worker.py", LAUNCHES, 300)
 
 
 @pytest.mark.parametrize("case", CASES_4)

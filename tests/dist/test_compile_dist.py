@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.launch_cases import module_results, want
+from tests.dist.launch_cases import launched_cases
 
 pytestmark = [pytest.mark.dist, pytest.mark.slow]
 CASES_2 = {f"compile_{name}": f"{layout}:aot_eager" for name, layout in (
     ("dp", "dp=2"), ("zero3", "dp=2,zero=3"), ("tp", "tp=2"), ("pp", "pp=2"),
     ("cp", "cp=2"), ("ep", "dp=2,ep=2"))}
 LAUNCHES = ((2, CASES_2),)
-want("compile_worker.py", LAUNCHES, 400)
+results = launched_cases("compile_worker.py", LAUNCHES, 400)
 # fp32 on CPU: a compiled graph may fuse and reorder, so losses agree to rounding (~1e-7)
 LOSS_RTOL = 1e-5
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
-    return module_results("compile_worker.py", LAUNCHES, tmp_path_factory.mktemp("compile"))
 
 
 @pytest.mark.parametrize("case", list(CASES_2))

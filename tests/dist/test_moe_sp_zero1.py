@@ -15,11 +15,10 @@ from __future__ import annotations
 import pytest
 
 from accelbench.bench.train.metrics import summed_expert_load
-from tests.dist.launch_cases import shared_results, want, worker_load
+from tests.dist.launch_cases import assert_ranks_match_one_process, launched_cases, worker_load
 
 pytestmark = pytest.mark.dist
 
-LOSS_RTOL, NORM_RTOL = 1e-5, 1e-4  # as tests/dist/test_expert_parallel.py, and why
 ADAM_STATES, FP32_BYTES = 2, 4  # exp_avg and exp_avg_sq per element (the step is a scalar)
 CASES_2 = {"aux_tp2_sp": "tp=2,sp=on", "ep2_zero1": "dp=2,ep=2,zero=1"}
 CASES_4 = {"aux_dp2_tp2_ep2_sp": "dp=2,tp=2,ep=2,sp=on",
@@ -30,30 +29,14 @@ ZERO1 = ("ep2_zero1", "dp4_ep2_zero1")  # pp = 1: every rank holds the whole mod
 
 
 LAUNCHES = ((2, CASES_2), (4, CASES_4))
-want("expert_worker.py", LAUNCHES, 400)  # in the one launch per size (launch_cases)
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
-    """2 and 4 processes, in the shared launches."""
-    tmp = tmp_path_factory.mktemp("moe_sp_zero1")
-    return {k: v for n, _ in LAUNCHES
-            for k, v in shared_results("expert_worker.py", n, tmp).items()}
-
-
-def _rel(a: list[float], b: list[float]) -> float:
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+results = launched_cases("expert_worker.py", LAUNCHES, 400)  # in the one launch per size
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
 def test_losses_and_grad_norms_equal_one_process(results, case):
     """4 AdamW steps with clipping on moe-tiny: every rank's global loss (with the auxiliary
     term) and gradient norm (each expert weight counted once) match one process."""
-    ref, ranks = results[case]["reference"], results[case]["ranks"]
-    assert min(ref["grad_norm"]) > 0.5 and len({round(x, 6) for x in ref["loss"]}) == 4
-    for rank in ranks:
-        assert _rel(rank["loss"], ref["loss"]) < LOSS_RTOL, (case, rank["loss"], ref["loss"])
-        assert _rel(rank["grad_norm"], ref["grad_norm"]) < NORM_RTOL, (case, rank["grad_norm"])
+    assert_ranks_match_one_process(case, results[case], steps=4)
 
 
 @pytest.mark.parametrize("case", [*CASES_2, *CASES_4])
