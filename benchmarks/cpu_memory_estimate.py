@@ -1,18 +1,21 @@
 """The CPU memory estimate against what the cells measured, as a table.
 
-Two sets. `quick`: the quick study's one-process training cells (its seqlen, gas, sparsity and
+Three sets. `quick`: the quick study's one-process training cells (its seqlen, gas, sparsity and
 genslm experiments) through `accelbench train`/`genslm`, fp32 (issue 28's target: 15%).
 `layouts`: gpt2 (124M) at micro-batch 1, sequence 64, 3 steps (1 warm-up), one trial, on every
 layout accelbench's runtime builds (one process, DDP, ZeRO 1/2/3, tp, tp + sp, pp, cp and, on a
 6-layer gpt2 with 4 experts, ep) in fp32 and bf16, bf16 again with the lean settings off
 (`--runtime ddp_views=off,zero_views=off,fsdp_mp=off`: the before
 of docs/parallel.md's before/after), and last fp16 and fp8 on one process and dp=2 (fp16 also
-ZeRO-3), which a CPU runs slowly. Each cell's estimate (mem_estimate_bytes_per_rank, with
-the widths and moment it names) is set beside the memory the worst rank added
+ZeRO-3), which a CPU runs slowly. `lowp`: fp16 and fp8 on the layouts `layouts` leaves
+them out of, where the runtime runs them (both are refused under tp and pp, fp8 with experts):
+ZeRO 1/2, cp and ep in fp16; ZeRO 1/2/3 and cp in fp8.
+Each cell's estimate (mem_estimate_bytes_per_rank, with the widths and moment it names) is set
+beside the memory the worst rank added
 (mem_added_bytes_per_rank_max: malloc's bytes in use above the cell's start, sampled every
 2 ms, so a lower bound). Issue 37's target: every layout within 10%.
 
-    python benchmarks/cpu_memory_estimate.py [--set quick|layouts] [--db PATH] [--keep]
+    python benchmarks/cpu_memory_estimate.py [--set quick|layouts|lowp] [--db PATH] [--keep]
 """
 
 from __future__ import annotations
@@ -63,6 +66,15 @@ LAYOUTS = (  # (name, layout, dtypes, extra arguments): fp32 and bf16 everywhere
     ("ddp", "dp=2", "fp16,fp8", ()),
     ("zero3", "dp=2,zero=3", "fp16", ()),
 )
+LOWP = (  # `--set lowp`: fp16 (with its loss scaler) and fp8 on the layouts LAYOUTS leaves out,
+    # where the runtime runs them: both are refused under tp and pp (the scaler's overflow check
+    # and the float8 layers are built for data-parallel layouts), fp8 with experts
+    ("zero1", "dp=2,zero=1", "fp16,fp8", ()),
+    ("zero2", "dp=2,zero=2", "fp16,fp8", ()),
+    ("zero3", "dp=2,zero=3", "fp8", ()),
+    ("cp", "cp=2", "fp16,fp8", ()),
+    ("ep", "dp=2,ep=2", "fp16", ("--model", MOE)),
+)
 
 
 def run_command(args: tuple[str, ...], db: Path) -> None:
@@ -80,7 +92,7 @@ def run(db: Path, which: str) -> None:
         for _, args in CELLS:
             run_command((*args, *COMMON), db)
         return
-    for _, layout, dtypes, extra in LAYOUTS:
+    for _, layout, dtypes, extra in LAYOUTS if which == "layouts" else LOWP:
         nproc = 1 if layout == "dp=1" else 2
         where = ("--nproc", "1") if nproc == 1 else ("--nproc", "2", "--layout", layout)
         run_command((*GPT2, *where, "--dtype", dtypes, *extra), db)
@@ -127,8 +139,9 @@ def report(db: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=("quick", "layouts"), default="quick",
-                        help="The quick study's cells, or gpt2 on every layout and precision.")
+    parser.add_argument("--set", choices=("quick", "layouts", "lowp"), default="quick",
+                        help="The quick study's cells, gpt2 on every layout in fp32 and bf16 "
+                             "(fp16/fp8 on some), or fp16 and fp8 on the other layouts.")
     parser.add_argument("--db", type=Path, help="Reuse this database (default: a temporary one).")
     parser.add_argument("--keep", action="store_true", help="Only report the --db's cells.")
     args = parser.parse_args()
