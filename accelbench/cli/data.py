@@ -13,7 +13,7 @@ from accelbench.cli.options import dataclass_command
 from accelbench.data.prepare_options import InfoOptions, PrepareOptions, prepare_job
 from accelbench.data.shard_format import open_shards
 from accelbench.data.shards import prepare
-from accelbench.report.shards import shards_table
+from accelbench.report.shard_info import shards_table
 
 
 def prepare_cmd(options: PrepareOptions) -> None:

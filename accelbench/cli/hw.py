@@ -1,5 +1,5 @@
 """`accelbench hw`: the device table, and what this machine is. Options from
-hardware/hw_options.py, detection in bench/peak.py, the table in report/hw.py."""
+hardware/hw_options.py, detection in bench/peak.py, the table in report/hw_table.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from accelbench.cli.common import out
 from accelbench.cli.options import dataclass_command
 from accelbench.hardware.hw_options import HwOptions
 from accelbench.hardware.specs import SPECS
-from accelbench.report.hw import detected_lines, spec_table
+from accelbench.report.hw_table import detected_lines, spec_table
 
 
 def hw(options: HwOptions) -> None:

@@ -14,7 +14,7 @@ import typer
 from accelbench.cli import interrupt
 from accelbench.cli.options import dataclass_command
 from accelbench.config.errors import ConfigError
-from accelbench.config.noise import GlobalOptions, quiet_third_party
+from accelbench.config.global_options import GlobalOptions, quiet_third_party
 
 
 def _options(options: GlobalOptions) -> None:

@@ -1,5 +1,5 @@
 """`accelbench publish --out FILE`: one bundle of results to send elsewhere (options and the
-work in report/publish.py; docs/exchange.md)."""
+work in report/bundle_publish.py; docs/exchange.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import typer
 
 from accelbench.cli.common import console, out
 from accelbench.cli.options import dataclass_command
-from accelbench.report.publish import PublishOptions, publish
+from accelbench.report.bundle_publish import PublishOptions, publish
 
 
 def publish_(options: PublishOptions) -> None:

@@ -3,7 +3,7 @@ that every family is registered), and `resolve_model` for preset[:overrides] and
 
 from __future__ import annotations
 
-from accelbench.config import genslm as _genslm  # noqa: F401  (registers the GenSLM presets)
+from accelbench.config import presets_genslm as _genslm  # noqa: F401  (registers the GenSLM presets)
 from accelbench.config import presets_gpt3 as _gpt3  # noqa: F401  (registers the GPT-3 presets)
 from accelbench.config import presets_llama as _llama  # noqa: F401  (registers the Llama family)
 from accelbench.config import presets_moe as _moe  # noqa: F401  (registers the MoE presets)

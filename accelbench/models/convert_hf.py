@@ -1,9 +1,9 @@
 """Hugging Face configs and checkpoints by their model_type: one entry point for `--model hf:DIR`
 (shape and weights) and `--model hf-config:FILE` (the shape alone, random weights).
 
-gpt2 -> convert_hf_gpt2; gpt_neox -> config/genslm.py and convert_neox; llama, mistral, qwen2 ->
-convert_hf_llama; mixtral, qwen2_moe -> convert_hf_moe. Anything else is one ConfigError naming
-the supported types.
+gpt2 -> convert_hf_gpt2; gpt_neox -> config/presets_genslm.py and convert_neox; llama, mistral,
+qwen2 -> convert_hf_llama; mixtral, qwen2_moe -> convert_hf_moe. Anything else is one
+ConfigError naming the supported types.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.genslm import model_from_neox_config
 from accelbench.config.model import ModelConfig
+from accelbench.config.presets_genslm import model_from_neox_config
 from accelbench.models.convert_hf_gpt2 import (
     load_checkpoint_dir,
     load_hf_gpt2_state_dict,

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.noise import THIRD_PARTY_LOGGERS
+from accelbench.config.global_options import THIRD_PARTY_LOGGERS
 from accelbench.config.vocab import DTYPES
 
 BLOCKS_PREFIX = "h."  # GPT.h, the blocks: the only place layers are converted

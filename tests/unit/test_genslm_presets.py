@@ -12,7 +12,11 @@ import torch
 from accelbench.analytics.params import total_params
 from accelbench.config import get_preset
 from accelbench.config.errors import ConfigError
-from accelbench.config.genslm import GENSLM_ASSETS, model_from_neox_config, neox_config_files
+from accelbench.config.presets_genslm import (
+    GENSLM_ASSETS,
+    model_from_neox_config,
+    neox_config_files,
+)
 from accelbench.data.codon import CodonTokenizer
 from accelbench.data.fasta import builtin_genomes, read_fasta
 from accelbench.models.convert_neox import load_neox_state_dict, neox_qkv_to_ours

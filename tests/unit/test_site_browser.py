@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from bundle_data import ROOT, bundle_file, variant
 
-from accelbench.report.publish import PublishOptions, publish
+from accelbench.report.bundle_publish import PublishOptions, publish
 from accelbench.report.site import build_site
 
 pytestmark = pytest.mark.slow
