@@ -21,7 +21,7 @@ import torch
 from accelbench.hardware.device import has_timing_events, synchronize, timing_event
 
 if TYPE_CHECKING:
-    from accelbench.bench.trials import WindowProbe
+    from accelbench.bench.window_probe import WindowProbe
     from accelbench.hardware.energy import EnergyMeter
 
 FEW_SAMPLES = 5

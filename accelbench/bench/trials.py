@@ -8,28 +8,28 @@ drift, heat and other work on the machine fall on every cell alike. A cell's rec
 once its last trial has run: each timed figure is the median over trials of each trial's
 median, with a distribution-free 95% interval (analytics/stats.py `median_interval`; none, and
 said so, below 6 trials). Each timed window is bracketed by a DisturbanceProbe (outside the
-window: a snapshot costs about 12 ms) and the record says whether any trial was disturbed.
+window: a snapshot costs about 12 ms; window_probe.py) and the record says whether any trial was
+disturbed. Finished trials are kept as they end through kept_trials.py.
 docs/metrics.md has the rules; bench/block.py and bench/train/sweep.py use them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
 import statistics
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
 from accelbench.analytics.stats import CONFIDENCE, median_interval
 from accelbench.bench.guard import settled_heap
+from accelbench.bench.kept_trials import KeptTrial, active_keepers
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.config.schema import TrialFields, partial_metrics_dict
 from accelbench.config.trials import TRIAL_VALUES, auto_trials
-from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD, DisturbanceProbe
 from accelbench.parallel.procs import Interrupted, signal_name
 from accelbench.store.trials import TRIAL_ROWS_KEY, TRIAL_RUNS_KEY
 
@@ -39,49 +39,6 @@ ORDER_SEED = 0  # the block sweep's order seed (a training sweep uses its --seed
 def resolve_trials(trials: int | None, device: torch.device) -> int:
     """The trials to run: as asked, or AUTO_TRIALS for this kind of device."""
     return trials if trials is not None else auto_trials(device.type)
-
-
-class WindowProbe:
-    """A DisturbanceProbe that never fails a measurement: start() and stop() go around a timed
-    window (after its last synchronise), `result` is the window's dict (or why none); `threshold`
-    is the share of the CPU capacity other processes may use before the window is disturbed
-    (--disturbance-threshold)."""
-
-    def __init__(self, device: torch.device, threshold: float = OTHER_CPU_THRESHOLD) -> None:
-        self.result: dict[str, Any] | None = None
-        self._started = False
-        try:
-            self._probe = DisturbanceProbe(threshold, gpu_uuid=_nvidia_uuid(device))
-        except Exception as err:  # noqa: BLE001 - a probe must never end a cell
-            self._probe, self.result = None, {"unavailable": f"probe not made: {err}"}
-
-    def start(self) -> None:
-        """Snapshot the window's start."""
-        if self._probe is None:
-            return
-        try:
-            self._probe.start()
-            self._started = True
-        except Exception as err:  # noqa: BLE001
-            self.result = {"unavailable": f"probe start failed: {err}"}
-
-    def stop(self) -> dict[str, Any] | None:
-        """Snapshot the window's end; the window's disturbance as a dict."""
-        if self._probe is None or not self._started:
-            return self.result
-        try:
-            self.result = self._probe.stop().to_dict()
-        except Exception as err:  # noqa: BLE001
-            self.result = {"unavailable": f"probe stop failed: {err}"}
-        return self.result
-
-
-def _nvidia_uuid(device: torch.device) -> str | None:
-    """The UUID of an NVIDIA GPU (its clocks and other processes are probed too), else None."""
-    if device.type != "cuda" or getattr(torch.version, "hip", None):
-        return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return str(torch.cuda.get_device_properties(index).uuid)
 
 
 # --- interleaving -------------------------------------------------------------------------
@@ -100,57 +57,6 @@ class CellTrials:
     kind: str | None = None
     spec: dict[str, Any] | None = None
     adopt: Callable[[list[Outcome]], None] | None = None  # told the kept trials, if any
-
-
-@dataclass(frozen=True)
-class KeptTrial:
-    """A finished trial of a cell: its index, outcome, its place in its round and that round's
-    order (cell labels), and, where a store keeps it, its row id and the run that measured it."""
-
-    trial: int
-    outcome: Outcome
-    position: int
-    order: list[str]
-    row: int | None = None
-    run_id: str | None = None
-
-    def to_data(self) -> dict[str, Any]:
-        """What the store keeps of the trial (store/trials.py)."""
-        return {"outcome": asdict(self.outcome), "position": self.position,
-                "order": self.order}
-
-    @classmethod
-    def from_data(cls, trial: int, data: dict[str, Any], row: int | None = None,
-                  run_id: str | None = None) -> KeptTrial:
-        """A trial as the store kept it."""
-        names = {f.name for f in fields(Outcome)}
-        outcome = Outcome(**{k: v for k, v in data["outcome"].items() if k in names})
-        return cls(trial, outcome, int(data["position"]), list(data["order"]), row, run_id)
-
-
-class TrialKeeper(Protocol):
-    """Where a sweep's finished trials are kept as they end (bench/recording/resume.py
-    TrialStore: the results store), and found again by a resumed sweep."""
-
-    def kept(self, kind: str, spec: dict[str, Any], trials: int) -> list[KeptTrial]:
-        """The trials of this cell already kept (none to measure again)."""
-
-    def keep(self, kind: str, spec: dict[str, Any], trial: KeptTrial) -> KeptTrial:
-        """Keep one finished trial now; the trial with its row id and run."""
-
-
-_keepers: list[TrialKeeper] = []
-
-
-@contextlib.contextmanager
-def keeping_trials(keeper: TrialKeeper) -> Iterator[None]:
-    """Within the block, interleaved cells that name their kind and spec keep every finished
-    trial through `keeper` and resume from the trials it kept before."""
-    _keepers.append(keeper)
-    try:
-        yield
-    finally:
-        _keepers.remove(keeper)
 
 
 class TrialsInterrupted(Interrupted):
@@ -187,7 +93,7 @@ class _Interleaved:
                  progress: Progress | None, done_before: int) -> None:
         self.cells, self.trials, self.seed, self.sink = cells, trials, seed, sink
         self.progress = progress
-        self.keeper = _keepers[-1] if _keepers else None
+        self.keeper = active_keepers[-1] if active_keepers else None
         self.kept = [self._resumed(c) for c in cells]
         for cell, kept in zip(cells, self.kept, strict=True):
             if kept and cell.adopt is not None:  # e.g. the micro-batch a search found then

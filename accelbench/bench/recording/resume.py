@@ -9,9 +9,9 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
 
+from accelbench.bench.kept_trials import KeptTrial
 from accelbench.bench.outcome import Outcome, Skip
 from accelbench.bench.recording.recorder import Recorder
-from accelbench.bench.trials import KeptTrial
 from accelbench.store.fingerprint import (
     FINGERPRINT_KEY,
     FINISHED,

@@ -36,7 +36,7 @@ from accelbench.bench.train.straggler import (
     spin,
     test_delay_fraction,
 )
-from accelbench.bench.trials import WindowProbe
+from accelbench.bench.window_probe import WindowProbe
 from accelbench.config.layout import Layout
 from accelbench.hardware.energy import open_meter
 from accelbench.parallel.apply import micro_batch_context

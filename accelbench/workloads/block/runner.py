@@ -27,7 +27,6 @@ from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summariz
 from accelbench.bench.trials import (
     ORDER_SEED,
     CellTrials,
-    WindowProbe,
     combine_timed,
     combined_raw,
     disturbance_summary,
@@ -37,6 +36,7 @@ from accelbench.bench.trials import (
     spread,
     timed_map,
 )
+from accelbench.bench.window_probe import WindowProbe
 from accelbench.config.errors import ConfigError, require_count, require_positive
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
