@@ -42,7 +42,7 @@ class TrainSetup:
     sparsity: float = 0.0  # weight sparsity of the block matrices (docs/sparsity.md)
     sparsity_pattern: str = "unstructured"  # or 2:4 (level 0.5)
     overlap: str = "megatron"  # what communication hides behind compute: OVERLAP_MODES
-    kernels: Kernels = EAGER  # what the framework's kernels save for backward (memory.py)
+    kernels: Kernels = EAGER  # what the framework's kernels save for backward (activations.py)
     # the busiest expert's routed assignments over the mean (1.0 balanced, as benchmarks that
     # force-balance routing run; the runtime records moe_load_imbalance): moe_cost.py
     moe_imbalance: float = 1.0
