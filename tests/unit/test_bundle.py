@@ -173,7 +173,7 @@ def test_the_paper_s_figures_are_a_reference_bundle_never_stored(monkeypatch, ca
     with pytest.raises(ConfigError, match="reference bundle holding"):
         read_bundle(mixed)
     with pytest.raises(ConfigError, match="takes no --db or --run"):
-        from accelbench.report.publish import PublishOptions, publish
+        from accelbench.report.bundle_publish import PublishOptions, publish
         publish(PublishOptions(out=tmp_path / "p.json", db=H200_DB, reference=True))
 
 

@@ -22,13 +22,13 @@ from accelbench.config.errors import (
     require_finite,
     require_positive,
 )
-from accelbench.config.genslm import model_from_neox_config
 from accelbench.config.layout import Layout
 from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
 from accelbench.config.layout_rules import validate_layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import resolve_model
+from accelbench.config.presets_genslm import model_from_neox_config
 from accelbench.config.runtime_settings import RuntimeSettings, parse_runtime
 from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 
 from accelbench.bench.dtypes import TORCH_DTYPES
+from accelbench.bench.lr_schedule import lr_at
 from accelbench.bench.memory import PeakMemory
-from accelbench.bench.optim import lr_at
 from accelbench.bench.timing import PhaseTimer, summarize, synchronize
 from accelbench.bench.train.batches import open_batches
 from accelbench.bench.train.build import Trainer, build_trainer
