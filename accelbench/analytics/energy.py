@@ -6,7 +6,7 @@ sum would understate the cell."""
 
 from __future__ import annotations
 
-from accelbench.config.schema import EnergyFields
+from accelbench.config.records.fields import EnergyFields
 from accelbench.hardware.energy_window import EnergyWindow
 
 UNAVAILABLE = "unavailable"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from accelbench.analytics.intervals import precision_family
 from accelbench.config.errors import ConfigError, require_finite
-from accelbench.config.schema import TrainFigure
+from accelbench.config.records.train import TrainFigure
 from accelbench.config.vocab import GB
 
 HEADROOM = 0.9

@@ -6,7 +6,7 @@ from accelbench.analytics.cluster import device_variant
 from accelbench.analytics.published_run import PublishedRun
 from accelbench.analytics.validation_shapes import SHAPES
 from accelbench.config.layout import Layout
-from accelbench.config.schema import TrainFigure
+from accelbench.config.records.train import TrainFigure
 from accelbench.hardware.specs import get_spec
 
 # torchtitan's H100s: 96 GB HBM2e at 500 W, a variant of the SXM row (cluster.device_variant);

@@ -17,7 +17,7 @@ from accelbench.config.errors import checked_fields
 from accelbench.config.layout import Layout
 from accelbench.config.layout_parse import layout_from_fields, parse_layout_fields
 from accelbench.config.model import ModelConfig
-from accelbench.config.schema import TrainFigure
+from accelbench.config.records.train import TrainFigure
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import get_spec
 

@@ -29,7 +29,7 @@ from accelbench.analytics.kernels import (
 from accelbench.analytics.precision import BYTES_PER_VALUE
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
-from accelbench.config.schema import ProfileMetrics
+from accelbench.config.records.profile import ProfileMetrics
 
 # a step's own costs outside its layers (loss, embedding, optimizer: bytes/s against bytes per
 # call) and whole measured layers (block: efficiency against FLOPs per call, `accelbench
@@ -268,7 +268,7 @@ def latencies_s(points: list[Point]) -> dict[str, float]:
 
 def profile_from_metrics(metrics: ProfileMetrics, environment: dict[str, Any],
                          source: str) -> MachineProfile:
-    """A profile from a 'profile' record's metrics (read as config.schema ProfileMetrics) and
+    """A profile from a 'profile' record's metrics (read as ProfileMetrics, config/records/) and
     environment."""
     points = [point_from_dict(d) for d in metrics.points or []]
     peaks = {k: float(v) for k, v in (metrics.peak_flops_per_s_by_dtype or {}).items() if v}

@@ -28,7 +28,7 @@ from accelbench.config.layout import Layout, default_schedule
 from accelbench.config.layout_rules import ARITHMETIC, Target, first_broken
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import ORACLE_KINDS, TrainFigure
+from accelbench.config.records.train import ORACLE_KINDS, TrainFigure
 from accelbench.hardware.specs import DeviceSpec, get_spec
 
 SOURCE_FRAMEWORK = {"S1": "Megatron-LM", "S2": "Megatron-LM", "S5": "Megatron-LM",

@@ -9,7 +9,7 @@ from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per
 from accelbench.analytics.precision import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.config.schema import TrainFigure
+from accelbench.config.records.train import TrainFigure
 from accelbench.hardware.specs import DeviceSpec
 
 # The framework each run used, and what the planner assumes of it: the overlap of
@@ -91,7 +91,7 @@ def stack_framework(stack: str) -> str | None:
 class PublishedRun:
     """One published training run: set-up, the oracle figure and where each comes from.
 
-    oracle_kind: one of config.schema.ORACLE_KINDS: MFU (a fraction), tokens/s per device, or
+    oracle_kind: one of config.records.train.ORACLE_KINDS: MFU (a fraction), tokens/s per device, or
     TFLOP/s per device (hardware FLOP/s counting recompute, as Megatron-LM reports).
     fused_attention: the run used flash-style attention (scores never stored); runs before
     FlashAttention (2022) and PaLM's XLA attention stored them. source_key groups runs for

@@ -16,7 +16,7 @@ from accelbench.analytics.published_run import PublishedRun
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.config.schema import TrainFigure
+from accelbench.config.records.train import TrainFigure
 from accelbench.config.vocab import GB
 from accelbench.hardware.specs import DeviceSpec
 

@@ -4,7 +4,7 @@ Each probe is a small function of a `CheckSettings`; it returns what it found (a
 and a few values), raises `NotHere` when the feature does not exist on this device (with the
 reason), and any other exception is that feature failing. `run_check` isolates every probe, so
 a missing or broken feature is one line of the matrix, never a crash; the matrix is one
-'check' outcome (config.schema CheckMetrics). Sizes are small: seconds on a CPU. The probes'
+'check' outcome (CheckMetrics, config/records/). Sizes are small: seconds on a CPU. The probes'
 contract is in check_probe.py, the probes in device_probes.py, kernel_probes.py and
 group_probes.py.
 """
@@ -31,7 +31,8 @@ from accelbench.bench.kernel_probes import (
     probe_two_four,
 )
 from accelbench.bench.outcome import Outcome, Progress
-from accelbench.config.schema import CheckMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.check import CheckMetrics
 
 KIND = "check"
 OK, UNAVAILABLE, FAILED = "ok", "unavailable", "failed"

@@ -11,7 +11,7 @@ from types import TracebackType
 
 import torch
 
-from accelbench.config.schema import RSS_METHOD
+from accelbench.config.records.fields import RSS_METHOD
 from accelbench.hardware import device as devices
 
 

@@ -1,17 +1,13 @@
-"""Metrics from timing stats, FLOPs and a peak, as the schema's dataclasses (config.schema)."""
+"""Metrics from timing stats, FLOPs and a peak, as the schema's dataclasses (config/records/)."""
 
 from __future__ import annotations
 
 from accelbench.analytics.metrics import per_second, tflops, utilisation
 from accelbench.bench.peak import Peak
 from accelbench.bench.timing import TimingStats
-from accelbench.config.schema import (
-    BLOCK_PHASES,
-    BlockReading,
-    MemoryFields,
-    PhaseFields,
-    TrainMetrics,
-)
+from accelbench.config.records.block import BLOCK_PHASES, BlockReading, PhaseFields
+from accelbench.config.records.fields import MemoryFields
+from accelbench.config.records.train import TrainMetrics
 
 
 def phase_metrics(stats: TimingStats, flops: float, tokens: int, peak: Peak) -> PhaseFields:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.config.schema import read_metrics
+from accelbench.config.record_kinds import read_metrics, read_spec
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,15 @@ class Outcome:
 
     @property
     def typed(self) -> Any:
-        """The metrics as the kind's frozen class (config.schema.read_metrics), as a stored
+        """The metrics as the kind's frozen class (config.record_kinds.read_metrics), as a stored
         record reads them."""
         return read_metrics(self.kind, self.metrics)
+
+    @property
+    def setup(self) -> Any:
+        """The spec as the kind's frozen spec class (config.record_kinds.read_spec), as a stored
+        record reads it."""
+        return read_spec(self.kind, self.spec)
 
 
 Sink = Callable[[Outcome], Any]

@@ -24,7 +24,10 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak_label import measured_label
 from accelbench.bench.timing import PhaseTimer, run_timed
 from accelbench.config.precision import resolve
-from accelbench.config.schema import PeakFields, PeakMetrics, TrainMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.fields import PeakFields
+from accelbench.config.records.peak import PeakMetrics
+from accelbench.config.records.train import TrainMetrics
 from accelbench.hardware.detect import detect_spec
 from accelbench.hardware.specs import DeviceSpec
 
@@ -256,7 +259,7 @@ def measure_peak(device: torch.device, dtype: str, tf32: bool, threads: int | No
 def peak_of(outcome: Outcome) -> SweepPeak | None:
     """The peak a finished cell's utilisation was divided by, or None where it had none (a
     cell refused or failed): a resumed sweep divides the cells it runs by the same peak."""
-    m, dtype = outcome.typed, outcome.spec.get("dtype")
+    m, dtype = outcome.typed, outcome.setup.dtype
     if not isinstance(m, PeakFields):  # a peak record itself, a profile, ...: no cell's peak
         return None
     if not dtype or m.peak_flops_per_s_per_device is None or not m.peak_label:

@@ -3,7 +3,7 @@ labels back): what was measured, and whether other work used the machine meanwhi
 
 from __future__ import annotations
 
-from accelbench.config.schema import PeakMetrics
+from accelbench.config.records.peak import PeakMetrics
 
 DISTURBED_PEAK = "disturbed in"  # in a label: measured while other work used the machine
 

@@ -28,7 +28,8 @@ from accelbench.analytics.stats import CONFIDENCE, median_interval
 from accelbench.bench.guard import settled_heap
 from accelbench.bench.kept_trials import KeptTrial, active_keepers
 from accelbench.bench.outcome import Outcome, Progress, Sink
-from accelbench.config.schema import TrialFields, partial_metrics_dict
+from accelbench.config.record_kinds import partial_metrics_dict
+from accelbench.config.records.fields import TrialFields
 from accelbench.config.trials import TRIAL_VALUES, auto_trials
 from accelbench.parallel.procs import Interrupted, signal_name
 from accelbench.store.trials import TRIAL_ROWS_KEY, TRIAL_RUNS_KEY

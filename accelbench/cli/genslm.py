@@ -12,7 +12,7 @@ from rich.table import Table
 
 from accelbench.cli.options import Outputs
 from accelbench.cli.train import run_and_show
-from accelbench.config.schema import FITS
+from accelbench.config.records.seq_search import FITS
 from accelbench.config.vocab import GIB
 from accelbench.config.workload import Workload
 from accelbench.report.fit import KEY

@@ -4,7 +4,7 @@ the user's --mem-limit. The refusal's words are written and read here only."""
 
 from __future__ import annotations
 
-from accelbench.config.schema import FITS
+from accelbench.config.records.seq_search import FITS
 from accelbench.config.vocab import GIB
 
 __all__ = ["DOES_NOT_FIT", "FITS", "FIT_BASES", "fit_basis", "fit_text", "refusal_reason"]

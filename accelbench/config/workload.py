@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from accelbench.config.schema import METRICS_BY_KIND
+from accelbench.config.record_kinds import METRICS_BY_KIND
 
 Part = Callable[..., Any]  # a workload's part: a function that imports what it needs when called
 
@@ -38,10 +38,10 @@ class Workload:
     `skip` leaves fields out. `kinds`: every record kind its runs write and the metrics class
     each is written from. `build`: options -> spec (ConfigError on bad input, before anything
     runs). `run`: (spec, sink, step, cell, skip) -> outcomes. `plan`: (values, planner) -> a
-    study sweep (bench/study.py), None when studies cannot name it. `table`: (records, title)
-    -> the table its command prints. `sections`: each (machines) -> a report Section, in
-    order; `section_order` places them in the report (the paper's order, then the order
-    registered). `axes`: the options one study sweep takes as comma lists. `outputs`: the
+    study sweep (bench/study_planner.py), None when studies cannot name it. `table`:
+    (records, title) -> the table its command prints. `sections`: each (machines) -> a report
+    Section, in order; `section_order` places them in the report (the paper's order, then the
+    order registered). `axes`: the options one study sweep takes as comma lists. `outputs`: the
     output options its command takes (OUTPUTS)."""
 
     name: str
@@ -65,31 +65,30 @@ class Workload:
 
 
 _REGISTRY: dict[str, Workload] = {}
-BUILT_IN_KINDS = frozenset(METRICS_BY_KIND)  # declared by config/schema.py itself
 
 
 def register(workload: Workload) -> Workload:
-    """Add a workload (and declare its record kinds' metrics classes); ValueError if the name
-    is taken or a kind is already declared with another class."""
+    """Add a workload; ValueError if the name is taken, or if a record kind it writes is not
+    declared by a schema module (config/records/) or is declared with another metrics class.
+    The kind table is never changed here: a workload's kinds are declared before it runs."""
     if workload.name in _REGISTRY:
         raise ValueError(f"workload {workload.name!r} is registered already")
     for kind, metrics in workload.kinds.items():
-        if METRICS_BY_KIND.get(kind, metrics) is not metrics:
-            raise ValueError(f"record kind {kind!r} is declared with "
-                             f"{METRICS_BY_KIND[kind].__name__}, not {metrics.__name__}")
-    for kind, metrics in workload.kinds.items():
-        METRICS_BY_KIND.setdefault(kind, metrics)
+        declared = METRICS_BY_KIND.get(kind)
+        if declared is None:
+            raise ValueError(f"workload {workload.name!r} writes record kind {kind!r}, which no "
+                             f"schema module declares (add one to accelbench/config/records/ "
+                             f"with KINDS = {{{kind!r}: RecordKind({metrics.__name__})}})")
+        if declared is not metrics:
+            raise ValueError(f"record kind {kind!r} is declared with {declared.__name__}, "
+                             f"not {metrics.__name__}")
     _REGISTRY[workload.name] = workload
     return workload
 
 
 def unregister(name: str) -> None:
-    """Remove a workload and the kinds only it declared (tests register toy workloads)."""
-    gone = _REGISTRY.pop(name)
-    still = {k for w in _REGISTRY.values() for k in w.kinds}
-    for kind in gone.kinds:
-        if kind not in still and kind not in BUILT_IN_KINDS:
-            METRICS_BY_KIND.pop(kind, None)
+    """Remove a workload (tests register toy workloads); its kinds stay declared."""
+    del _REGISTRY[name]
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import RSS_METHOD
+from accelbench.config.records.fields import RSS_METHOD
 
 KINDS = ("cpu", "cuda", "xpu", "mps", "hpu")  # cuda covers ROCm (torch.version.hip)
 DEVICE_CHOICES = ("auto", *KINDS)

@@ -29,7 +29,7 @@ TITLE = "accelbench report: LLM training on AI accelerators"
 
 def study_name(record: Record) -> str | None:
     """The study a record was measured for (spec.study.name), or None."""
-    tag = record.spec.get("study")
+    tag = record.setup.study
     return tag.get("name") if isinstance(tag, dict) else None
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import SCHEMA_VERSION
+from accelbench.config.record_kinds import SCHEMA_VERSION
 from accelbench.report.bundle_summary import published_problem, summary
 from accelbench.store.fingerprint import canonical_json
 from accelbench.store.record import Record

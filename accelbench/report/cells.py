@@ -10,19 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.config.fit import fit_text
-from accelbench.config.schema import (
-    RSS_METHOD,
-    MemoryFields,
-    PhaseTimed,
-    ShownFigure,
-    TrainMetrics,
-)
+from accelbench.config.records.block import PhaseTimed
+from accelbench.config.records.fields import RSS_METHOD, MemoryFields, ShownFigure
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.vocab import GIB
 from accelbench.report.content import MEASURED, Series
 from accelbench.store.record import Record
 
 DOES_NOT_FIT = "does not fit (the tables say whether estimated, measured or by a user budget)"
-SCALE_CELL = "scale_devices"  # spec field of a scaling study's per-count cells
 
 
 @dataclass(frozen=True)
@@ -91,13 +86,13 @@ def train_rate(record: Record, per_device: bool = True) -> Rate | None:
 
 def token_unit(record: Record) -> str:
     """What one token of this record is: 'codon' for GenSLM, else 'token'."""
-    return record.spec.get("token_unit") or "token"
+    return record.setup.token_unit or "token"
 
 
 def is_training_cell(record: Record, benchmark: str = "train") -> bool:
     """A training cell of this benchmark that is not a scaling study's per-count cell."""
-    return (record.kind == "train" and record.spec.get("benchmark", "train") == benchmark
-            and SCALE_CELL not in record.spec)
+    return (record.kind == "train" and (record.setup.benchmark or "train") == benchmark
+            and record.setup.scale_devices is None)
 
 
 def latest(records: Iterable[Record], key: Callable[[Record], Any]) -> dict[Any, Record]:
@@ -110,7 +105,7 @@ def latest(records: Iterable[Record], key: Callable[[Record], Any]) -> dict[Any,
 
 def layout_text(record: Record) -> str:
     """The cell's layout as 'dp=1 tp=1 pp=1 zero=0' (fields that matter for comparing)."""
-    layout = record.spec.get("layout") or {}
+    layout = record.setup.layout or {}
     if not layout:
         return "-"
     parts = [f"{k}={layout[k]}" for k in ("dp", "tp", "pp", "zero") if k in layout]

@@ -22,7 +22,7 @@ def check_summary(record: Record) -> str:
     m = record.typed
     return (f"{m.features_ok} ok, {m.features_unavailable} unavailable, "
             f"{m.features_failed} failed in {m.check_time_s or 0:.1f} s on "
-            f"{record.spec.get('device')}")
+            f"{record.setup.device}")
 
 
 def check_table(record: Record) -> Table:

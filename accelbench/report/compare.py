@@ -24,7 +24,7 @@ from accelbench.report.energy import energy_table, energy_text, unavailable_text
 from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine
 from accelbench.report.noise_floor import noise_sentence
-from accelbench.store.fingerprint import WORKLOAD_KEY, _global_batch, workload_id
+from accelbench.store.fingerprint import global_batch, workload_id
 from accelbench.store.record import Record
 
 SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
@@ -45,22 +45,22 @@ def params_text(model: dict) -> str:
 def workload_of(record: Record) -> str | None:
     """The identity of the workload a cell measured (stored with it, or derived from an older
     record's spec by the same rule: store/fingerprint.py); None for records that are not cells."""
-    return record.spec.get(WORKLOAD_KEY) or workload_id(record.kind, record.spec)
+    return record.setup.workload_id or workload_id(record.kind, record.spec)
 
 
 def workload(record: Record) -> str | None:
     """A workload's name for tables: 'block gpt2 124M seq 256 batch 8', 'train gpt2-xl 1.56B
     seq 1024 batch 16 dp=2'; None for records that are not cells."""
-    s = record.spec
+    s = record.setup
     if workload_of(record) is None:
         return None
-    name = f"{s.get('benchmark', record.kind)} {s.get('model_name')} "
-    name += f"{params_text(s.get('model') or {})} seq {s.get('seq_len')}"
+    name = f"{s.benchmark or record.kind} {s.model_name} "
+    name += f"{params_text(s.model or {})} seq {s.seq_len}"
     if record.kind == "block":
-        return f"{name} batch {s.get('batch')}"
+        return f"{name} batch {s.batch}"
     layout = short_layout(record)
-    batch = _global_batch(record.kind, s)
-    sparsity = f" sparsity {s['sparsity']:g}" if s.get("sparsity") else ""
+    batch = global_batch(s)
+    sparsity = f" sparsity {s.sparsity:g}" if s.sparsity else ""
     return f"{name} batch {batch} {layout}{sparsity}".strip()
 
 
@@ -77,7 +77,7 @@ class Best:
     @property
     def unit(self) -> str:
         """token or codon."""
-        return self.record.spec.get("token_unit") or "token"
+        return self.record.setup.token_unit or "token"
 
     @property
     def mfu(self) -> Rate | None:
@@ -109,7 +109,7 @@ def _names(machines: list[Machine]) -> dict[str, str]:
     """Each workload identity's table name, unique within its precision (a workload whose name
     another one shares, e.g. they differ only in an fp8 recipe, gets its identity's first
     digits)."""
-    named = {workload_of(r): (workload(r), str(r.spec.get("dtype"))) for m in machines
+    named = {workload_of(r): (workload(r), str(r.setup.dtype)) for m in machines
              for r in m.records if workload_of(r) is not None}
     counts: dict[tuple[str, str], int] = {}
     for pair in named.values():
@@ -128,7 +128,7 @@ def best_cells(machines: list[Machine]) -> dict[tuple[str, str], list[Best]]:
             key, rates = workload_of(r), _rates(r)
             if key is None or rates is None:
                 continue
-            group = (names[key], str(r.spec.get("dtype")))
+            group = (names[key], str(r.setup.dtype))
             best = found.setdefault(group, {}).get(m.index)
             if best is None or rates[0].value > best.total.value:
                 found[group][m.index] = Best(m, r, *rates)
@@ -145,10 +145,10 @@ def peak_source(record: Record) -> str:
 
 def cell_settings(record: Record) -> str:
     """'batch 2' (block) or 'mb 2 gas 4 recompute none, 1 device(s)'."""
-    s = record.spec
+    s = record.setup
     if record.kind == "block":
-        return f"batch {s.get('batch')}"
-    return (f"mb {s.get('micro_batch')} gas {s.get('gas')} recompute {s.get('recompute')}, "
+        return f"batch {s.batch}"
+    return (f"mb {s.micro_batch} gas {s.gas} recompute {s.recompute}, "
             f"{record.typed.n_devices or 1} device(s)")
 
 
@@ -163,8 +163,8 @@ def _headline(best: dict[tuple, list[Best]]) -> tuple[int, ...]:
     chosen: dict[tuple, tuple[float, int]] = {}
     flat = [b for items in best.values() for b in items]
     for i, b in enumerate(flat):
-        s = b.record.spec
-        key = (b.machine.index, s.get("benchmark", b.record.kind), s.get("model_name"))
+        s = b.record.setup
+        key = (b.machine.index, s.benchmark or b.record.kind, s.model_name)
         score = b.mfu.value if b.mfu else 0.0
         if key not in chosen or score > chosen[key][0]:
             chosen[key] = (score, i)
@@ -281,12 +281,12 @@ def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base:
 
 def _category(record: Record) -> str:
     """A workload's short name on a bar axis: 'train gpt2-tiny seq 256 mb 4 cp=2 fp32'."""
-    s = record.spec
-    model = str(s.get("model_name")).split(":")[0]
-    size = f"batch {s.get('batch')}" if record.kind == "block" else f"mb {s.get('micro_batch')}"
+    s = record.setup
+    model = str(s.model_name).split(":")[0]
+    size = f"batch {s.batch}" if record.kind == "block" else f"mb {s.micro_batch}"
     layout = short_layout(record) if record.kind != "block" else ""
-    return " ".join(w for w in (s.get("benchmark", record.kind), model, f"seq {s.get('seq_len')}",
-                                size, layout, str(s.get("dtype"))) if w)
+    return " ".join(w for w in (s.benchmark or record.kind, model, f"seq {s.seq_len}",
+                                size, layout, str(s.dtype)) if w)
 
 
 def compare_section(machines: list[Machine], base: Machine, tokens: float) -> Section:

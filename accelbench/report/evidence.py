@@ -7,7 +7,7 @@ gives a ratio with no verdict, and says so: never a bare ratio that reads as a f
 from __future__ import annotations
 
 from accelbench.analytics.stats import CONFIDENCE, Estimate, Verdict, compare, without_gain
-from accelbench.config.schema import ShownFigure
+from accelbench.config.records.fields import ShownFigure
 from accelbench.config.trials import trial_samples
 from accelbench.store.record import Record
 

@@ -2,7 +2,7 @@
 other tools.
 
 A flat table has one row per record and the same columns in every row: `HEAD_COLUMNS`, then
-`spec.*` (sorted), `metrics.*` in the order `config/schema.py` declares them (`metric_names`,
+`spec.*` (sorted), `metrics.*` in the order config/records/ declares them (`metric_names`,
 kinds in `KIND_ORDER`; names no schema declares after them, sorted), then `env.*` (sorted); the
 union over the records, a value a record lacks empty (None). A list or dict value (a per-rank
 list, the model's configuration) is one cell of compact JSON text; raw times are only in the
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import METRICS_BY_KIND, metric_names
+from accelbench.config.record_kinds import METRICS_BY_KIND, metric_names
 from accelbench.store.jsontext import dumps
 from accelbench.store.record import Record
 

@@ -20,7 +20,7 @@ SOURCE = ("each machine's best ok cell of each workload (store/fingerprint.py WO
 
 
 def _spec(field: str) -> Callable[[Record], str]:
-    return lambda r: "-" if r.spec.get(field) is None else str(r.spec.get(field))
+    return lambda r: "-" if getattr(r.setup, field) is None else str(getattr(r.setup, field))
 
 
 def _env(field: str) -> Callable[[Record], str]:
@@ -52,7 +52,7 @@ FIELDS: tuple[tuple[str, Callable[[Record], str]], ...] = (
     ("devices", lambda r: str(devices_of(r))),
     ("compile", _spec("compile")),
     ("tf32", _spec("tf32")),
-    ("timed steps or repetitions", lambda r: str(r.spec.get("steps") or r.spec.get("repeats"))),
+    ("timed steps or repetitions", lambda r: str(r.setup.steps or r.setup.repeats)),
     ("data", _spec("data")),
     ("optimizer", lambda r: str((r.typed.optimizer if r.kind == "train" else None) or "-")),
     ("peak source", lambda r: f"{peak_source(r)} ({r.typed.peak_precision or '-'})"),

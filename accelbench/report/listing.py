@@ -56,12 +56,12 @@ def select(records: Sequence[Record], machine: str | None = None,
         raise ConfigError("machine", "empty", MACHINE_ALLOWED)
     return [r for r in records
             if (machine is None or on_machine(r, machine))
-            and (model is None or r.spec.get("model_name") == model)]
+            and (model is None or r.setup.model_name == model)]
 
 
 def ranks(record: Record) -> str:
     """The processes a cell ran on (a 2-rank CPU run is 2, though the host has 1 device)."""
-    count = record.spec.get("world_size")
+    count = record.setup.world_size
     return str(count) if count else "-"
 
 
@@ -82,7 +82,7 @@ def list_table(records: Sequence[Record]) -> Table:
         machines.setdefault(machine, f"{machine_name(env)}, host {env.get('host')}")
         table.add_row(*(Text(cell) for cell in (
             str(r.id), r.created_utc[:16].replace("T", " "), r.kind,
-            str(r.spec.get("model_name", "")), r.status, device_label(env), ranks(r),
+            str(r.setup.model_name or ""), r.status, device_label(env), ranks(r),
             layout_text(r), (workload_of(r) or "-")[:WORKLOAD_ID_CHARS], machine,
             key_figure(r))))
     if machines:

@@ -14,14 +14,14 @@ def measured_run(record: Record) -> MeasuredRun | None:
     layouts: a 2:4 cell at 0.29x of its dense cell would read as the planner's error)."""
     key = record.environment.get("device_spec_key")
     if (record.kind != "train" or record.status != "ok" or not key
-            or record.typed.mfu is None or float(record.spec.get("sparsity") or 0)):
+            or record.typed.mfu is None or float(record.setup.sparsity or 0)):
         return None
-    s = record.spec
-    return MeasuredRun(model=s["model_name"], seq_len=s["seq_len"],
-                       micro_batch=s["micro_batch"], gas=s["gas"], dtype=s["dtype"],
+    s = record.setup
+    return MeasuredRun(model=s.model_name, seq_len=s.seq_len,
+                       micro_batch=s.micro_batch, gas=s.gas, dtype=s.dtype,
                        device_key=key, n_devices=record.typed.n_devices or 1,
-                       layout={**(s.get("layout") or {}),
-                               "recompute": s.get("recompute", "none")},
+                       layout={**(s.layout or {}),
+                               "recompute": s.recompute or "none"},
                        mfu=record.typed.mfu, record_id=record.id)
 
 

@@ -24,21 +24,21 @@ def step_run(record: Record) -> StepRun | None:
     """A successful block or training record without a datasheet row, as a StepRun; None for
     any other record."""
     if record.status != "ok" or record.kind not in ("block", "train") or \
-            record.environment.get("device_spec_key") or "model" not in record.spec:
+            record.environment.get("device_spec_key") or record.setup.model is None:
         return None
-    s, m = record.spec, record.typed
+    s, m = record.setup, record.typed
     if record.kind == "block":
-        measured, mb, n = m.forward_backward.time_s_median, s.get("batch"), 1
+        measured, mb, n = m.forward_backward.time_s_median, s.batch, 1
         gas, layout = 1, {}
     else:
-        measured, mb = m.step_time_s_median, s.get("micro_batch")
+        measured, mb = m.step_time_s_median, s.micro_batch
         n = int(m.n_devices or 1)
-        gas, layout = s.get("gas", 1), dict(s.get("layout") or {})
+        gas, layout = s.gas or 1, dict(s.layout or {})
     if not measured or not mb:
         return None
-    return StepRun(kind=record.kind, model=ModelConfig(**s["model"]), seq_len=s["seq_len"],
-                   micro_batch=mb, gas=gas, dtype=s["dtype"], n_devices=n, layout=layout,
-                   recompute=s.get("recompute", "none"), threads=_threads(record, n),
+    return StepRun(kind=record.kind, model=ModelConfig(**s.model), seq_len=s.seq_len,
+                   micro_batch=mb, gas=gas, dtype=s.dtype, n_devices=n, layout=layout,
+                   recompute=s.recompute or "none", threads=_threads(record, n),
                    measured_s=float(measured), record_id=record.id)
 
 

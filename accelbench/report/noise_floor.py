@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelbench.config.schema import NoiseMetrics
+from accelbench.config.records.noise import NoiseMetrics
 from accelbench.report.machines import Machine
 from accelbench.report.trials import claim_text
 from accelbench.store.record import Record
@@ -34,9 +34,9 @@ def disturbed_text(disturbed: bool | None) -> str:
 
 def config_text(record: Record) -> str:
     """'gpt2-tiny seq 64 mb 1 fp32'."""
-    s = record.spec
-    return (f"{s.get('model_name')} seq {s.get('seq_len')} mb {s.get('micro_batch')} "
-            f"{s.get('dtype')}")
+    s = record.setup
+    return (f"{s.model_name} seq {s.seq_len} mb {s.micro_batch} "
+            f"{s.dtype}")
 
 
 def latest_noise(machine: Machine) -> Record | None:

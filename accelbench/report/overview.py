@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from accelbench.config.schema import METRICS_BY_KIND, PeakFields
+from accelbench.config.record_kinds import METRICS_BY_KIND
+from accelbench.config.records.fields import PeakFields
 from accelbench.report.cells import tflops
 from accelbench.report.check import CHECK_HEADER, check_rows, check_summary
 from accelbench.report.content import Section, Table

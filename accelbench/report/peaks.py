@@ -16,13 +16,10 @@ import re
 from dataclasses import dataclass, replace
 
 from accelbench.bench.peak_label import DISTURBED_PEAK, measured_label
-from accelbench.config.schema import (
-    BLOCK_PHASES,
-    PeakFields,
-    PhaseFields,
-    TrainMetrics,
-    partial_metrics_dict,
-)
+from accelbench.config.record_kinds import partial_metrics_dict
+from accelbench.config.records.block import BLOCK_PHASES, PhaseFields
+from accelbench.config.records.fields import PeakFields
+from accelbench.config.records.train import TrainMetrics
 from accelbench.store.record import Record
 
 PEAK_KIND = "peak"
@@ -80,7 +77,7 @@ def _candidates(records: list[tuple[str, Record]]) -> dict[tuple[str, str], list
             m = r.typed
             if m.peak_flops_per_s_per_device:
                 label = measured_label(m, f", record {r.id}")
-                found.setdefault(_key(r.spec.get("precision"), label), []).append(
+                found.setdefault(_key(r.setup.precision, label), []).append(
                     Candidate(m.peak_flops_per_s_per_device, label, bool(m.disturbed),
                               f"record {r.id} of {source}"))
             continue

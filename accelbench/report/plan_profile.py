@@ -10,7 +10,7 @@ from typing import Any
 from accelbench.analytics.profile import MachineProfile, profile_from_metrics
 from accelbench.config.errors import ConfigError
 from accelbench.config.paths import default_db_path
-from accelbench.config.schema import read_metrics
+from accelbench.config.record_kinds import read_metrics
 from accelbench.report.profile import PROFILE_KIND, load_profile
 from accelbench.store.dbfile import check_path
 from accelbench.store.store import ResultStore

@@ -33,7 +33,8 @@ from accelbench.analytics.validation_rows import (
     errors_by_precision,
     errors_by_source,
 )
-from accelbench.config.schema import FITS, TrainFigure
+from accelbench.config.records.seq_search import FITS
+from accelbench.config.records.train import TrainFigure
 from accelbench.report.measured import measured_training_runs
 from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads
 from accelbench.report.plan_table import PlanView

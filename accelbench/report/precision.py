@@ -3,22 +3,21 @@ float8 GEMMs ran, so an FP8 MFU is never read where there was none (docs/train.m
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.config.precision import resolve
-from accelbench.config.schema import TrainMetrics
+from accelbench.config.records.fields import RecordSpec
+from accelbench.config.records.train import TrainMetrics
 
 FP8_CAPTION = ("fp8 cells: MFU over the dense BF16 peak, as FP8 results are published; in "
                "brackets the FP8 peak's utilisation where float8 units ran, or 'emulated' where "
                "none did (torchao's emulation: FP8 numerics, no FP8 speed, no FP8 peak)")
 
 
-def precision_text(spec: dict[str, Any], metrics: TrainMetrics) -> str:
+def precision_text(spec: RecordSpec, metrics: TrainMetrics) -> str:
     """'bf16'; 'fp8 rowwise (emulated)'; 'fp8 tensorwise (41.0% of FP8 peak)'."""
-    dtype = str(spec.get("dtype", ""))
+    dtype = str(spec.dtype or "")
     if dtype != "fp8":
         return dtype
-    text = f"fp8 {resolve(dtype, fp8_recipe=spec.get('fp8_recipe')).fp8_scaling}"
+    text = f"fp8 {resolve(dtype, fp8_recipe=spec.fp8_recipe).fp8_scaling}"
     mode, used = metrics.fp8_mode, metrics.fp8_peak_utilisation
     if mode == "native" and used is not None:
         return f"{text} ({used:.1%} of FP8 peak)"
@@ -27,4 +26,4 @@ def precision_text(spec: dict[str, Any], metrics: TrainMetrics) -> str:
 
 def has_fp8(records: list) -> bool:
     """Whether any of these records is an fp8 cell (its caption then explains the column)."""
-    return any(r.spec.get("dtype") == "fp8" for r in records)
+    return any(r.setup.dtype == "fp8" for r in records)

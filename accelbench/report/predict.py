@@ -71,7 +71,7 @@ def train_prediction(record: Record) -> Prediction | str:
     if run is None or not measured:
         return "-"
     try:
-        exact = replace(run, model=ModelConfig(**record.spec["model"]))  # the record's shape
+        exact = replace(run, model=ModelConfig(**record.setup.model))  # the record's shape
         row = validate_measured_runs([exact])[0]
     except (ConfigError, KeyError, TypeError, ValueError, ZeroDivisionError) as err:
         return f"no prediction: {err}"
@@ -87,7 +87,7 @@ def block_prediction(record: Record, phase: str = "forward_backward") -> Predict
     if not key:
         return NO_DATASHEET
     measured = record.typed.phase(phase).tflops_per_device
-    precision = record.typed.peak_precision or record.spec.get("dtype")
+    precision = record.typed.peak_precision or record.setup.dtype
     try:
         spec = get_spec(key)
     except ConfigError:

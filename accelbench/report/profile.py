@@ -85,21 +85,21 @@ def block_points(records: list[Record]) -> list[Point]:
     call (the record's, analytics/flops.py block_flops) and its timings."""
     points = []
     for record in records:
-        s = record.spec
+        s = record.setup
         if record.kind != "block" or record.status != "ok" or "model" not in s:
             continue
-        cfg, seq = ModelConfig(**s["model"]), int(s["seq_len"])
+        cfg, seq = ModelConfig(**s.model), int(s.seq_len)
         for phase in ("forward", "backward"):
             m = record.typed.phase(phase)
             flops, median = m.flops, m.time_s_median
             if not flops or not median:
                 continue
             points.append(Point(
-                "block", curve_key("block", s["dtype"], phase, block_shape(cfg, seq)),
-                f"block {cfg.name} b={s['batch']} s={seq} {phase} (record {record.id})",
-                s["dtype"], float(flops), float(flops), float(median),
+                "block", curve_key("block", s.dtype, phase, block_shape(cfg, seq)),
+                f"block {cfg.name} b={s.batch} s={seq} {phase} (record {record.id})",
+                s.dtype, float(flops), float(flops), float(median),
                 float(m.time_s_min), float(m.time_s_max), float(m.time_s_iqr), int(m.samples),
-                {"batch": s["batch"], "seq": seq, "record_id": record.id}))
+                {"batch": s.batch, "seq": seq, "record_id": record.id}))
     return points
 
 

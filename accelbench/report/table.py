@@ -10,14 +10,11 @@ from rich.table import Table
 from rich.text import Text
 
 from accelbench.config.fit import fit_text
-from accelbench.config.schema import (
-    METRICS_BY_KIND,
-    EnergyFields,
-    ProfileMetrics,
-    ScaleRow,
-    ShownFigure,
-    TrainMetrics,
-)
+from accelbench.config.record_kinds import METRICS_BY_KIND
+from accelbench.config.records.fields import EnergyFields, RecordSpec, ShownFigure
+from accelbench.config.records.profile import ProfileMetrics
+from accelbench.config.records.scale import ScaleRow
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.vocab import GIB
 from accelbench.report.cells import measured_gib
 from accelbench.report.fit import KEY, FitTable
@@ -100,7 +97,7 @@ def block_table(records: list[Record], title: str = "Transformer block") -> Tabl
         fwd, bwd = m.forward.time_s_median, m.backward.time_s_median
         add_plain_row(
             table,
-            str(r.spec.get("batch")), r.spec.get("dtype", ""), status,
+            str(r.setup.batch), r.setup.dtype or "", status,
             _num(fwd and fwd * 1e3, ".2f"), _num(bwd and bwd * 1e3, ".2f"),
             _num(m.forward.tflops_per_device, ".2f"),
             _num(m.backward.tflops_per_device, ".2f"),
@@ -144,7 +141,7 @@ def summary_table(records: list[Record]) -> Table:
                              ("status", KEY), ("key figure", KEY)):
         table.add_column(column, priority=priority, whole=column in ("id", "status"))
     for r in records:
-        add_plain_row(table, r.id, r.created_utc[:19], r.kind, r.spec.get("model_name", ""),
+        add_plain_row(table, r.id, r.created_utc[:19], r.kind, r.setup.model_name or "",
                       r.status, key_figure(r))
     return table
 
@@ -178,14 +175,14 @@ def key_figure(r: Record) -> str:
 def token_unit(records: list[Record]) -> str:
     """What the records' tokens are ('codon' for GenSLM), from the records themselves; 'token'
     when they disagree or do not say."""
-    units = {r.spec.get("token_unit", "token") for r in records}
+    units = {r.setup.token_unit or "token" for r in records}
     return units.pop() if len(units) == 1 else "token"
 
 
-def _sparse_cells(spec: dict, m: TrainMetrics) -> tuple[tuple[str], tuple[str, str]]:
+def _sparse_cells(spec: RecordSpec, m: TrainMetrics) -> tuple[tuple[str], tuple[str, str]]:
     """A sparsity sweep's cells: the level asked (measured), the speedup over the sweep's dense
     cell and the loss at the end against it (absolute and relative)."""
-    asked, measured = spec.get("sparsity") or 0, m.sparsity_measured
+    asked, measured = spec.sparsity or 0, m.sparsity_measured
     level = f"{asked:g}" + (f" ({measured:.3f})" if measured is not None else "")
     speedup = m.speedup_vs_dense
     delta, rel = m.loss_last_vs_dense, m.loss_last_vs_dense_relative
@@ -198,7 +195,7 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
     """One row per training cell: throughput, utilisation, memory, loss."""
     table = plain_table(title)
     rate = f"{token_unit(records)}s/s"
-    sparse = any(r.spec.get("sparsity") for r in records)  # a sparsity sweep: its columns
+    sparse = any(r.setup.sparsity for r in records)  # a sparsity sweep: its columns
     level = {"sparsity": KEY} if sparse else {}
     vs_dense = {"speedup vs dense": KEY, "loss vs dense": 2} if sparse else {}
     add_columns(table, {"seq": KEY, "mb": KEY, "gas": KEY, "dtype": KEY, "recompute": 2,
@@ -207,15 +204,15 @@ def train_table(records: list[Record], title: str = "Training") -> Table:
                         "loss first>last": 4, **vs_dense, "data wait": 6,
                         **({"J/token": 4} if _has_energy(records) else {}), "note": 1})
     for r in records:
-        m, s = r.typed, r.spec
+        m, s = r.typed, r.setup
         t = m.step_time_s_median
         first, last = m.loss_first, m.loss_last
         loss = f"{first:.3f}>{last:.3f}" if first is not None and last is not None else "-"
         level, vs_dense = _sparse_cells(s, m) if sparse else ((), ())
         add_plain_row(
             table,
-            str(s.get("seq_len")), str(s.get("micro_batch")), str(s.get("gas")),
-            precision_text(s, m), s.get("recompute", ""), *level,
+            str(s.seq_len), str(s.micro_batch), str(s.gas),
+            precision_text(s, m), s.recompute or "", *level,
             status_text(fit_text(r.status, r.reason), m.disturbed),
             _num(t and t * 1e3, ".1f"),
             with_interval(m.tokens_per_s_global, m.interval(ShownFigure.TOKENS_PER_S_GLOBAL),

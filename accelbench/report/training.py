@@ -41,14 +41,14 @@ CELL_HEADER = ("machine", "model", "precision", "seq", "micro-batch", "GAS", "re
 
 def sparsity_level(record: Record) -> float:
     """The cell's weight sparsity (0: dense, also for records from before the field)."""
-    return float(record.spec.get("sparsity") or 0.0)
+    return float(record.setup.sparsity or 0.0)
 
 
 def cell_key(record: Record) -> tuple:
     """What makes two training records the same cell on one machine: a sparse cell is never
     the dense cell of the same shape (a 2:4 sweep's dense cell is the plain dense cell)."""
-    s = record.spec
-    return (*(canonical(s.get(f)) for f in CELL_FIELDS), canonical(s.get("layout")),
+    s = record.setup
+    return (*(canonical(getattr(s, f)) for f in CELL_FIELDS), canonical(s.layout),
             sparsity_level(record))
 
 
@@ -60,21 +60,21 @@ def training_cells(machines: list[Machine], benchmark: str) -> list[tuple[Machin
         cells += [(m, r) for r in chosen.values()]
 
     def order(item: tuple[Machine, Record]) -> tuple:
-        s = item[1].spec
-        return (item[0].index, str(s.get("model_name")), str(s.get("dtype")),
-                s.get("micro_batch") or 0, s.get("gas") or 0, str(s.get("recompute")),
-                layout_text(item[1]), s.get("seq_len") or 0)
+        s = item[1].setup
+        return (item[0].index, str(s.model_name), str(s.dtype),
+                s.micro_batch or 0, s.gas or 0, str(s.recompute),
+                layout_text(item[1]), s.seq_len or 0)
 
     return sorted(cells, key=order)
 
 
 def cell_columns(machine: Machine, r: Record) -> tuple[str, ...]:
     """The columns CELL_HEADER names."""
-    s = r.spec
-    compiled = ", compiled" if s.get("compile") else ""  # else two rows read the same
-    return (machine.label, str(s.get("model_name")), precision_text(s, r.typed) + compiled,
-            str(s.get("seq_len")),
-            str(s.get("micro_batch")), str(s.get("gas")), str(s.get("recompute")),
+    s = r.setup
+    compiled = ", compiled" if s.compile else ""  # else two rows read the same
+    return (machine.label, str(s.model_name), precision_text(s, r.typed) + compiled,
+            str(s.seq_len),
+            str(s.micro_batch), str(s.gas), str(s.recompute),
             layout_text(r) + all_to_all_text(r), status_text(r))
 
 
@@ -118,7 +118,7 @@ def cells_method(records: list[Record]) -> str:
 
 def cp_label(record: Record) -> str:
     """'cp=N': the cell's context-parallel ranks (1 where its layout has none)."""
-    return f"cp={(record.spec.get('layout') or {}).get('cp') or 1}"
+    return f"cp={(record.setup.layout or {}).get('cp') or 1}"
 
 
 def best_by(cells: list[tuple[Machine, Record]], x: Callable[[Record], float],
@@ -127,7 +127,7 @@ def best_by(cells: list[tuple[Machine, Record]], x: Callable[[Record], float],
     `by_cp`: each context-parallel degree its own series)."""
     groups: dict[tuple, dict[float, list[Record]]] = {}
     for m, r in cells:
-        key = (m.index, m.label, str(r.spec.get("model_name")), str(r.spec.get("dtype")),
+        key = (m.index, m.label, str(r.setup.model_name), str(r.setup.dtype),
                cp_label(r) if by_cp else "")
         groups.setdefault(key, {}).setdefault(x(r), []).append(r)
     return groups
@@ -162,10 +162,10 @@ def seq_figure(name: str, title: str, cells: list[tuple[Machine, Record]], unit:
                caption: str, by_cp: bool = False) -> Figure:
     """Throughput and MFU against sequence length, the best cell at each length (`by_cp`:
     of each context-parallel degree, a series each)."""
-    xlog = wide_range(r.spec.get("seq_len") or 0 for _, r in cells)
+    xlog = wide_range(r.setup.seq_len or 0 for _, r in cells)
 
     def seq(r: Record) -> float:
-        return float(r.spec["seq_len"])
+        return float(r.setup.seq_len)
 
     panels = (Panel("throughput", "sequence length (tokens)", f"{unit}s/s per device",
                     tuple(best_series(cells, seq, train_rate, by_cp)), xlog),

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelbench.analytics.stats import FASTER, NOT_A_GAIN, SLOWER
-from accelbench.config.schema import ScaleRow, TrialFields
+from accelbench.config.records.fields import TrialFields
+from accelbench.config.records.scale import ScaleRow
 from accelbench.store.record import Record
 
 DISTURBED_MARK = "!"

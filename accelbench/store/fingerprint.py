@@ -14,6 +14,9 @@ import hashlib
 import json
 from typing import Any
 
+from accelbench.config.record_kinds import read_spec, record_kinds
+from accelbench.config.records.fields import RecordSpec
+
 FINGERPRINT_VERSION = 1  # part of every hash: changing the rules below re-measures, never mixes
 
 FINGERPRINT_KEY = "fingerprint"  # the record spec field a sweep stores it in (results.resume)
@@ -158,31 +161,31 @@ WORKLOAD_FIELDS: dict[str, str] = {
     "sparsity_pattern": "",
     "sparsity_mask": "",
 }
-# kinds whose records are cells of a workload: a noise check ('noise', and each of its
-# conditions, 'noise-cell') measured a training configuration, and names it the same way
-WORKLOAD_KINDS = ("block", "train", "noise", "noise-cell")
 
 
-def _global_batch(kind: str, spec: dict[str, Any]) -> Any:
-    """Sequences a step (None where the spec does not say)."""
-    if kind == "block":
-        return spec.get("batch")
-    dp = (spec.get("layout") or {}).get("dp", 1)
-    mb, gas = spec.get("micro_batch"), spec.get("gas")
+def global_batch(spec: RecordSpec) -> Any:
+    """Sequences a step: a block cell's batch, or micro-batch x accumulation x data-parallel
+    replicas (None where the spec does not say)."""
+    if spec.batch is not None:
+        return spec.batch
+    dp = (spec.layout or {}).get("dp", 1)
+    mb, gas = spec.micro_batch, spec.gas
     return None if mb is None or gas is None else mb * gas * dp
 
 
 def workload_identity(kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
     """The WORKLOAD_FIELDS of a cell's spec (a model's later fields at their defaults left out,
     as for the cell fingerprint); None for a record that is not a cell of a workload."""
-    if kind not in WORKLOAD_KINDS:
+    declared = record_kinds().get(kind)
+    if declared is None or not declared.cell:
         return None
-    model = {k: v for k, v in (spec.get("model") or {}).items() if k != "name"}
-    layout = spec.get("layout")  # its recompute is how the cell ran, not what
+    s = read_spec(kind, spec)
+    model = {k: v for k, v in (s.model or {}).items() if k != "name"}
+    layout = s.layout  # its recompute is how the cell ran, not what
     layout = {k: v for k, v in layout.items() if k != "recompute"} if layout else layout
-    values = {"benchmark": spec.get("benchmark", kind), "model": model, "layout": layout,
-              "global_batch": _global_batch(kind, spec)}
-    values.update({key: spec.get(key) for key in WORKLOAD_FIELDS if key not in values})
+    values = {"benchmark": kind if s.benchmark is None else s.benchmark, "model": model,
+              "layout": layout, "global_batch": global_batch(s)}
+    values.update({key: getattr(s, key) for key in WORKLOAD_FIELDS if key not in values})
     return spec_identity(values)
 
 

@@ -1,6 +1,6 @@
 """Stored records brought to the current schema as they are read; the stored rows never change.
 
-Version 1 -> 2 (config.schema): block and train metrics take the declared names, with scope in
+Version 1 -> 2 (config/records/): block and train metrics take the declared names, with scope in
 each (`tokens_per_step` -> `tokens_per_step_global`, `peak_flops_per_s` ->
 `peak_flops_per_s_per_device`, ...); memory becomes per rank (a single device is rank 0) with the
 worst rank's addition named; duplicates the multi-process records kept beside their lists go;
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.config.schema import SCHEMA_VERSION, metric_names
+from accelbench.config.record_kinds import SCHEMA_VERSION, metric_names
 
 V1_RENAMED = {  # block and train metrics
     "tokens_per_step": "tokens_per_step_global",

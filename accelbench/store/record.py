@@ -9,7 +9,12 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from accelbench.config.schema import SCHEMA_VERSION, read_metrics, undeclared_metrics
+from accelbench.config.record_kinds import (
+    SCHEMA_VERSION,
+    read_metrics,
+    read_spec,
+    undeclared_metrics,
+)
 from accelbench.store.jsontext import dumps, loads
 from accelbench.store.migrate import upgrade
 
@@ -41,11 +46,18 @@ class Record:
 
     @cached_property
     def typed(self) -> Any:
-        """The metrics as the kind's frozen class (config.schema.read_metrics: TrainMetrics,
+        """The metrics as the kind's frozen class (config.record_kinds.read_metrics: TrainMetrics,
         BlockReading, ...), built from the dict on the first read and kept (a record is never
         changed); ValueError for a kind that declares no metrics. The stored dict (`metrics`)
         is unchanged."""
         return read_metrics(self.kind, self.metrics)
+
+    @cached_property
+    def setup(self) -> Any:
+        """The spec as the kind's frozen spec class (config.record_kinds.read_spec:
+        TrainRecordSpec, BlockRecordSpec, ...), read as `typed` is; the stored dict (`spec`) is
+        unchanged, and what hashes or stores a spec uses that dict."""
+        return read_spec(self.kind, self.spec)
 
     @property
     def extra_metrics(self) -> dict[str, Any]:
@@ -61,7 +73,7 @@ class Record:
     @classmethod
     def from_json(cls, text: str, record_id: int | None = None) -> Record:
         """Rebuild a record read back from the store, at the current schema version (an older
-        record is upgraded in memory: results.migrate; the stored text is not changed)."""
+        record is upgraded in memory: store/migrate.py; the stored text is not changed)."""
         return cls.from_dict(loads(text), record_id)
 
     @classmethod

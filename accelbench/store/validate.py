@@ -3,7 +3,7 @@
 A file `results import` reads, a database `results merge` copies and a bundle the site or an
 import reads may come from anyone. `parse_json` refuses text nested deeper than `MAX_DEPTH`
 before Python's parser sees it (its recursion would end in a traceback), and `check_record`
-holds a decoded record against its kind's schema (config/schema.py): the top-level fields'
+holds a decoded record against its kind's schema (config/records/): the top-level fields'
 types, the status and kind among those declared, a schema version this build reads, every
 declared metric's type (a number where a number is declared, a list of numbers where a list
 is), the spec and environment fields the readers use, the raw fields they read, and sizes
@@ -26,13 +26,8 @@ from typing import Any
 
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.config.schema import (
-    BLOCK_PHASES,
-    METRICS_BY_KIND,
-    SCHEMA_VERSION,
-    BlockMetrics,
-    PhaseFields,
-)
+from accelbench.config.record_kinds import METRICS_BY_KIND, SCHEMA_VERSION
+from accelbench.config.records.block import BLOCK_PHASES, BlockMetrics, PhaseFields
 from accelbench.store.jsontext import loads
 from accelbench.store.migrate import upgrade
 from accelbench.store.record import STATUSES

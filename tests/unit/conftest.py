@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.bench import peak as peak_mod
-from accelbench.config.schema import PeakMetrics
+from accelbench.config.records.peak import PeakMetrics
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import accelbench.workloads.block.runner as block_mod
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import metric_names
+from accelbench.config.record_kinds import metric_names
 from accelbench.hardware.environment import environment
 from accelbench.store.store import ResultStore
 from accelbench.workloads.block.runner import BlockSpec, run_block_sweep

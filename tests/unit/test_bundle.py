@@ -23,7 +23,7 @@ from bundle_data import (
 from cli_run import run_main
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import SCHEMA_VERSION
+from accelbench.config.record_kinds import SCHEMA_VERSION
 from accelbench.report.bundle import BUNDLE_VERSION, read_bundle
 from accelbench.report.site import build_site
 from accelbench.store.fingerprint import workload_id

@@ -28,7 +28,7 @@ from accelbench.analytics.params import block_matmul_params
 from accelbench.analytics.profile import Curve, MachineProfile, Point, make_curve
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
-from accelbench.config.schema import metric_names
+from accelbench.config.record_kinds import metric_names
 from accelbench.report.profile import load_profile
 from accelbench.report.table import key_figure
 from accelbench.store.store import ResultStore

@@ -13,7 +13,7 @@ from accelbench.bench import check
 from accelbench.bench.check import FAILED, OK, UNAVAILABLE, run_check, run_probe
 from accelbench.bench.check_probe import CheckSettings
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import metric_names
+from accelbench.config.record_kinds import metric_names
 from accelbench.hardware.energy.choose import set_source_factory
 from accelbench.hardware.energy.source import Unavailable
 from accelbench.report.machines import group_machines

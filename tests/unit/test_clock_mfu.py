@@ -101,7 +101,7 @@ def test_a_cell_of_several_trials_keeps_the_trials_mean_clock_and_its_combined_m
     clock the mean of the trials' window means: the clock-scaled MFU is that MFU at that clock
     (the first trial's own would not match the combined MFU)."""
     from accelbench.bench.train.trials import clock_over_trials
-    from accelbench.config.schema import TrainMetrics
+    from accelbench.config.records.train import TrainMetrics
 
     trials = [TrainMetrics(sm_clock_mhz_mean=1500.0), TrainMetrics(sm_clock_mhz_mean=1600.0)]
     combined = TrainMetrics(mfu=0.5, peak_clock_mhz=1830)
@@ -111,7 +111,7 @@ def test_a_cell_of_several_trials_keeps_the_trials_mean_clock_and_its_combined_m
 
 
 def test_a_block_cell_s_forward_and_backward_mfu_at_its_trials_clock():
-    from accelbench.config.schema import BlockReading, PhaseFields
+    from accelbench.config.records.block import BlockReading, PhaseFields
     from accelbench.workloads.block.runner import block_at_clock
 
     trials = [BlockReading(sm_clock_mhz_mean=1800.0), BlockReading(sm_clock_mhz_mean=1600.0)]

@@ -23,7 +23,7 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.sweep import run_train_sweep
-from accelbench.config.schema import ShownFigure
+from accelbench.config.records.fields import ShownFigure
 from accelbench.config.trials import trial_samples
 from accelbench.report.evidence import speedup
 from accelbench.store.record import Record

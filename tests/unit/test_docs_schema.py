@@ -1,11 +1,12 @@
-"""docs/results.md's schema tables list exactly config.schema's metric names, so they cannot
+"""docs/results.md's schema tables list exactly the schema modules' metric names, so they cannot
 drift from what records carry."""
 
 import re
 from collections import defaultdict
 from pathlib import Path
 
-from accelbench.config.schema import BLOCK_PHASES, metric_names
+from accelbench.config.record_kinds import metric_names
+from accelbench.config.records.block import BLOCK_PHASES
 
 DOC = Path(__file__).parents[2] / "docs" / "results.md"
 KINDS = ("train", "block", "peak", "profile", "check", "noise")

@@ -16,7 +16,7 @@ from accelbench.bench.peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import metric_names
+from accelbench.config.record_kinds import metric_names
 from accelbench.hardware.energy import set_source_factory
 from accelbench.workloads.block.runner import BlockOptions, build_block_spec, run_block_sweep
 

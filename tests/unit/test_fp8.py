@@ -21,7 +21,8 @@ from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.layout import Layout
 from accelbench.config.precision import resolve
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import TrainMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.train import TrainMetrics
 from accelbench.hardware.specs import get_spec
 from accelbench.models.float8 import convert_blocks, float8_layer_names
 from accelbench.models.gpt import GPT

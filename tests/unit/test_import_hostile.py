@@ -16,7 +16,7 @@ import pytest
 from bundle_data import bundle_file, forged, template, variant, with_fields
 from cli_run import run_main
 
-from accelbench.config.schema import SCHEMA_VERSION
+from accelbench.config.record_kinds import SCHEMA_VERSION
 from accelbench.store import validate
 
 DEEP = 200_000

@@ -14,7 +14,7 @@ from rich.console import Console
 from accelbench.bench.outcome import Outcome
 from accelbench.cli import genslm as genslm_cli
 from accelbench.cli.main import main
-from accelbench.config.schema import ScaleRow
+from accelbench.config.records.scale import ScaleRow
 from accelbench.report.table import block_table, scale_table, summary_table, train_table
 from accelbench.store.record import Record
 

@@ -1,7 +1,8 @@
 """The store's measured training runs reach the planner's validation."""
 
 from accelbench.analytics.measured_runs import validate_measured_runs
-from accelbench.config.schema import TrainMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.train import TrainMetrics
 from accelbench.report.measured import measured_training_runs
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from accelbench.config.schema import SCHEMA_VERSION, metric_names
+from accelbench.config.record_kinds import SCHEMA_VERSION, metric_names
 from accelbench.report.table import block_table, summary_table, train_table
 from accelbench.store.migrate import upgrade
 from accelbench.store.record import Record

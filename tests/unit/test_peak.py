@@ -5,7 +5,7 @@ import torch
 
 from accelbench.bench import peak as peak_mod
 from accelbench.bench.metrics import peak_warning
-from accelbench.config.schema import read_metrics
+from accelbench.config.record_kinds import read_metrics
 from accelbench.report.table import peak_captions
 from accelbench.store.record import Record
 

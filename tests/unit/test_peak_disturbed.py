@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from accelbench.bench.peak import PEAK_ATTEMPTS, PeakAttempt, measured_label, settled
 from accelbench.bench.recording.peaks import machine_peaks
-from accelbench.config.schema import PeakMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 

@@ -5,11 +5,15 @@ and the scale and seq-search kinds were written from literal dicts)."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
-from accelbench.config.schema import METRICS_BY_KIND, ScaleMetrics, SeqSearchMetrics, metric_names
+from accelbench.config import records
+from accelbench.config.record_kinds import METRICS_BY_KIND, metric_names, record_kinds
+from accelbench.config.records.scale import ScaleMetrics
+from accelbench.config.records.seq_search import SeqSearchMetrics
 
 ROOT = Path(__file__).resolve().parents[2] / "accelbench"
 
@@ -50,3 +54,33 @@ def test_scale_and_seq_search_names():
     assert metric_names("seq-search")[0] == "fits"
     assert METRICS_BY_KIND["scale"] is ScaleMetrics
     assert METRICS_BY_KIND["seq-search"] is SeqSearchMetrics
+
+
+def test_the_kind_table_is_assembled_from_the_schema_modules_alone():
+    """Each schema module of config/records/ declares its kinds (KINDS); the table is their
+    union, read without importing any workload (config imports no workload: test_module_graph)."""
+    declared: set[str] = set()
+    for path in sorted((ROOT / "config" / "records").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "KINDS"
+                                                    for t in node.targets):
+                declared |= {k.value for k in node.value.keys}
+    assert declared == set(METRICS_BY_KIND) == set(record_kinds())
+    assert list(record_kinds()) == sorted(declared)
+
+
+def test_a_kind_two_schema_modules_declare_is_an_error(monkeypatch, tmp_path):
+    (tmp_path / "train_again.py").write_text(
+        "from accelbench.config.records.base import RecordKind\n"
+        "from accelbench.config.records.train import TrainMetrics\n"
+        "KINDS = {'train': RecordKind(TrainMetrics)}\n")
+    monkeypatch.setattr(records, "__path__", [*records.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(ValueError, match="'train' is declared twice: in "
+                                             "accelbench.config.records.train and "
+                                             "accelbench.config.records.train_again"):
+            record_kinds()
+    finally:
+        sys.modules.pop("accelbench.config.records.train_again", None)
+        if hasattr(records, "train_again"):
+            delattr(records, "train_again")

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from accelbench.config.schema import ShownFigure
+from accelbench.config.records.fields import ShownFigure
 from accelbench.config.trials import TRIAL_VALUES
 from accelbench.report import build_report
 from accelbench.report.compare import compare_figure, compare_section

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from accelbench.config.schema import RSS_METHOD
+from accelbench.config.records.fields import RSS_METHOD
 from accelbench.report.cells import RSS_MARK, RSS_NOTE, measured_gib, rss_note
 from accelbench.report.table import train_table
 from accelbench.store.record import Record

@@ -25,7 +25,8 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
-from accelbench.config.schema import TrainMetrics, metric_names, metrics_dict
+from accelbench.config.record_kinds import metric_names, metrics_dict
+from accelbench.config.records.train import TrainMetrics
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.report.export import HEAD_COLUMNS, flat_table, to_parquet

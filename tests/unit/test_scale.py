@@ -10,7 +10,8 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import ScaleRow, StepTimed
+from accelbench.config.records.scale import ScaleRow
+from accelbench.config.records.train import StepTimed
 from accelbench.config.trials import TRIAL_VALUES
 from accelbench.report.table import scale_table
 from accelbench.report.trials import scale_speedup_text

@@ -11,7 +11,8 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.recording.session import SweepView, record_sweep
-from accelbench.config.schema import PeakMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 

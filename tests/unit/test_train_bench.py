@@ -19,7 +19,7 @@ from accelbench.bench.train.spec import (
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import metric_names
+from accelbench.config.record_kinds import metric_names
 from accelbench.hardware.detect import resolve_device
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)

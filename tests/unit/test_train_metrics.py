@@ -10,7 +10,8 @@ from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
-from accelbench.config.schema import TrainMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.train import TrainMetrics
 
 TINY = get_preset("gpt2-tiny")
 CELL = TrainCell(seq_len=32, micro_batch=2, gas=2, dtype="fp32", recompute="none")

@@ -9,16 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.config.schema import (
-    BlockReading,
-    PeakMetrics,
-    ScaleMetrics,
-    ScaleRow,
-    SeqSearchMetrics,
-    TrainMetrics,
-    metrics_dict,
-    read_metrics,
-)
+from accelbench.config.record_kinds import metrics_dict, read_metrics
+from accelbench.config.records.block import BlockReading
+from accelbench.config.records.peak import PeakMetrics
+from accelbench.config.records.scale import ScaleMetrics, ScaleRow
+from accelbench.config.records.seq_search import SeqSearchMetrics
+from accelbench.config.records.train import TrainMetrics
 from accelbench.store.record import Record, metrics_of
 from accelbench.store.store import ResultStore
 

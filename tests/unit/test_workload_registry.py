@@ -1,108 +1,70 @@
-"""The workload registry: a workload declared once is found by the command line (a command
-generated from its options dataclass), the study runner, the export and the report; and every
-registered workload has its parts (report table and sections, declared record kinds)."""
+"""The workload registry: a workload declared as one folder plus its schema module is found by
+the command line (a command generated from its options dataclass), the study runner, the
+export and the report; and every registered workload has its parts (report table and sections,
+declared record kinds). The toy is tests/unit/toy_plugin/, copied into tmp_path and put on the
+two packages' paths, as a plug-in would be: nothing else in the package knows it."""
 
 from __future__ import annotations
 
+import importlib
 import json
-from dataclasses import dataclass, fields
+import shutil
+import sys
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from cli_run import run_main
 
-from accelbench.bench.outcome import Outcome
-from accelbench.bench.study import PlannedCell, SweepPlan, plan_study
+import accelbench.workloads
+from accelbench.bench.study_planner import plan_study
 from accelbench.cli import main as main_mod
+from accelbench.config import records
 from accelbench.config.errors import ConfigError
-from accelbench.config.options import option
-from accelbench.config.schema import METRICS_BY_KIND, metric_names
-from accelbench.config.study import parse_study
-from accelbench.config.workload import Workload, registered, report_sections, workloads
+from accelbench.config.record_kinds import METRICS_BY_KIND, metric_names
+from accelbench.config.study_file import parse_study
+from accelbench.config.workload import (
+    Workload,
+    register,
+    registered,
+    report_sections,
+    unregister,
+    workloads,
+)
 from accelbench.report import build_report
-from accelbench.report.content import Section
 from accelbench.report.export import flat_table
 from accelbench.store.store import ResultStore
 
-# --- the toy workload: its options, metrics, spec, runner, plan, table and section -------------
-
-
-@dataclass(frozen=True)
-class ToyOptions:
-    """The toy's options: the command's and a study's keys."""
-
-    size: int = option(3, "How many toy cells.")
-    flavour: str = option("plain", "The toy's flavour.", choices=("plain", "salty"))
-    loud: bool = option(False, "Shout.", "--loud")
-    device: str = option("cpu", "auto, cpu, ...")
-
-
-@dataclass(frozen=True)
-class ToyMetrics:
-    toy_score_per_s: float | None = None
-
-
-@dataclass(frozen=True)
-class ToySpec:
-    size: int
-    flavour: str
-    device: str
-
-    @property
-    def title(self) -> str:
-        return f"toy {self.flavour}"
-
-
-def build_toy(options: ToyOptions) -> ToySpec:
-    if options.size < 1:
-        raise ConfigError("size", f"must be at least 1, got {options.size}", ">= 1")
-    return ToySpec(options.size, options.flavour, options.device)
-
-
-def run_toy(spec: ToySpec, sink, step, cell, skip) -> list[Outcome]:
-    outcomes = []
-    for i in range(spec.size):
-        if cell is not None:
-            cell(i, spec.size, f"toy {i}")
-        outcome = Outcome("toy", "ok", {"workload": "toy", "i": i, "flavour": spec.flavour},
-                          {"toy_score_per_s": float(i + 1)})
-        sink(outcome)
-        outcomes.append(outcome)
-    return outcomes
-
-
-def plan_toy(values: dict, planner) -> SweepPlan:
-    spec = build_toy(ToyOptions(**values))
-    cells = tuple(PlannedCell(f"toy {i}", None, None, "fits", 0.1) for i in range(spec.size))
-    return SweepPlan(spec.title, cells, lambda sink, on_cell, skip, peaks:
-                     run_toy(spec, sink, None, on_cell, skip), local=True)
-
-
-def toy_table(records, title):
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("score")
-    for r in records:
-        table.add_row(str(r.metrics["toy_score_per_s"]))
-    return table
-
-
-def toy_section(machines) -> Section:
-    scores = [r.metrics["toy_score_per_s"] for m in machines for r in m.records if r.kind == "toy"]
-    return Section("toy", "Toy scores", "toy records", (f"{len(scores)} toy scores",))
-
-
-TOY = Workload("toy", "Score toys.", ToyOptions, {"toy": ToyMetrics}, build=build_toy,
-               run=run_toy, table=toy_table, plan=plan_toy, sections=(toy_section,),
-               axes=("flavour",))
+PLUGIN = Path(__file__).parent / "toy_plugin"
+TOY_MODULES = ("accelbench.workloads.toy", "accelbench.config.records.toy")
 
 
 @pytest.fixture
-def toy(monkeypatch):
+def toy_folders(monkeypatch, tmp_path):
+    """The toy's folder and schema module, copied into tmp_path and found on the paths of
+    accelbench.workloads and accelbench.config.records (the kind table finds the schema
+    module there); the toy's workload module, imported."""
+    shutil.copytree(PLUGIN, tmp_path / "plugin")
+    monkeypatch.setattr(records, "__path__", [*records.__path__,
+                                              str(tmp_path / "plugin" / "records")])
+    monkeypatch.setattr(accelbench.workloads, "__path__", [*accelbench.workloads.__path__,
+                                                           str(tmp_path / "plugin" / "workloads")])
+    try:
+        yield importlib.import_module("accelbench.workloads.toy")
+    finally:
+        for name in TOY_MODULES:
+            sys.modules.pop(name, None)
+        for package in (accelbench.workloads, records):
+            if hasattr(package, "toy"):
+                delattr(package, "toy")
+
+
+@pytest.fixture
+def toy(toy_folders, monkeypatch):
     """The toy registered and a command line that has it."""
-    with registered(TOY):
+    with registered(toy_folders.WORKLOAD):
         monkeypatch.setattr(main_mod, "app", main_mod.make_app())
-        yield TOY
+        yield toy_folders.WORKLOAD
 
 
 def test_the_toy_is_a_command_with_its_options(toy, monkeypatch, capsys):
@@ -164,11 +126,37 @@ def test_a_study_plans_the_toy(toy, tmp_path):
         plan_study(parse_study(bad, "toys", tmp_path / "toys.toml"), "quick", "cpu")
 
 
-def test_unregistering_removes_the_toy_everywhere(tmp_path):
-    with registered(TOY):
-        assert "toy" in METRICS_BY_KIND and metric_names("toy") == ("toy_score_per_s",)
-    assert "toy" not in METRICS_BY_KIND
+def test_the_toy_kind_is_its_schema_module_s_and_unregistering_removes_the_toy(toy_folders):
+    assert "toy" in METRICS_BY_KIND and metric_names("toy") == ("toy_score_per_s",)
+    with registered(toy_folders.WORKLOAD):
+        assert "toy" in {w.name for w in workloads()}
     assert "toy" not in {w.name for w in workloads()}
+    assert "toy" in METRICS_BY_KIND  # the kind table is the schema modules': never changed
+
+
+def test_the_kind_table_is_static_without_the_toy_s_schema_module():
+    assert "toy" not in METRICS_BY_KIND
+    with pytest.raises(TypeError):
+        METRICS_BY_KIND["toy"] = object  # type: ignore[index]
+
+
+def test_a_kind_no_schema_module_declares_is_refused(toy_folders):
+    undeclared = Workload("toy2", "Toys again.", toy_folders.ToyOptions,
+                          {"toy2": toy_folders.ToyMetrics}, build=toy_folders.build,
+                          run=toy_folders.run, table=toy_folders.table)
+    with pytest.raises(ValueError, match="writes record kind 'toy2', which no schema module "
+                                         "declares"):
+        register(undeclared)
+    assert "toy2" not in {w.name for w in workloads()}
+    clash = Workload("toy3", "Toys again.", toy_folders.ToyOptions,
+                     {"train": toy_folders.ToyMetrics}, build=toy_folders.build,
+                     run=toy_folders.run, table=toy_folders.table)
+    with pytest.raises(ValueError, match="'train' is declared with TrainMetrics, not ToyMetrics"):
+        register(clash)
+    register(ok := Workload("toy4", "Toys again.", toy_folders.ToyOptions,
+                            {"toy": toy_folders.ToyMetrics}, build=toy_folders.build,
+                            run=toy_folders.run, table=toy_folders.table))
+    unregister(ok.name)
 
 
 # --- every registered workload has its parts ----------------------------------------------------

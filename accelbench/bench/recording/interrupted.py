@@ -66,7 +66,7 @@ def kept_text(cells: list[Record]) -> str:
     text = f"{len(cells) - len(stopped)} finished cell(s)"
     if stopped:
         kept = sum(int(r.metrics.get("trials") or 0) for r in stopped)
-        asked = sum(int(r.spec.get("trials") or 1) for r in stopped)
+        asked = sum(int(r.setup.trials or 1) for r in stopped)
         text += f" and {len(stopped)} interrupted cell(s) with {kept} of their {asked} trial(s)"
     return text
 

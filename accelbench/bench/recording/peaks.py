@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from accelbench.bench.peak import PEAK_KIND, PeakLookup, SweepPeak, measured_label
-from accelbench.config.schema import PeakMetrics
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
@@ -33,8 +33,8 @@ def _as_peak(record: Record) -> SweepPeak:
     names = {f.name for f in fields(PeakMetrics)}
     metrics = PeakMetrics(**{k: v for k, v in record.metrics.items() if k in names})
     when = record.created_utc[:10]
-    return SweepPeak(record.spec["dtype"], metrics.peak_flops_per_s_per_device,
-                     record.spec["precision"],
+    return SweepPeak(record.setup.dtype, metrics.peak_flops_per_s_per_device,
+                     record.setup.precision,
                      measured_label(metrics, f", record {record.id} of {when}, reused"))
 
 

@@ -13,7 +13,6 @@ from accelbench.bench.kept_trials import KeptTrial
 from accelbench.bench.outcome import Outcome, Skip
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.store.fingerprint import (
-    FINGERPRINT_KEY,
     FINISHED,
     canonical_json,
     cell_fingerprint,
@@ -27,7 +26,7 @@ from accelbench.store.trials import add_trial, cell_trials, closed_up_to, open_t
 def record_fingerprint(record: Record) -> str:
     """The fingerprint a record was stored with; for a record written before fingerprints
     existed, computed from its spec and environment."""
-    stored = record.spec.get(FINGERPRINT_KEY)
+    stored = record.setup.fingerprint
     return stored or cell_fingerprint(record.kind, record.spec, record.environment)
 
 

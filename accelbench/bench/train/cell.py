@@ -23,8 +23,9 @@ from accelbench.bench.train.spec import TrainCell, TrainSpec, spec_for_cell
 from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps
 from accelbench.config.fit import fit_basis
 from accelbench.config.layout import Layout
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.train import TRAIN_SWEPT, TrainMetrics
 from accelbench.config.runtime_settings import applied
-from accelbench.config.schema import TRAIN_SWEPT, TrainMetrics, metrics_dict
 from accelbench.hardware.detect import available_cpu_memory_bytes, resolve_device
 from accelbench.parallel.context import placement
 from accelbench.parallel.gather import gather_rank_results

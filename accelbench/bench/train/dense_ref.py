@@ -9,7 +9,8 @@ from dataclasses import replace
 from accelbench.analytics.stats import compare, without_gain
 from accelbench.bench.outcome import Outcome, Sink
 from accelbench.bench.train.cell import KIND
-from accelbench.config.schema import ShownFigure, TrainMetrics
+from accelbench.config.records.fields import ShownFigure
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.trials import trial_samples
 
 
@@ -29,10 +30,10 @@ class DenseReference:
     def annotate(self, outcome: Outcome) -> Outcome:
         """The outcome with speedup_vs_dense and the loss against dense filled where a dense
         cell of its configuration has run (sparsity is the innermost axis: it runs first)."""
-        if outcome.kind != KIND or outcome.status != "ok" or "sparsity" not in outcome.spec:
+        if outcome.kind != KIND or outcome.status != "ok" or outcome.setup.sparsity is None:
             return outcome
         key = _key(outcome.spec)
-        if not outcome.spec["sparsity"]:
+        if not outcome.setup.sparsity:
             self.dense[key] = outcome.typed
             self.dense_times[key] = trial_samples(outcome.raw, ShownFigure.STEP_TIME)
             return outcome

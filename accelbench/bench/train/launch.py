@@ -50,7 +50,7 @@ from accelbench.bench.train.trials import combine_train_trials
 from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.global_options import quiet_if_asked
 from accelbench.config.layout import Layout
-from accelbench.config.schema import TRAIN_SWEPT
+from accelbench.config.records.train import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.launch import LaunchResult, launch_torchrun

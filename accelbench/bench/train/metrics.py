@@ -3,7 +3,7 @@
 Rules: counts are per data-parallel replica times dp (tp x pp ranks share the same tokens);
 throughput is never averaged over ranks: the global rate is the global tokens over the slowest
 rank's median step time, since a synchronous step ends with its last rank; its spread is that
-rank's; memory is kept per rank with the worst rank named. Names come from config.schema.
+rank's; memory is kept per rank with the worst rank named. Names come from config/records/train.py.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.model import moe_layer_count
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.runtime_settings import reduce_bytes
-from accelbench.config.schema import TrainMetrics, metrics_dict
 from accelbench.parallel.bubble import bubble_fraction_theory
 from accelbench.parallel.collectives import busiest_rank_comm_bytes
 from accelbench.parallel.context import placement

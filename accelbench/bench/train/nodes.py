@@ -11,7 +11,8 @@ from __future__ import annotations
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.train.cell import KIND
 from accelbench.config.layout import Layout
-from accelbench.config.schema import TrainMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.train import TrainMetrics
 from accelbench.parallel.gather import gather_rank_results
 from accelbench.parallel.liveness import SILENT_AFTER_S, silent_ranks, start_beating
 from accelbench.parallel.topology import (

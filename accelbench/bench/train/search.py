@@ -27,7 +27,9 @@ from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spe
 from accelbench.bench.train.steps import StepProgress
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import DOES_NOT_FIT, FITS
-from accelbench.config.schema import SeqSearchMetrics, TrainMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.seq_search import SeqSearchMetrics
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.vocab import GIB
 from accelbench.data.defaults import ensure_default_shards
 from accelbench.data.shard_format import open_shards

@@ -29,8 +29,8 @@ from accelbench.config.model import ModelConfig
 from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import resolve_model
 from accelbench.config.presets_genslm import model_from_neox_config
+from accelbench.config.records.train import TRAIN_SWEPT
 from accelbench.config.runtime_settings import RuntimeSettings, parse_runtime
-from accelbench.config.schema import TRAIN_SWEPT
 from accelbench.config.sparsity import validate_sparsity
 from accelbench.config.trials import require_trials
 from accelbench.config.units import MAX_STEPS

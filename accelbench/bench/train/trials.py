@@ -25,7 +25,8 @@ from accelbench.bench.trials import (
     spread,
     timed_map,
 )
-from accelbench.config.schema import StepTimed, TrainMetrics, partial_metrics_dict, read_metrics
+from accelbench.config.record_kinds import partial_metrics_dict, read_metrics
+from accelbench.config.records.train import StepTimed, TrainMetrics
 
 # the median step time and every rate computed from it: the figures with an interval
 TIMED = timed_map(StepTimed)
@@ -47,9 +48,9 @@ class LocalCell:
         """Trials an earlier run kept: the rest measure their micro-batch (a --max-micro-batch
         search is not run again, so that every trial of the cell measures one micro-batch)."""
         if self.spec.max_micro_batch and kept and not self.searched:
-            spec = kept[0].spec
-            self.cell = replace(self.cell, micro_batch=int(spec["micro_batch"]))
-            self.search, self.searched = spec.get("micro_batch_search"), True
+            kept_spec = kept[0].setup
+            self.cell = replace(self.cell, micro_batch=int(kept_spec.micro_batch))
+            self.search, self.searched = kept_spec.micro_batch_search, True
 
     def trial(self, trial: int) -> Outcome:
         """Measure one trial (the record keyed by the cell as asked, before the search)."""

@@ -109,7 +109,7 @@ def build_model(bundles: list[Bundle], baseline: Machine | None = None) -> Site:
             site.by_machine.setdefault(m.key, []).append(cell)
             if wid not in site.identities:
                 site.identities[wid] = workload_identity(r.kind, r.spec) or {}
-                site.names[wid] = f"{workload(r)} {r.spec.get('dtype')}"
+                site.names[wid] = f"{workload(r)} {r.setup.dtype}"
     site.near = near_matches(site.identities)
     site.floors = {m.key: (noise_floor(m) or {}).get("floor") for m in machines}
     return site

@@ -147,7 +147,7 @@ def _record_row(site: Site, r: Any) -> list[Cell | str]:
     where = (Cell(markup=link(workload_page_name(wid), name)) if wid in site.cells
              else Cell(name))
     return [Cell(r.created_utc[:16].replace("T", " ")), r.kind, where,
-            safe(lambda: str(r.spec.get("dtype") or "-")), r.status, safe(lambda: key_figure(r)),
+            safe(lambda: str(r.setup.dtype or "-")), r.status, safe(lambda: key_figure(r)),
             Cell(markup=marks_html(record_marks(r))), r.reason[:300]]
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.config.schema import BlockMetrics, PeakMetrics
+from accelbench.config.records.block import BlockMetrics
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.config.workload import Workload
 from accelbench.workloads.block.options import BlockOptions
 

@@ -37,9 +37,9 @@ SOURCE = ("kind 'block' records: <phase>_tflops_per_device, forward_backward_tok
 
 
 def _series_key(record: Record) -> tuple:
-    s = record.spec
-    return (s.get("model_name"), s.get("seq_len"), s.get("dtype"), bool(s.get("compile")),
-            bool(s.get("tf32")))
+    s = record.setup
+    return (s.model_name, s.seq_len, s.dtype, bool(s.compile),
+            bool(s.tf32))
 
 
 def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
@@ -47,9 +47,9 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
     groups: dict[tuple, list[Record]] = {}
     for m in machines:
         blocks = [r for r in m.records if r.kind == "block"]
-        for record in latest(blocks, lambda r: (_series_key(r), r.spec.get("batch"))).values():
+        for record in latest(blocks, lambda r: (_series_key(r), r.setup.batch)).values():
             groups.setdefault((m.index, *_series_key(record)), []).append(record)
-    return {k: sorted(v, key=lambda r: r.spec.get("batch") or 0) for k, v in sorted(
+    return {k: sorted(v, key=lambda r: r.setup.batch or 0) for k, v in sorted(
         groups.items(), key=lambda kv: tuple(str(p) for p in kv[0]))}
 
 
@@ -71,7 +71,7 @@ def _mfu_rate(record: Record) -> Rate | None:
 
 
 def _series(label: str, records: list[Record], value) -> Series:
-    return points_series(label, [(r.spec["batch"], value(r) if r.status == "ok" else None,
+    return points_series(label, [(r.setup.batch, value(r) if r.status == "ok" else None,
                                   r.status == "oom") for r in records])
 
 
@@ -82,7 +82,7 @@ def _planner(label: str, records: list[Record]) -> list[Series]:
     pred = block_prediction(ok[0]) if ok else None
     if not isinstance(pred, Prediction):
         return []
-    xs = tuple(float(r.spec["batch"]) for r in records)
+    xs = tuple(float(r.setup.batch) for r in records)
     n = len(xs)
     low, high = ((pred.bounds[0],) * n, (pred.bounds[1],) * n) if pred.bounds else (None, None)
     return [Series(f"{label} planner", xs, (pred.value,) * n, low, high, kind=PREDICTED)]
@@ -90,7 +90,7 @@ def _planner(label: str, records: list[Record]) -> list[Series]:
 
 def _figures(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Figure, Figure]:
     items = list(zip(labels, groups.values(), strict=True))
-    xlog = wide_range(r.spec["batch"] for _, rs in items for r in rs)
+    xlog = wide_range(r.setup.batch for _, rs in items for r in rs)
 
     def tflops(phase: str) -> Panel:
         series = [_series(lab, rs, lambda r, p=phase: _tflops(r, p)) for lab, rs in items]
@@ -128,7 +128,7 @@ def _row(label: str, r: Record) -> tuple[str, ...]:
     cells = [_tflops(r, p) for p in ("forward", "backward")]
     tokens = phase_rate(r, "forward_backward", "tokens")
     ok = r.status == "ok"
-    return (label, str(r.spec.get("batch")), status_text(r),
+    return (label, str(r.setup.batch), status_text(r),
             *(c.text(".3g") if ok and c else "-" for c in cells),
             tokens.text() if ok and tokens else "-", pct(m.forward_backward.mfu, 2),
             measured_gib(m), gib(m.mem_estimate_bytes_per_rank),
@@ -164,10 +164,10 @@ def _finding(groups: dict[tuple, list[Record]], machines: list[Machine]
             continue
         best.sort(key=lambda item: -item[0].value)
         (rate, r), others = best[0], best[1:]
-        s = r.spec
-        rest = ", ".join(f"{o.spec.get('dtype')} {v.value:,.0f}" for v, o in others)
-        text = (f"Transformer block ({s.get('model_name')} layer, seq {s.get('seq_len')}): "
-                f"fastest {s.get('dtype')} at batch {s.get('batch')}, {rate.text()} tokens/s "
+        s = r.setup
+        rest = ", ".join(f"{o.setup.dtype} {v.value:,.0f}" for v, o in others)
+        text = (f"Transformer block ({s.model_name} layer, seq {s.seq_len}): "
+                f"fastest {s.dtype} at batch {s.batch}, {rate.text()} tokens/s "
                 f"forward+backward, {pct(r.typed.forward_backward.mfu, 1)} MFU"
                 + (f"; the best of {rest} tokens/s" if rest else ""))
         lines.append(Finding(f"M{m.index}: {text}" if len(machines) > 1 else text, "block"))

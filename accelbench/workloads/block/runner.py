@@ -40,16 +40,14 @@ from accelbench.bench.window_probe import WindowProbe
 from accelbench.config.errors import ConfigError, require_count, require_positive
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
-from accelbench.config.schema import (
+from accelbench.config.record_kinds import metrics_dict, partial_metrics_dict, read_metrics
+from accelbench.config.records.block import (
     BLOCK_PHASES,
     BlockMetrics,
     BlockReading,
     PhaseFields,
     PhaseTimed,
-    metrics_dict,
-    partial_metrics_dict,
     phase_dict,
-    read_metrics,
 )
 from accelbench.config.trials import parse_trials, require_trials
 from accelbench.config.units import MAX_REPEATS, parse_bytes, parse_choice_list, parse_int_list
@@ -161,7 +159,7 @@ def time_block(cfg: ModelConfig, seq_len: int, batch: int, dtype: str, device: t
 
 def block_metrics(cell: BlockMetrics, phases: dict[str, PhaseFields] | None = None) -> dict:
     """A block record's metrics: the cell's fields and every phase's (empty where not timed),
-    so each record carries exactly config.schema.metric_names("block")."""
+    so each record carries exactly config.record_kinds.metric_names("block")."""
     metrics = metrics_dict(cell)
     for phase in BLOCK_PHASES:
         metrics.update(phase_dict(phase, (phases or {}).get(phase, PhaseFields())))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.config.schema import ProfileMetrics
+from accelbench.config.records.profile import ProfileMetrics
 from accelbench.config.workload import Workload
 from accelbench.workloads.calibrate.spec import CalibrateOptions
 

@@ -1,5 +1,5 @@
 """One calibration run: the micro-benchmarks a spec asks for, in order, into one 'profile'
-outcome (config.schema ProfileMetrics) whose points rebuild the curves of analytics/profile.py."""
+outcome (ProfileMetrics, config/records/) whose points rebuild analytics/profile.py's curves."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import torch
 
 from accelbench.analytics.profile import Point, latencies_s, point_dict, reference_peaks
 from accelbench.bench.outcome import Outcome, Progress
-from accelbench.config.schema import ProfileMetrics, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.profile import ProfileMetrics
 from accelbench.hardware import device as devices
 from accelbench.parallel.procs import Interrupted, signal_name
 from accelbench.workloads.calibrate.collective import measure_collectives

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.config.schema import SeqSearchMetrics
+from accelbench.config.records.seq_search import SeqSearchMetrics
 from accelbench.config.workload import Workload
 from accelbench.workloads.genslm.options import GENSLM_DEFAULTS, GenslmOptions
 from accelbench.workloads.train import TRAIN_AXES, TRAINING_KINDS

@@ -27,7 +27,7 @@ SEARCH_FIELDS = ("model_name", "dtype", "micro_batch", "gas", "recompute")
 
 
 def _search_key(machine: Machine, r: Record) -> tuple:
-    return (machine.index, machine.label, *(str(r.spec.get(f)) for f in SEARCH_FIELDS))
+    return (machine.index, machine.label, *(str(getattr(r.setup, f)) for f in SEARCH_FIELDS))
 
 
 def _searches(machines: list[Machine]) -> dict[tuple, dict]:
@@ -35,11 +35,11 @@ def _searches(machines: list[Machine]) -> dict[tuple, dict]:
     found: dict[tuple, dict] = {}
     for m in machines:
         for r in m.records:
-            if r.kind == "seq-search" and r.spec.get("benchmark", "genslm") == "genslm":
+            if r.kind == "seq-search" and (r.setup.benchmark or "genslm") == "genslm":
                 entry = found.setdefault(_search_key(m, r), {"fit": [], "miss": [], "cell": None})
                 entry["fit" if r.status == "ok" else "miss"].append(r)
-        cells = [r for r in m.records if r.kind == "train" and "seq_search" in r.spec
-                 and r.spec.get("benchmark") == "genslm"]
+        cells = [r for r in m.records if r.kind == "train" and r.setup.seq_search is not None
+                 and r.setup.benchmark == "genslm"]
         for key, r in latest(cells, lambda r, m=m: _search_key(m, r)).items():
             found.setdefault(key, {"fit": [], "miss": []})["cell"] = r
     return found
@@ -47,12 +47,12 @@ def _searches(machines: list[Machine]) -> dict[tuple, dict]:
 
 def _search_row(key: tuple, entry: dict) -> tuple[str, ...]:
     cell = entry["cell"]
-    search = cell.spec["seq_search"] if cell is not None else {}
-    fits = [r.spec["seq_len"] for r in entry["fit"]]
-    misses = [r.spec["seq_len"] for r in entry["miss"]]
+    search = cell.setup.seq_search if cell is not None else {}
+    fits = [r.setup.seq_len for r in entry["fit"]]
+    misses = [r.setup.seq_len for r in entry["miss"]]
     longest = search.get("largest", max(fits, default=0))
     first_miss = min((s for s in misses if s > longest), default=None)
-    method = search.get("method") or next((r.spec.get("method") for r in entry["fit"]
+    method = search.get("method") or next((r.setup.method for r in entry["fit"]
                                            + entry["miss"]), "-")
     rate = train_rate(cell) if cell is not None and cell.status == "ok" else None
     measured = rate.text() if rate else (cell.status if cell is not None else "not measured")
@@ -65,14 +65,14 @@ def _cell_findings(cells: list[tuple[Machine, Record]], many: bool) -> list[Find
     """Per model (and machine): its best measured codons/s, or that it does not fit."""
     by_model: dict[tuple, list[Record]] = {}
     for m, r in cells:
-        if "seq_search" not in r.spec:  # the longest-sequence cells have their own line
-            by_model.setdefault((m.index, str(r.spec.get("model_name"))), []).append(r)
+        if r.setup.seq_search is None:  # the longest-sequence cells have their own line
+            by_model.setdefault((m.index, str(r.setup.model_name)), []).append(r)
     phrases: dict[int, list[str]] = {}
     for (index, model), records in by_model.items():
         ok = [(rate, r) for r in records if r.status == "ok" and (rate := train_rate(r))]
         if ok:
             rate, r = max(ok, key=lambda item: item[0].value)
-            text = (f"{model} at seq {r.spec.get('seq_len')} {r.spec.get('dtype')}: "
+            text = (f"{model} at seq {r.setup.seq_len} {r.setup.dtype}: "
                     f"{rate.text()} codons/s a device, {pct(r.typed.mfu, 1)} MFU")
         else:
             text = f"{model}: {status_text(records[0])}"

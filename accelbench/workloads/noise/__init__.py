@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.config.schema import NoiseMetrics, PeakMetrics, TrainMetrics
+from accelbench.config.records.noise import NoiseMetrics
+from accelbench.config.records.peak import PeakMetrics
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.workload import Workload
 from accelbench.workloads.noise.options import NoiseOptions
 

@@ -22,7 +22,9 @@ from accelbench.analytics.stats import MIN_RATIO_SAMPLES, compare
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError
-from accelbench.config.schema import NoiseMetrics, ShownFigure, metrics_dict, read_metrics
+from accelbench.config.record_kinds import metrics_dict, read_metrics
+from accelbench.config.records.fields import ShownFigure
+from accelbench.config.records.noise import NoiseMetrics
 from accelbench.config.trials import trial_samples
 from accelbench.workloads.noise.options import NoiseOptions
 
@@ -119,7 +121,7 @@ def _keeping_ids(sink: Sink, ids: dict[str, Any]) -> Sink:
     def keep(outcome: Outcome) -> Any:
         record = sink(outcome)
         if outcome.kind == CELL_KIND:
-            ids[outcome.spec[CONDITION_KEY]] = getattr(record, "id", None)
+            ids[outcome.setup.noise_condition] = getattr(record, "id", None)
         return record
     return keep
 
@@ -142,7 +144,7 @@ def noise_outcome(config: dict[str, Any], cells: list[Outcome], seed: int,
     and verdict, the floor, each condition's medians; a failed condition fails the check."""
     failed = next((o for o in cells if o.status != "ok"), None)
     if failed is not None:
-        which = failed.spec.get(CONDITION_KEY, "?")
+        which = failed.setup.noise_condition or "?"
         return Outcome(NOISE_KIND, failed.status, config,
                        reason=f"condition {which}: {failed.reason or failed.status}")
     a, b = (trial_samples(o.raw, ShownFigure.STEP_TIME) for o in cells)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.config.schema import ScaleMetrics
+from accelbench.config.records.scale import ScaleMetrics
 from accelbench.config.workload import Workload
 from accelbench.workloads.scale.options import SCALE_DEFAULTS, SCALE_SKIPS, ScaleOptions
 from accelbench.workloads.train import TRAINING_KINDS

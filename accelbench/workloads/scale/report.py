@@ -4,9 +4,8 @@ count's cell, beside the paper's per-system scaling efficiencies."""
 
 from __future__ import annotations
 
-from accelbench.config.schema import ScaleRow
+from accelbench.config.records.scale import ScaleRow
 from accelbench.report.cells import (
-    SCALE_CELL,
     Rate,
     latest,
     num,
@@ -37,21 +36,22 @@ def _summaries(machines: list[Machine]) -> list[tuple[Machine, Record]]:
     found = []
     for m in machines:
         summaries = [r for r in m.records if r.kind == "scale"]
-        chosen = latest(summaries, lambda r: (r.spec.get("model_name"), r.spec.get("mode"),
-                                              tuple(r.spec.get("devices") or ()),
-                                              r.spec.get("zero"), str(r.spec.get("base"))))
+        chosen = latest(summaries, lambda r: (r.setup.model_name, r.setup.mode,
+                                              tuple(r.setup.devices or ()),
+                                              r.setup.zero, str(r.setup.base)))
         found += [(m, r) for r in chosen.values()]
     return found
 
 
 def _cells(machine: Machine, summary: Record) -> dict[int, Record]:
     """The summary's per-count cells: same run, spec.scale_devices."""
-    return {r.spec[SCALE_CELL]: r for r in machine.records
-            if r.kind == "train" and r.run_id == summary.run_id and SCALE_CELL in r.spec}
+    return {r.setup.scale_devices: r for r in machine.records
+            if r.kind == "train" and r.run_id == summary.run_id
+            and r.setup.scale_devices is not None}
 
 
 def _precision(summary: Record) -> str:
-    return ",".join((summary.spec.get("base") or {}).get("dtypes") or ["?"])
+    return ",".join((summary.setup.base or {}).get("dtypes") or ["?"])
 
 
 def _global_rate(row: ScaleRow, cell: Record | None) -> Rate | None:
@@ -146,9 +146,9 @@ def _finding(label: str, summary: Record, many: bool) -> Finding | None:
                      "efficiency " + pct_interval(row.scaling_efficiency,
                                                   row.scaling_efficiency_low,
                                                   row.scaling_efficiency_high))
-    s = summary.spec
+    s = summary.setup
     counts = [r.devices for r in rows]
-    what = (f"Device scaling ({s.get('model_name')} {s.get('mode')}, {min(counts)} to "
+    what = (f"Device scaling ({s.model_name} {s.mode}, {min(counts)} to "
             f"{max(counts)} ranks): ")
     text = what + ("; ".join(parts) or "one count ran: nothing to compare")
     return Finding(prefixed(label, text, many), "scaling")
@@ -157,8 +157,8 @@ def _finding(label: str, summary: Record, many: bool) -> Finding | None:
 def scaling_section(machines: list[Machine]) -> Section:
     """Table II: our scaling rows beside the paper's per-system efficiencies."""
     summaries = _summaries(machines)
-    labels = varying_label([{"machine": m.label, "model": str(r.spec.get("model_name")),
-                             "mode": f"{r.spec.get('mode')} scaling", "precision": _precision(r)}
+    labels = varying_label([{"machine": m.label, "model": str(r.setup.model_name),
+                             "mode": f"{r.setup.mode} scaling", "precision": _precision(r)}
                             for m, r in summaries])
     items = [(lab, r, _cells(m, r)) for lab, (m, r) in zip(labels, summaries, strict=True)]
     published = Table("Published scaling efficiencies (GPT-2 XL)",

@@ -34,7 +34,9 @@ from accelbench.bench.train.sweep import check_sweep
 from accelbench.bench.train.trials import combine_train_trials
 from accelbench.bench.trials import CellTrials, interleave
 from accelbench.config.errors import ConfigError, require_choice, require_positive
-from accelbench.config.schema import ScaleMetrics, ScaleRow, StepTimed, metrics_dict
+from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.records.scale import ScaleMetrics, ScaleRow
+from accelbench.config.records.train import StepTimed
 from accelbench.config.trials import trial_samples
 
 MODES = ("weak", "strong")
@@ -130,7 +132,7 @@ def baseline_note(outcomes: list[Outcome], base_n: int | None) -> str:
     """Which count the speedups are over, and why when it is not one device."""
     if base_n is None:
         return "no device count ran: no speedup"
-    one = [o for o in outcomes if o.spec["scale_devices"] == 1]
+    one = [o for o in outcomes if o.setup.scale_devices == 1]
     if base_n == 1:
         return "speedup over 1 device"
     if not one:
@@ -142,17 +144,17 @@ def scaling_rows(outcomes: list[Outcome]) -> list[dict]:
     """Table II's columns per device count, smallest count first: throughput, speedup and
     scaling efficiency over the smallest count that ran (baseline_devices in every row), each
     with its 95% interval and verdict where both counts ran trials (speedup_evidence)."""
-    ordered = sorted(outcomes, key=lambda o: o.spec["scale_devices"])
+    ordered = sorted(outcomes, key=lambda o: o.setup.scale_devices)
     ok = [o for o in ordered if o.status == "ok"]
     base = ok[0] if ok else None
-    base_n = base.spec["scale_devices"] if base else None
+    base_n = base.setup.scale_devices if base else None
     note = baseline_note(ordered, base_n)
     rows = []
     for o in ordered:
-        n = o.spec["scale_devices"]
+        n = o.setup.scale_devices
         row = ScaleRow(devices=n, status=o.status, reason=o.reason or note,
                        baseline_devices=base_n,
-                       global_batch=o.spec["micro_batch"] * o.spec["gas"] * n)
+                       global_batch=o.setup.micro_batch * o.setup.gas * n)
         if base is not None and o.status == "ok":
             tps, base_tps = o.typed.tokens_per_s_global, base.typed.tokens_per_s_global
             row = replace(row, tokens_per_s_global=tps, tokens_per_s_per_device=tps / n,
@@ -177,7 +179,7 @@ def speedup_evidence(base: Outcome, cell: Outcome) -> dict:
     tokens = cell.typed.tokens_per_step_global / base.typed.tokens_per_step_global
     verdict = verdict_of(scaled(ratio_interval(a, b), tokens))
     low, high = verdict.ratio.low, verdict.ratio.high
-    n, base_n = cell.spec["scale_devices"], base.spec["scale_devices"]
+    n, base_n = cell.setup.scale_devices, base.setup.scale_devices
     efficiency = {} if low is None or high is None else dict(
         scaling_efficiency_low=scaling_efficiency(low, 1.0, n, base_n),
         scaling_efficiency_high=scaling_efficiency(high, 1.0, n, base_n))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from accelbench.bench.train.options import TrainOptions
-from accelbench.config.schema import PeakMetrics, TrainMetrics
+from accelbench.config.records.peak import PeakMetrics
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.workload import Workload
 
 if TYPE_CHECKING:

@@ -38,27 +38,27 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
     """(machine, cell less GAS) -> its records by GAS; only groups with two GAS values or more."""
     groups: dict[tuple, list[Record]] = {}
     for m, r in training_cells(machines, "train"):
-        key = (m.index, m.label, *(canonical(r.spec.get(f)) for f in GROUP_FIELDS),
-               canonical(r.spec.get("layout")))
+        key = (m.index, m.label, *(canonical(getattr(r.setup, f)) for f in GROUP_FIELDS),
+               canonical(r.setup.layout))
         groups.setdefault(key, []).append(r)
-    return {k: sorted(v, key=lambda r: r.spec["gas"]) for k, v in groups.items()
-            if len({r.spec["gas"] for r in v}) > 1}
+    return {k: sorted(v, key=lambda r: r.setup.gas) for k, v in groups.items()
+            if len({r.setup.gas for r in v}) > 1}
 
 
 def _labels(groups: dict[tuple, list[Record]]) -> list[str]:
     parts = []
     for key, records in groups.items():
-        s = records[0].spec
-        parts.append({"machine": key[1], "model": str(s.get("model_name")),
-                      "precision": str(s.get("dtype")), "seq": f"seq {s.get('seq_len')}",
-                      "mb": f"micro-batch {s.get('micro_batch')}",
-                      "recompute": f"recompute {s.get('recompute')}"})
+        s = records[0].setup
+        parts.append({"machine": key[1], "model": str(s.model_name),
+                      "precision": str(s.dtype), "seq": f"seq {s.seq_len}",
+                      "mb": f"micro-batch {s.micro_batch}",
+                      "recompute": f"recompute {s.recompute}"})
     return varying_label(parts)
 
 
 def _base(records: list[Record]) -> Rate | None:
     """The GAS 1 cell's tokens/s, when it ran."""
-    ones = [r for r in records if r.spec["gas"] == 1 and r.status == "ok"]
+    ones = [r for r in records if r.setup.gas == 1 and r.status == "ok"]
     return train_rate(ones[0]) if ones else None
 
 
@@ -75,10 +75,10 @@ def published_series() -> list[Series]:
 
 def _figure(groups: dict[tuple, list[Record]], labels: list[str]) -> Figure:
     items = list(zip(labels, groups.values(), strict=True))
-    xs = [float(p.gas) for p in FIG6_GAS] + [r.spec["gas"] for _, rs in items for r in rs]
-    tokens = [points_series(lab, [(r.spec["gas"], train_rate(r) if r.status == "ok" else None,
+    xs = [float(p.gas) for p in FIG6_GAS] + [r.setup.gas for _, rs in items for r in rs]
+    tokens = [points_series(lab, [(r.setup.gas, train_rate(r) if r.status == "ok" else None,
                                    r.status == "oom") for r in rs]) for lab, rs in items]
-    speedups = [points_series(lab, [(r.spec["gas"], _speedup(r, _base(rs)),
+    speedups = [points_series(lab, [(r.setup.gas, _speedup(r, _base(rs)),
                                      r.status == "oom") for r in rs]) for lab, rs in items]
     empty = "no records with more than one GAS value"
     return Figure("fig6_gas", "Gradient accumulation: throughput and speedup against GAS",
@@ -96,11 +96,11 @@ def _rows(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[tuple[s
     rows = []
     for label, records in zip(labels, groups.values(), strict=True):
         base = _base(records)
-        ones = [r for r in records if r.spec["gas"] == 1 and r.status == "ok"]
+        ones = [r for r in records if r.setup.gas == 1 and r.status == "ok"]
         for r in records:
             rate, speed = train_rate(r) if r.status == "ok" else None, _speedup(r, base)
             claim = speedup_text(ones[0], r, speed.value) if speed and ones else "-"
-            rows.append((label, str(r.spec["gas"]), status_text(r),
+            rows.append((label, str(r.setup.gas), status_text(r),
                          rate.text() if rate else "-", claim,
                          prediction_text(train_prediction(r)) if r.status == "ok" else "-"))
     return tuple(rows)
@@ -111,13 +111,13 @@ def _findings(groups: dict[tuple, list[Record]], labels: list[str]) -> tuple[Fin
     (0.93x-1.00x)')."""
     found = []
     for label, records in zip(labels, groups.values(), strict=True):
-        ones = [r for r in records if r.spec["gas"] == 1 and r.status == "ok"]
+        ones = [r for r in records if r.setup.gas == 1 and r.status == "ok"]
         if not ones:
             continue
         base = _base(records)
-        items = [(str(r.spec["gas"]), speedup(ones[0], r), up.value if (up := _speedup(r, base))
-                  else None) for r in records if r.spec["gas"] != 1 and r.status == "ok"]
-        gas = [r.spec["gas"] for r in records]
+        items = [(str(r.setup.gas), speedup(ones[0], r), up.value if (up := _speedup(r, base))
+                  else None) for r in records if r.setup.gas != 1 and r.status == "ok"]
+        gas = [r.setup.gas for r in records]
         text = (f"Gradient accumulation {min(gas)} to {max(gas)} over GAS 1: "
                 + verdicts_text(items))
         found.append(Finding(prefixed(label, text, len(groups) > 1), "gas"))

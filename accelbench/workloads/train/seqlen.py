@@ -65,7 +65,7 @@ FITS_METHOD = ("'at fewer ranks': what the cells at fewer ranks recorded (ranks:
 
 def ranks(r: Record) -> int:
     """The ranks (devices) a cell ran on: its layout's world."""
-    return int(r.spec.get("world_size") or 1)
+    return int(r.setup.world_size or 1)
 
 
 def first_fits(records: list[Record]) -> tuple[Record | None, list[Record]]:
@@ -91,8 +91,8 @@ def first_fits_table(cells: list[tuple[Machine, Record]]) -> tuple[Table, tuple[
     groups: dict[tuple, list[Record]] = {}
     machines: dict[tuple, Machine] = {}
     for m, r in cells:
-        key = (m.index, str(r.spec.get("model_name")), str(r.spec.get("dtype")),
-               int(r.spec.get("seq_len") or 0))
+        key = (m.index, str(r.setup.model_name), str(r.setup.dtype),
+               int(r.setup.seq_len or 0))
         groups.setdefault(key, []).append(r)
         machines[key] = m
     ordered = sorted(groups.items(), key=lambda kv: kv[0])

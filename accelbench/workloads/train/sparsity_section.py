@@ -38,23 +38,23 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
     groups: dict[tuple, list[Record]] = {}
     for m in machines:
         for r in m.records:
-            if r.kind == "train" and r.spec.get("sparsity") is not None:
+            if r.kind == "train" and r.setup.sparsity is not None:
                 dense = {k: v for k, v in r.spec.items() if k != "sparsity"}
                 key = (m.index, m.label, cell_key(Record("train", "ok", dense, {})),
-                       canonical(r.spec.get("layout")), canonical(r.spec.get("compile")),
-                       canonical(r.spec.get("sparsity_pattern")))  # a 2:4 sweep's own dense
+                       canonical(r.setup.layout), canonical(r.setup.compile),
+                       canonical(r.setup.sparsity_pattern))  # a 2:4 sweep's own dense
                 groups.setdefault(key, []).append(r)
     # every training cell records its level (0.0: dense); a group is a sparsity sweep only when
     # one of its cells is sparse
-    return {k: sorted(v, key=lambda r: float(r.spec["sparsity"])) for k, v in groups.items()
-            if any(float(r.spec["sparsity"]) > 0 for r in v)}
+    return {k: sorted(v, key=lambda r: float(r.setup.sparsity)) for k, v in groups.items()
+            if any(float(r.setup.sparsity) > 0 for r in v)}
 
 
 def _relative(records: list[Record], value) -> list[tuple[float, Rate | None, bool]]:
     """Each level's value over the dense (sparsity 0) cell's."""
-    dense = [value(r) for r in records if float(r.spec["sparsity"]) == 0 and r.status == "ok"]
+    dense = [value(r) for r in records if float(r.setup.sparsity) == 0 and r.status == "ok"]
     base = dense[0] if dense and dense[0] else None
-    return [(float(r.spec["sparsity"]), value(r).scaled(1 / base.value)
+    return [(float(r.setup.sparsity), value(r).scaled(1 / base.value)
              if base and r.status == "ok" and value(r) else None, r.status == "oom")
             for r in records]
 
@@ -77,8 +77,8 @@ def _published() -> tuple[list[Series], list[Series]]:
 
 
 def _figure(groups: dict[tuple, list[Record]]) -> Figure:
-    labels = varying_label([{"machine": k[1], "model": str(rs[0].spec.get("model_name")),
-                             "precision": str(rs[0].spec.get("dtype"))}
+    labels = varying_label([{"machine": k[1], "model": str(rs[0].setup.model_name),
+                             "precision": str(rs[0].setup.dtype)}
                             for k, rs in groups.items()])
     items = list(zip(labels, groups.values(), strict=True))
     speed = [points_series(lab, _relative(rs, train_rate)) for lab, rs in items]
@@ -120,12 +120,12 @@ NO_SPEEDUP = "no sparse kernel ran: no speedup expected"
 
 def masked_dense(r: Record) -> bool:
     """A sparse cell whose zeros were multiplied like any weight (no sparse kernel ran)."""
-    return float(r.spec["sparsity"]) > 0 and not r.typed.sparse_kernel
+    return float(r.setup.sparsity) > 0 and not r.typed.sparse_kernel
 
 
 def _kernel_text(r: Record) -> str:
     """What ran the sparse matrices: the kernel, or that none did (masked dense) and why."""
-    if float(r.spec["sparsity"]) == 0:
+    if float(r.setup.sparsity) == 0:
         return "dense"
     if masked_dense(r):  # the record's reason where it says more than that
         why = r.typed.sparse_kernel_reason
@@ -136,7 +136,7 @@ def _kernel_text(r: Record) -> str:
 
 def _dense_of(records: list[Record]) -> Record | None:
     """The sweep's ok dense cell, the base of its speedups."""
-    return next((r for r in records if float(r.spec["sparsity"]) == 0 and r.status == "ok"),
+    return next((r for r in records if float(r.setup.sparsity) == 0 and r.status == "ok"),
                 None)
 
 
@@ -151,9 +151,9 @@ def _cells_table(groups: dict[tuple, list[Record]]) -> Table:
             claim = ("baseline" if r is dense else
                      speedup_text(dense, r, up.value, not masked_dense(r)) if up and dense
                      else "-")
-            rows.append((key[1], str(r.spec.get("model_name")), str(r.spec.get("dtype")),
-                         str(r.spec.get("sparsity_pattern", "unstructured")),
-                         num(float(r.spec["sparsity"]), "g"), r.status,
+            rows.append((key[1], str(r.setup.model_name), str(r.setup.dtype),
+                         str(r.setup.sparsity_pattern or "unstructured"),
+                         num(float(r.setup.sparsity), "g"), r.status,
                          rate.text() if rate else "-", claim,
                          f"{rel.text('.3f')} (one seed)" if rel else "-", _kernel_text(r)))
     return Table("Sparsity cells", ("machine", "model", "precision", "pattern", "sparsity",
@@ -182,8 +182,8 @@ def _findings(groups: dict[tuple, list[Record]]) -> tuple[Finding, ...]:
             if rel:
                 losses.append(rel.value)
         masked = any(masked_dense(r) for r in records)
-        s = dense.spec
-        what = f"{s.get('model_name')} {s.get('dtype')}" + (
+        s = dense.setup
+        what = f"{s.model_name} {s.dtype}" + (
             f", {MASKED}: 1x expected" if masked else "")
         text = f"Weight sparsity over dense ({what}): {verdicts_text(items)}"
         if losses:

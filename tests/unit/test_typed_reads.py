@@ -1,0 +1,168 @@
+"""A record's spec is read as typed as its metrics (`record.setup.seq_len`, not
+`record.spec["seq_len"]`), and what differs by record kind is found through the kind table or the
+registry, not by `kind == "..."` tests scattered over the package (issue 40). This scans the
+package with `ast`:
+
+- a spec read by key: `x.spec[...]`, `x.spec.get(...)`, `... in x.spec`, the same on a name bound
+  to `x.spec` in that function, and on a dict named `spec`;
+- a record-kind test: `kind` or `x.kind` compared (==, !=, in, not in) with a declared record
+  kind's name, written as a literal or as a module-level constant holding one.
+
+The schema (config/records/, config/record_kinds.py), the store's migration and validation (they
+read the stored dict before any typed read exists) and the registry (config/workload.py) may.
+The files not yet converted are listed with their counts: a count may only fall."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+from accelbench.config.record_kinds import METRICS_BY_KIND
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "accelbench"
+ALLOWED_PREFIXES = ("accelbench/config/records/",)
+ALLOWED = {"accelbench/config/record_kinds.py", "accelbench/config/workload.py",
+           "accelbench/store/migrate.py", "accelbench/store/validate.py"}
+
+# Spec reads by key not yet converted, per file (a count here may only fall).
+SPEC_READS_LEFT: dict[str, int] = {
+    "accelbench/bench/recording/peaks.py": 3, "accelbench/bench/recording/pending.py": 1,
+    "accelbench/bench/recording/resume.py": 2,
+}
+# Record-kind tests not yet dispatched through the kind table or the registry (may only fall).
+KIND_TESTS_LEFT: dict[str, int] = {
+    "accelbench/analytics/measured_steps.py": 2, "accelbench/bench/recording/interrupted.py": 2,
+    "accelbench/bench/recording/study_run.py": 3, "accelbench/bench/train/dense_ref.py": 1,
+    "accelbench/bench/train/launch.py": 1, "accelbench/cli/genslm.py": 2,
+    "accelbench/cli/scale.py": 1, "accelbench/cli/study.py": 1, "accelbench/cli/train.py": 1,
+    "accelbench/report/cells.py": 1, "accelbench/report/compare.py": 10,
+    "accelbench/report/evidence.py": 1, "accelbench/report/fairness.py": 1,
+    "accelbench/report/measured.py": 1, "accelbench/report/measured_steps.py": 2,
+    "accelbench/report/noise_floor.py": 1, "accelbench/report/overview.py": 1,
+    "accelbench/report/peaks.py": 5, "accelbench/report/profile.py": 2,
+    "accelbench/report/site/marks.py": 1, "accelbench/report/table.py": 4,
+    "accelbench/workloads/block/report.py": 1, "accelbench/workloads/genslm/report.py": 2,
+    "accelbench/workloads/noise/runner.py": 1, "accelbench/workloads/scale/report.py": 2,
+    "accelbench/workloads/train/sparsity_section.py": 1,
+}
+
+
+def _is_spec(node: ast.AST, aliases: set[str]) -> bool:
+    """`x.spec`, a name bound to one, or a dict named `spec`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "spec"
+    return isinstance(node, ast.Name) and (node.id == "spec" or node.id in aliases)
+
+
+def _aliases(tree: ast.AST) -> set[str]:
+    """Names assigned `x.spec` anywhere in the module (`s = record.spec`)."""
+    return {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Attribute) and n.value.attr == "spec"
+            for t in n.targets if isinstance(t, ast.Name)}
+
+
+def spec_reads(text: str) -> list[int]:
+    """Lines of each spec read by key in `text`."""
+    tree = ast.parse(text)
+    aliases = _aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_spec(node.value, aliases):
+            found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and _is_spec(node.func.value, aliases)):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(op, ast.In | ast.NotIn) and _is_spec(right, aliases)
+                for op, right in zip(node.ops, node.comparators, strict=True)):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def kind_constants(sources: dict[str, str], kinds: set[str]) -> set[str]:
+    """Names of module-level constants, anywhere in the package, holding a record kind."""
+    return {t.id for text in sources.values() for n in ast.parse(text).body
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+            and n.value.value in kinds for t in n.targets if isinstance(t, ast.Name)}
+
+
+def _names_a_kind(node: ast.AST, kinds: set[str], constants: set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in kinds
+    if isinstance(node, ast.Name):
+        return node.id in constants
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_a_kind(e, kinds, constants) for e in node.elts)
+    return False
+
+
+def _is_kind(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "kind") or (
+        isinstance(node, ast.Name) and node.id == "kind")
+
+
+def kind_tests(text: str, kinds: set[str], constants: set[str]) -> list[int]:
+    """Lines of each record-kind test in `text`."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        if any(_is_kind(s) for s in sides) and any(_names_a_kind(s, kinds, constants)
+                                                   for s in sides):
+            found.append(node.lineno)
+    return found
+
+
+def package_sources() -> dict[str, str]:
+    return {path.relative_to(ROOT).as_posix(): path.read_text()
+            for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _allowed(path: str) -> bool:
+    return path in ALLOWED or path.startswith(ALLOWED_PREFIXES)
+
+
+def counts(sources: dict[str, str]) -> tuple[Counter, Counter]:
+    """(spec reads, kind tests) per file outside the allowed modules."""
+    kinds = set(METRICS_BY_KIND)
+    constants = kind_constants(sources, kinds)
+    reads, tests = Counter(), Counter()
+    for path, text in sources.items():
+        if _allowed(path):
+            continue
+        reads[path] = len(spec_reads(text))
+        tests[path] = len(kind_tests(text, kinds, constants))
+    return +reads, +tests
+
+
+def _check(found: Counter, left: dict[str, int], what: str) -> None:
+    grown = {p: (n, left.get(p, 0)) for p, n in found.items() if n > left.get(p, 0)}
+    assert not grown, f"{what} (found, allowed): {grown}"
+    shrunk = {p: (found.get(p, 0), n) for p, n in left.items() if found.get(p, 0) < n}
+    assert not shrunk, f"fewer {what} than listed: lower the list {shrunk}"
+
+
+def test_the_scanners_find_what_is_planted():
+    text = ("X_KIND = 'train'\n"
+            "def f(r, spec):\n"
+            "    s = r.spec\n"
+            "    a = r.spec['seq_len'] + s.get('gas') + spec.get('batch')\n"
+            "    b = 'seq_search' in r.spec or r.setup.seq_len\n"
+            "    return r.kind == 'block' or r.kind in ('train',) or r.kind != X_KIND\n"
+            "def g(device):\n"
+            "    return device.kind == 'cpu' or device.spec_key\n")
+    assert spec_reads(text) == [4, 4, 4, 5]
+    constants = kind_constants({"x.py": text}, {"train", "block"})
+    assert constants == {"X_KIND"}
+    assert kind_tests(text, {"train", "block"}, constants) == [6, 6, 6]
+
+
+def test_no_spec_read_by_key_outside_the_schema():
+    _check(counts(package_sources())[0], SPEC_READS_LEFT, "spec reads by key")
+
+
+def test_no_record_kind_test_outside_the_registry():
+    _check(counts(package_sources())[1], KIND_TESTS_LEFT, "record-kind tests")
