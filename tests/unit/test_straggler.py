@@ -148,3 +148,15 @@ def test_the_wait_is_time_blocked_not_time_computing():
     spin(0.05)
     spun = blocked_clock() - started
     assert 0.09 < slept < 0.5 and spun < 0.03, (slept, spun)
+
+
+def test_the_recorded_wait_is_the_time_blocked_where_the_kernel_says():
+    """The record's wait is each rank's median blocked time (not the step less its compute,
+    which counts the time the machine's load kept it off a processor), else the step less it."""
+    from accelbench.bench.train.metrics import straggler_fields
+
+    ranks = _ranks([_noisy(0.2, 0), _noisy(0.2, 3)], pp=[0, 0])
+    ranks[0].wait_s = [0.05] * STEPS
+    fields = straggler_fields(ranks, 0)
+    assert fields["wait_time_s_median_per_rank"][0] == pytest.approx(0.05)
+    assert fields["wait_time_s_median_per_rank"][1] == pytest.approx(0.8, abs=0.02)

@@ -199,8 +199,9 @@ def cell_metrics(spec: TrainSpec, cell: TrainCell, layout: Layout, counts: CellC
 
 
 def straggler_fields(ranks: list[RankResult], warmup_steps: int) -> dict:
-    """Each rank's median compute over the timed steps and its median wait (the step less its
-    compute), and the rank whose compute stands out of its peers' noise (analytics/
+    """Each rank's median compute over the timed steps and its median wait (the time its step
+    loop was blocked, as the kernel counts it; where it does not, the step less its compute),
+    and the rank whose compute stands out of its peers' noise (analytics/
     straggler.py), with the evidence; nothing where compute is not measured (an accelerator)
     or a single rank ran. Peers are the ranks of one pipeline position (their data, tensor
     and context parallel ranks do the same work; stages do not: a FLOP count of each stage's
@@ -209,8 +210,9 @@ def straggler_fields(ranks: list[RankResult], warmup_steps: int) -> dict:
     compute = {r.rank: r.compute_s[warmup_steps:] for r in ranks}
     if len(ranks) < 2 or not all(compute.values()):
         return {}
-    waits = [median(t - c for t, c in zip(r.step_times_s[warmup_steps:], compute[r.rank],
-                                           strict=False)) for r in ranks]
+    waits = [median(r.wait_s[warmup_steps:] or
+                    [t - c for t, c in zip(r.step_times_s[warmup_steps:], compute[r.rank],
+                                           strict=False)]) for r in ranks]
     positions: dict[int, dict[int, list[float]]] = {}
     for r in ranks:
         positions.setdefault(r.coords.get("pp", 0), {})[r.rank] = compute[r.rank]
