@@ -17,7 +17,8 @@ import torch
 
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.peak import SweepPeak
-from accelbench.bench.trials import CellTrials, combine_timed, disturbance_summary, interleave
+from accelbench.bench.trial_record import combine_timed, disturbance_summary
+from accelbench.bench.trials import CellTrials, interleave
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.config.trials import parse_trials

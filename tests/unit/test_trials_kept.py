@@ -17,7 +17,8 @@ import pytest
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.interrupted import SweepInterrupted
 from accelbench.bench.recording.session import SweepView, open_recorder, record_sweep
-from accelbench.bench.trials import CellTrials, combine_timed, interleave
+from accelbench.bench.trial_record import combine_timed
+from accelbench.bench.trials import CellTrials, interleave
 from accelbench.store.store import ResultStore
 from accelbench.store.trials import TRIAL_ROWS_KEY
 

@@ -141,7 +141,7 @@ def skip_line(record: Record) -> str:
 
 class TrialStore:
     """Keeps a sweep's finished trials in the store as they end (store/trials.py) and finds
-    the ones an earlier run of a cell kept (bench/trials.py TrialKeeper). With `rerun` none is
+    the ones an earlier run of a cell kept (bench/kept_trials.py TrialKeeper). With `rerun` none is
     found: every trial is measured again. `tag` is the study's tag of a record spec; `warn`
     names a trial the store refused (it stays in memory and joins its cell's record)."""
 

@@ -17,7 +17,7 @@ from accelbench.bench.train.cell import KIND, VERIFIED, run_cell
 from accelbench.bench.train.fit import find_max_micro_batch
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
 from accelbench.bench.train.steps import StepProgress
-from accelbench.bench.trials import (
+from accelbench.bench.trial_record import (
     combine_timed,
     combined_raw,
     disturbance_summary,

@@ -24,18 +24,15 @@ from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metric
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
-from accelbench.bench.trials import (
-    ORDER_SEED,
-    CellTrials,
+from accelbench.bench.trial_record import (
     combine_timed,
     combined_raw,
     disturbance_summary,
-    interleave,
     interval_fields,
-    resolve_trials,
     spread,
     timed_map,
 )
+from accelbench.bench.trials import ORDER_SEED, CellTrials, interleave, resolve_trials
 from accelbench.bench.window_probe import WindowProbe
 from accelbench.config.errors import ConfigError, require_count, require_positive
 from accelbench.config.model import ModelConfig
