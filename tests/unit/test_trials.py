@@ -240,7 +240,7 @@ def test_tables_show_the_interval_the_mark_and_old_records_plainly(monkeypatch):
 
 
 def test_a_study_cell_spans_its_share_of_a_sweeps_trials():
-    from accelbench.bench.recording.study import _Cells
+    from accelbench.bench.recording.study_run import _Cells
 
     class View:
         def __init__(self) -> None:
