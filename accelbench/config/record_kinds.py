@@ -49,6 +49,13 @@ def record_kinds() -> Mapping[str, RecordKind]:
     return _discover(tuple(records.__path__))
 
 
+def carries(kind: str, group: type) -> bool:
+    """Whether a kind's metrics class is composed of a field group (PeakFields, TrialFields,
+    ...): what a reader of that group may ask of its records; False for a kind not declared."""
+    declared = record_kinds().get(kind)
+    return declared is not None and issubclass(declared.metrics, group)
+
+
 def record_kind(kind: str) -> RecordKind:
     """One kind's declaration; ValueError for a kind that declares no metrics."""
     table = record_kinds()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from accelbench.analytics.params import total_params
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
+from accelbench.config.records.block import BlockReading
 from accelbench.report.cells import (
     Rate,
     duration,
@@ -56,7 +57,7 @@ def workload(record: Record) -> str | None:
         return None
     name = f"{s.benchmark or record.kind} {s.model_name} "
     name += f"{params_text(s.model or {})} seq {s.seq_len}"
-    if record.kind == "block":
+    if isinstance(record.typed, BlockReading):
         return f"{name} batch {s.batch}"
     layout = short_layout(record)
     batch = global_batch(s)
@@ -83,14 +84,14 @@ class Best:
     def mfu(self) -> Rate | None:
         """MFU with the spread of the cell's time."""
         m = self.record.typed
-        mfu = m.forward_backward.mfu if self.record.kind == "block" else m.mfu
+        mfu = m.forward_backward.mfu if isinstance(m, BlockReading) else m.mfu
         return None if mfu is None else self.per_device.scaled(mfu / self.per_device.value)
 
     @property
     def tflops(self) -> float | None:
         """Model TFLOPS per device."""
         m = self.record.typed
-        return (m.forward_backward.tflops_per_device if self.record.kind == "block"
+        return (m.forward_backward.tflops_per_device if isinstance(m, BlockReading)
                 else m.tflops_per_device)
 
 
@@ -98,7 +99,7 @@ def _rates(record: Record) -> tuple[Rate, Rate] | None:
     """(all devices, per device) tokens/s of an ok block or training cell."""
     if record.status != "ok" or record.kind not in ("block", "train"):
         return None
-    if record.kind == "block":
+    if isinstance(record.typed, BlockReading):
         r = phase_rate(record, "forward_backward", "tokens")
         return (r, r) if r else None
     total, each = train_rate(record, per_device=False), train_rate(record)
@@ -146,7 +147,7 @@ def peak_source(record: Record) -> str:
 def cell_settings(record: Record) -> str:
     """'batch 2' (block) or 'mb 2 gas 4 recompute none, 1 device(s)'."""
     s = record.setup
-    if record.kind == "block":
+    if isinstance(record.typed, BlockReading):
         return f"batch {s.batch}"
     return (f"mb {s.micro_batch} gas {s.gas} recompute {s.recompute}, "
             f"{record.typed.n_devices or 1} device(s)")
@@ -154,7 +155,8 @@ def cell_settings(record: Record) -> str:
 
 def devices_of(record: Record) -> int:
     """The devices a cell ran on (a block cell: one)."""
-    return 1 if record.kind == "block" else record.typed.n_devices or 1
+    m = record.typed
+    return 1 if isinstance(m, BlockReading) else m.n_devices or 1
 
 
 def _headline(best: dict[tuple, list[Best]]) -> tuple[int, ...]:
@@ -283,8 +285,9 @@ def _category(record: Record) -> str:
     """A workload's short name on a bar axis: 'train gpt2-tiny seq 256 mb 4 cp=2 fp32'."""
     s = record.setup
     model = str(s.model_name).split(":")[0]
-    size = f"batch {s.batch}" if record.kind == "block" else f"mb {s.micro_batch}"
-    layout = short_layout(record) if record.kind != "block" else ""
+    block = isinstance(record.typed, BlockReading)
+    size = f"batch {s.batch}" if block else f"mb {s.micro_batch}"
+    layout = "" if block else short_layout(record)
     return " ".join(w for w in (s.benchmark or record.kind, model, f"seq {s.seq_len}",
                                 size, layout, str(s.dtype)) if w)
 

@@ -7,6 +7,7 @@ gives a ratio with no verdict, and says so: never a bare ratio that reads as a f
 from __future__ import annotations
 
 from accelbench.analytics.stats import CONFIDENCE, Estimate, Verdict, compare, without_gain
+from accelbench.config.records.block import BlockReading
 from accelbench.config.records.fields import ShownFigure
 from accelbench.config.trials import trial_samples
 from accelbench.store.record import Record
@@ -16,7 +17,8 @@ ONE_TRIAL = "one trial: no interval"
 
 def time_figure(record: Record) -> str:
     """The timed figure a cell's comparisons divide: a training step, or a block's f+b."""
-    return ShownFigure.BLOCK_TIME if record.kind == "block" else ShownFigure.STEP_TIME
+    block = isinstance(record.typed, BlockReading)
+    return ShownFigure.BLOCK_TIME if block else ShownFigure.STEP_TIME
 
 
 def throughput_samples(record: Record) -> list[float] | None:

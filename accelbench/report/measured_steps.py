@@ -7,6 +7,7 @@ from __future__ import annotations
 from accelbench.analytics.measured_steps import StepRun
 from accelbench.analytics.profile import MachineProfile
 from accelbench.config.model import ModelConfig
+from accelbench.config.records.block import BlockReading
 from accelbench.report.profile import PROFILE_KIND, load_profile
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
@@ -27,7 +28,7 @@ def step_run(record: Record) -> StepRun | None:
             record.environment.get("device_spec_key") or record.setup.model is None:
         return None
     s, m = record.setup, record.typed
-    if record.kind == "block":
+    if isinstance(m, BlockReading):
         measured, mb, n = m.forward_backward.time_s_median, s.batch, 1
         gas, layout = 1, {}
     else:

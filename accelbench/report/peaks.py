@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, replace
 
 from accelbench.bench.peak_label import DISTURBED_PEAK, measured_label
-from accelbench.config.record_kinds import partial_metrics_dict
-from accelbench.config.records.block import BLOCK_PHASES, PhaseFields
+from accelbench.config.record_kinds import carries, partial_metrics_dict
+from accelbench.config.records.block import BLOCK_PHASES, BlockReading, PhaseFields
 from accelbench.config.records.fields import PeakFields
 from accelbench.config.records.train import TrainMetrics
 from accelbench.store.record import Record
@@ -81,7 +81,7 @@ def _candidates(records: list[tuple[str, Record]]) -> dict[tuple[str, str], list
                     Candidate(m.peak_flops_per_s_per_device, label, bool(m.disturbed),
                               f"record {r.id} of {source}"))
             continue
-        m = r.typed if r.kind in ("train", "block", "noise-cell") else None
+        m = r.typed if carries(r.kind, PeakFields) else None
         if not isinstance(m, PeakFields) or not m.peak_flops_per_s_per_device:
             continue
         label = str(m.peak_label or "")
@@ -112,7 +112,7 @@ def settle(records: list[tuple[str, Record]]) -> list[Settled]:
 def rescaled(record: Record, peaks: list[Settled]) -> Record:
     """The cell with its MFU and HFU over the machine's settled peak (unchanged where it was
     divided by it, or by a datasheet's)."""
-    m = record.typed if record.kind in ("train", "block", "noise-cell") else None
+    m = record.typed if carries(record.kind, PeakFields) else None
     if not isinstance(m, PeakFields) or not m.peak_flops_per_s_per_device:
         return record
     label = str(m.peak_label or "")
@@ -127,7 +127,7 @@ def rescaled(record: Record, peaks: list[Settled]) -> Record:
             f"{m.peak_flops_per_s_per_device / 1e12:.3g} TFLOPS set aside")
     values = partial_metrics_dict(PeakFields, peak_flops_per_s_per_device=chosen.used.flops_per_s,
                                   peak_label=note)
-    if record.kind == "block":
+    if isinstance(m, BlockReading):
         for phase in BLOCK_PHASES:
             mfu = m.phase(phase).mfu
             values |= {f"{phase}_{k}": v for k, v in partial_metrics_dict(

@@ -11,7 +11,9 @@ from rich.text import Text
 
 from accelbench.config.fit import fit_text
 from accelbench.config.record_kinds import METRICS_BY_KIND
+from accelbench.config.records.block import BlockReading
 from accelbench.config.records.fields import EnergyFields, RecordSpec, ShownFigure
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.config.records.profile import ProfileMetrics
 from accelbench.config.records.scale import ScaleRow
 from accelbench.config.records.train import TrainMetrics
@@ -160,12 +162,13 @@ def key_figure(r: Record) -> str:
     if r.kind not in METRICS_BY_KIND:  # another tool's kind: its reason only
         return r.reason[:60]
     m = r.typed
-    if r.kind == "peak" and m.peak_flops_per_s_per_device is not None:
+    if isinstance(m, PeakMetrics) and m.peak_flops_per_s_per_device is not None:
         return f"peak {m.peak_flops_per_s_per_device / 1e12:.3g} TFLOPS"
-    if r.kind == "profile" and m.points:
+    if isinstance(m, ProfileMetrics) and m.points:
         return _profile_figure(m)
     rate = (m.forward_backward.tokens_per_s_per_device, m.forward_backward.mfu) \
-        if r.kind == "block" else (m.tokens_per_s_global, m.mfu) if r.kind == "train" else None
+        if isinstance(m, BlockReading) else (m.tokens_per_s_global, m.mfu) if r.kind == "train" \
+        else None
     if rate is not None and rate[0] is not None:
         tokens, mfu = rate
         return f"{tokens:,.0f} tok/s" + (f", MFU {_pct(mfu)}" if mfu is not None else "")
