@@ -10,7 +10,7 @@ median, with a distribution-free 95% interval (analytics/stats.py `median_interv
 said so, below 6 trials). Each timed window is bracketed by a DisturbanceProbe (outside the
 window: a snapshot costs about 12 ms; window_probe.py) and the record says whether any trial was
 disturbed. Finished trials are kept as they end through kept_trials.py.
-docs/metrics.md has the rules; bench/block.py and bench/train/sweep.py use them.
+docs/metrics.md has the rules; workloads/block/runner.py and bench/train/sweep.py use them.
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from accelbench.bench.study import available_devices, plan_study
-from accelbench.config.study import BUILTIN_DIR, load_study, parse_study
 from cli_run import run_main as _run_main
 
 from accelbench.bench import peak as peak_mod
+from accelbench.bench.study_planner import available_devices, plan_study
 from accelbench.bench.train.options import TrainOptions, build_spec, with_defaults
 from accelbench.cli import study as cli_study
 from accelbench.config.records.peak import PeakMetrics
+from accelbench.config.study_file import BUILTIN_DIR, load_study, parse_study
 from accelbench.store.store import ResultStore
 from accelbench.workloads.train import TRAIN_AXES
 

@@ -14,7 +14,7 @@ from accelbench.workloads.block.options import BlockOptions
 
 if TYPE_CHECKING:
     from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-    from accelbench.bench.study import Planner, SweepPlan
+    from accelbench.bench.study_planner import Planner, SweepPlan
     from accelbench.report.content import Section
     from accelbench.report.machines import Machine
     from accelbench.store.record import Record
@@ -38,7 +38,7 @@ def run(spec: BlockSpec, sink: Sink, step: object, cell: Progress | None = None,
 
 def plan(values: dict[str, Any], planner: Planner) -> SweepPlan:
     """A study's block sweep, each cell's memory, fit and time planned."""
-    from accelbench.workloads.block.plan import plan_block
+    from accelbench.workloads.block.study_plan import plan_block
     return plan_block(values, planner)
 
 

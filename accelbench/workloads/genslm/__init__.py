@@ -15,7 +15,7 @@ from accelbench.workloads.train import run as run_training
 from accelbench.workloads.train import table as training_table
 
 if TYPE_CHECKING:
-    from accelbench.bench.study import Planner, SweepPlan
+    from accelbench.bench.study_planner import Planner, SweepPlan
     from accelbench.bench.train.spec import TrainSpec
     from accelbench.report.content import Section
     from accelbench.report.machines import Machine
@@ -29,7 +29,7 @@ def build(options: GenslmOptions) -> TrainSpec:
 
 def plan(values: dict[str, Any], planner: Planner) -> SweepPlan:
     """A study's GenSLM sweep or longest-sequence search, planned."""
-    from accelbench.workloads.genslm.plan import plan_genslm
+    from accelbench.workloads.genslm.study_plan import plan_genslm
     return plan_genslm(values, planner)
 
 

@@ -16,7 +16,7 @@ from accelbench.workloads.noise.options import NoiseOptions
 
 if TYPE_CHECKING:
     from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-    from accelbench.bench.study import Planner, SweepPlan
+    from accelbench.bench.study_planner import Planner, SweepPlan
     from accelbench.report.content import Section
     from accelbench.report.machines import Machine
     from accelbench.store.record import Record
@@ -38,7 +38,7 @@ def run(spec: NoiseSpec, sink: Sink, step: Any = None, cell: Progress | None = N
 
 def plan(values: dict[str, Any], planner: Planner) -> SweepPlan:
     """A study's noise floor (accelbench run measures it)."""
-    from accelbench.workloads.noise.plan import plan_noise
+    from accelbench.workloads.noise.study_plan import plan_noise
     return plan_noise(values, planner)
 
 

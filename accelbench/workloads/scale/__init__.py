@@ -14,7 +14,7 @@ from accelbench.workloads.train import table as training_table
 
 if TYPE_CHECKING:
     from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-    from accelbench.bench.study import Planner, SweepPlan
+    from accelbench.bench.study_planner import Planner, SweepPlan
     from accelbench.report.content import Section
     from accelbench.report.machines import Machine
     from accelbench.workloads.scale.runner import ScaleSpec
@@ -37,7 +37,7 @@ def run(scale: ScaleSpec, sink: Sink, step: object = None, on_cell: Progress | N
 
 def plan(values: dict[str, Any], planner: Planner) -> SweepPlan:
     """A study's scaling sweep over the counts this machine has."""
-    from accelbench.workloads.scale.plan import plan_scale
+    from accelbench.workloads.scale.study_plan import plan_scale
     return plan_scale(values, planner)
 
 

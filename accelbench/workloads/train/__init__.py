@@ -15,7 +15,7 @@ from accelbench.config.workload import Workload
 
 if TYPE_CHECKING:
     from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-    from accelbench.bench.study import Planner, SweepPlan
+    from accelbench.bench.study_planner import Planner, SweepPlan
     from accelbench.bench.train.spec import TrainSpec
     from accelbench.report.content import Section
     from accelbench.report.machines import Machine
@@ -42,7 +42,7 @@ def run(spec: TrainSpec, sink: Sink, step: Any = None, cell: Progress | None = N
 
 def plan(values: dict[str, Any], planner: Planner) -> SweepPlan:
     """A study's training sweep, each cell's memory, fit and time planned."""
-    from accelbench.workloads.train.plan import plan_train
+    from accelbench.workloads.train.study_plan import plan_train
     return plan_train(values, planner)
 
 
