@@ -13,19 +13,22 @@ from __future__ import annotations
 from dataclasses import fields
 
 from accelbench.bench.peak import PEAK_KIND, PeakLookup, SweepPeak, measured_label
-from accelbench.config.records.peak import PeakMetrics
+from accelbench.config.record_kinds import read_spec
+from accelbench.config.records.peak import PeakMetrics, PeakRecordSpec
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 
-# The peak record's spec fields that must match: what was measured (the device string is not:
-# the machine fingerprint names the device).
-PEAK_IDENTITY = ("dtype", "precision", "tf32", "threads")
+
+def peak_identity(spec: PeakRecordSpec) -> tuple[object, ...]:
+    """The peak spec's fields that must match: what was measured (the device string is not:
+    the machine fingerprint names the device)."""
+    return spec.dtype, spec.precision, spec.tf32, spec.threads
 
 
-def _matches(record: Record, spec: dict, machine: str) -> bool:
+def _matches(record: Record, asked: PeakRecordSpec, machine: str) -> bool:
     return machine_fingerprint(record.environment) == machine and \
-        all(record.spec.get(key) == spec.get(key) for key in PEAK_IDENTITY)
+        peak_identity(record.setup) == peak_identity(asked)
 
 
 def _as_peak(record: Record) -> SweepPeak:
@@ -44,10 +47,11 @@ def machine_peaks(store: ResultStore, environment: dict) -> PeakLookup:
     cache: dict[str, SweepPeak | None] = {}
 
     def lookup(spec: dict) -> SweepPeak | None:
-        key = repr([spec.get(k) for k in PEAK_IDENTITY])
+        asked = read_spec(PEAK_KIND, spec)
+        key = repr(list(peak_identity(asked)))
         if key not in cache:
             found = [r for r in store.query(kind=PEAK_KIND, status="ok")
-                     if _matches(r, spec, machine) and not r.typed.disturbed]
+                     if _matches(r, asked, machine) and not r.typed.disturbed]
             latest = max(found, key=lambda r: r.id or 0, default=None)
             cache[key] = None if latest is None else _as_peak(latest)
         return cache[key]

@@ -28,7 +28,8 @@ class PeakMetrics:
 
 @dataclass(frozen=True)
 class PeakRecordSpec(RecordSpec):
-    """What a peak was measured for: a sweep's precision on a device (PEAK_IDENTITY)."""
+    """What a peak was measured for: a sweep's precision on a device
+    (bench/recording/peaks.py peak_identity)."""
 
     precision: str | None = None
     threads: int | None = None
