@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from accelbench.analytics.measured_steps import StepRow, validate_measured_steps
+from accelbench.analytics.measured_step_runs import StepRow, validate_measured_steps
 from accelbench.config.records.train import TrainMetrics
 from accelbench.config.vocab import GIB
 from accelbench.report.measured_steps import measured_step_runs, profiles_by_threads

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from statistics import median
 
-from accelbench.parallel.launch import launch_torchrun
+from accelbench.parallel.torchrun_launch import launch_torchrun
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ROOT / "tests" / "dist" / "shared_launch.py"

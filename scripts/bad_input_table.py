@@ -97,7 +97,7 @@ def _shown(word: str) -> str:
 def _bounds() -> str:
     """The table of every count's bound, read from the constants the checks use."""
     from accelbench.config.study_options import MAX_RETRY_PASSES
-    from accelbench.config.trials import MAX_TRIALS
+    from accelbench.config.trial_count import MAX_TRIALS
     from accelbench.config.units import COUNT_BOUNDS
     from accelbench.parallel.sbatch_options import MAX_NODES, MAX_PER_NODE
 

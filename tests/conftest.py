@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 import accelbench.workloads  # noqa: F401 - registers the built-in workloads, as the CLI does
-from accelbench.config.trials import AUTO_TRIALS
+from accelbench.config.trial_count import AUTO_TRIALS
 
 # Two threads on 2 cores; one a process when pytest-xdist runs two test processes at once
 # (scripts/test -n 2), so that they do not oversubscribe the cores: the test process, and every
@@ -21,7 +21,7 @@ torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
 # A peak measured beside the other test process is always disturbed: measured once, not again
-# after pauses (bench/peak.py peak_attempts), in this process and every process a test starts.
+# after pauses (bench/gemm_peak.py peak_attempts), in this process and every process a test starts.
 os.environ["ACCELBENCH_TEST_PEAK_ATTEMPTS"] = "1"
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (report/fit.py): every test, and every
@@ -40,7 +40,7 @@ for _size in ("COLUMNS", "LINES"):
 
 @pytest.fixture(autouse=True)
 def _one_trial_when_auto(monkeypatch):
-    """`--trials auto` gives a cell 3 trials on a CPU (config/trials.py): in this process the
+    """`--trials auto` gives a cell 3 trials on a CPU (config/trial_count.py): in this process the
     tests' sweeps run one unless they ask for more, so the suite's time does not triple
     (tests/unit/test_trials.py runs trials; a CLI a test starts as a process keeps auto's 3)."""
     monkeypatch.setitem(AUTO_TRIALS, "cpu", 1)

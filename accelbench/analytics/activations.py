@@ -39,7 +39,7 @@ class Kernels:
 
 EAGER = Kernels()
 # accelbench's own runtime (bench/train/cell.py; the planner's view of this machine's cells,
-# analytics/measured_steps.py): SDPA attention, eager GELU/SwiGLU and loss, keys and values
+# analytics/measured_step_runs.py): SDPA attention, eager GELU/SwiGLU and loss, keys and values
 # all-gathered under cp. Its model has no dropout, yet `dropout` stays True: the masks' 2sbh
 # stand in for what the count leaves out, the fp32 residual the norms save (4 bytes, not 2)
 # and, under rotary embeddings, the attention output's copy (the census in docs/metrics.md)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from accelbench.analytics.profile import MachineProfile
+from accelbench.analytics.machine_profile import MachineProfile
 from accelbench.config.errors import ConfigError, require_positive
 from accelbench.config.vocab import GB, GIB
 from accelbench.hardware.specs import DeviceSpec, get_spec

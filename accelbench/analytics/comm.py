@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from accelbench.analytics.activations import kv_width_per_rank
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.model import ModelConfig
 
 

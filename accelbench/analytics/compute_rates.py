@@ -13,9 +13,9 @@ from accelbench.analytics.efficiency import (
     builtin_rates,
     device_class,
 )
-from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
-from accelbench.analytics.profile import MachineProfile
+from accelbench.analytics.machine_profile import MachineProfile
 from accelbench.analytics.train_setup import TrainSetup
+from accelbench.analytics.training_widths import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.config.errors import ConfigError
 from accelbench.hardware.specs import DeviceSpec
 

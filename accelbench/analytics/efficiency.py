@@ -8,7 +8,7 @@ as two batched GEMMs plus the traffic of the scores it writes and reads. Norms, 
 and activations are memory-bound: their bytes over the memory bandwidth; so, under FP8, are
 the block GEMMs' scaling casts (amax and cast of input, weight and grad-output).
 
-The rates come from one of two places. A machine profile (analytics/profile.py, made by
+The rates come from one of two places. A machine profile (analytics/machine_profile.py, made by
 `accelbench calibrate`) gives measured efficiency curves. Without one, built-in curves per
 device class are used: a GEMM of f FLOPs takes GEMM_FIXED_S + f / (top x peak), so small
 GEMMs reach less of the peak, and fused attention reaches ATTENTION_SHARE of top (or, where a
@@ -25,13 +25,13 @@ from functools import lru_cache
 from accelbench.analytics.activations import kv_width_per_rank
 from accelbench.analytics.flops import attention_core_forward_per_token, block_flops
 from accelbench.analytics.kernels import gemm_flops
+from accelbench.analytics.machine_profile import MachineProfile, curve_key
 from accelbench.analytics.moe_cost import moe_fraction, moe_tokens, routed_assignments
-from accelbench.analytics.precision import (
+from accelbench.analytics.training_widths import (
     FP8_GEMM_EFFICIENCY,
     fp8_cast_bytes,
     training_widths,
 )
-from accelbench.analytics.profile import MachineProfile, curve_key
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB

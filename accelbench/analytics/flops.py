@@ -154,7 +154,7 @@ def hardware_flops_per_token(cfg: ModelConfig, seq_len: int, recompute: str,
 
 def sparse_matmul_params(cfg: ModelConfig) -> int:
     """Weights of the matrices weight sparsity masks: every block's qkv, attention output, MLP
-    fc and MLP proj (models/sparsity.py); embeddings and the head stay dense."""
+    fc and MLP proj (models/weight_masks.py); embeddings and the head stay dense."""
     return cfg.n_layer * block_matmul_params(cfg)
 
 

@@ -17,7 +17,7 @@ from accelbench.analytics.activations import (
 )
 from accelbench.analytics.model_states import ModelStateBytes, block_sizes, stage_state_bytes
 from accelbench.analytics.params import block_matmul_params, block_params
-from accelbench.analytics.precision import BYTES_PER_VALUE, training_widths
+from accelbench.analytics.training_widths import BYTES_PER_VALUE, training_widths
 from accelbench.config.fit import FITS
 from accelbench.config.layer_split import rank_layer_counts
 from accelbench.config.layout import Layout
@@ -45,11 +45,12 @@ def block_train_bytes(cfg: ModelConfig, seq_len: int, batch: int, dtype: str,
 
 WORKSPACE_BYTES = 1 * GB  # runtime context, GEMM workspaces, collective buffers: an assumption
 # A CPU process has no device context to pay for, and its measured memory is malloc's bytes in
-# use (bench/memory.py), not RSS with the freed blocks glibc keeps: beyond the tensors it counts
-# only MKL's GEMM packing buffers, which MKL's memory manager allocates on a process's first GEMMs
-# and keeps (18 MiB for gpt2-tiny's head, measured; 0 with MKL_DISABLE_FAST_MM), so only the
-# first cell of a process pays them. Counted as none: the quick study's cells then measure within
-# 10% of the estimate, first cells included (benchmarks/cpu_memory_estimate.py, docs/metrics.md).
+# use (bench/peak_memory.py), not RSS with the freed blocks glibc keeps: beyond the tensors it
+# counts only MKL's GEMM packing buffers, which MKL's memory manager allocates on a process's
+# first GEMMs and keeps (18 MiB for gpt2-tiny's head, measured; 0 with MKL_DISABLE_FAST_MM), so
+# only the first cell of a process pays them. Counted as none: the quick study's cells then
+# measure within 10% of the estimate, first cells included (benchmarks/cpu_memory_estimate.py,
+# docs/metrics.md).
 CPU_WORKSPACE_BYTES = 0
 USABLE_FRACTION = 0.92  # the allocator's fragmentation and reserve leave ~8% unusable: assumed
 

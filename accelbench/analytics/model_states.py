@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from accelbench.analytics.moe_cost import stage_split
 from accelbench.analytics.params import block_matmul_params, block_params
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import ZERO_STAGES

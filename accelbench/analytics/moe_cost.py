@@ -19,7 +19,7 @@ import math
 from functools import lru_cache
 
 from accelbench.analytics.params import expert_matmul_params, mlp_bias_params, router_params
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.model import ModelConfig, moe_layer_count
 
 # All-to-alls per MoE layer per micro-batch: dispatch and combine in the forward, their

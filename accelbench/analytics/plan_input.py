@@ -14,6 +14,7 @@ from accelbench.analytics.compute_rates import compute_rates, layer_rates
 from accelbench.analytics.confidence import Confidence, assess, limited
 from accelbench.analytics.efficiency import device_class
 from accelbench.analytics.envelope import HEADROOM, check_headroom
+from accelbench.analytics.machine_profile import MachineProfile
 from accelbench.analytics.plan_options import (
     PlanOptions,
     check_compute_source,
@@ -27,7 +28,6 @@ from accelbench.analytics.planner import (
     plan_fixed,
     search,
 )
-from accelbench.analytics.profile import MachineProfile
 from accelbench.analytics.published_csv import FITTED_STACKS
 from accelbench.analytics.published_run import STACKS, reduce_bytes, stack_framework
 from accelbench.analytics.shipped_intervals import (

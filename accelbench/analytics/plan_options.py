@@ -1,4 +1,4 @@
-"""The options of `accelbench plan`, declared once (config/options.py `option`: the command's
+"""The options of `accelbench plan`, declared once (config/option_fields.py `option`: the command's
 options are generated from them), and the guards between them: which options --validate,
 --profile and --db take together. No torch; the checks of each input's value are in
 plan_input.py (`resolve_plan_input`)."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from accelbench.analytics.envelope import HEADROOM
 from accelbench.config.errors import ConfigError
-from accelbench.config.options import flag_name, option
+from accelbench.config.option_fields import flag_name, option
 
 LAYOUT_HELP = ("Evaluate one layout: dp=..,tp=..,pp=..,vp=..,mb=..,zero=..,recompute=..[,"
                "sp=on|off,cp=..,ep=..,pp_first=..,pp_last=..] (missing fields are searched; sp "

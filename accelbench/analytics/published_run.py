@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from accelbench.analytics.activations import EAGER, Kernels
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.records.train import TrainFigure

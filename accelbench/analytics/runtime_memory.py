@@ -33,7 +33,7 @@ from accelbench.analytics.memory import (
 )
 from accelbench.analytics.model_states import ModelStateBytes, block_sizes, stage_params
 from accelbench.analytics.moe_cost import stage_split
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.runtime_settings import (

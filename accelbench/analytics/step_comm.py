@@ -21,8 +21,8 @@ from accelbench.analytics.moe_cost import (
     moe_tokens,
     stage_split,
 )
-from accelbench.analytics.precision import training_widths
 from accelbench.analytics.train_setup import TrainSetup
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 

@@ -40,7 +40,6 @@ from accelbench.analytics.kernels import ADAMW_BYTES_PER_PARAM
 from accelbench.analytics.memory import stages_to_check
 from accelbench.analytics.model_states import optimizer_bytes_per_param
 from accelbench.analytics.moe_cost import busiest_rank_factor
-from accelbench.analytics.precision import training_widths
 from accelbench.analytics.step_comm import (
     all_to_all_s,
     dp_exposed_s,
@@ -49,6 +48,7 @@ from accelbench.analytics.step_comm import (
     tp_cp_seconds,
 )
 from accelbench.analytics.train_setup import A2A_OVERLAP_MODES, TrainSetup
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.vocab import GB

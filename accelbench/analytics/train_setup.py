@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelbench.analytics.activations import EAGER, Kernels
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 
 # What each overlap assumption hides behind compute (a stated, per-framework choice:
 # `plan --overlap`; published runs take their framework's, published_run.py).

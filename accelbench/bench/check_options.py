@@ -1,5 +1,5 @@
 """The options of `accelbench check` (no torch: the command lists them instantly), declared
-once (config/options.py `option`), and their check."""
+once (config/option_fields.py `option`), and their check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import require_choice
-from accelbench.config.options import DB_HELP, DEVICE_HELP, option
+from accelbench.config.option_fields import DB_HELP, DEVICE_HELP, option
 from accelbench.config.vocab import COMPILE_BACKENDS
 
 

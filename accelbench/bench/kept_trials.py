@@ -23,7 +23,7 @@ class KeptTrial:
     run_id: str | None = None
 
     def to_data(self) -> dict[str, Any]:
-        """What the store keeps of the trial (store/trials.py)."""
+        """What the store keeps of the trial (store/trial_rows.py)."""
         return {"outcome": asdict(self.outcome), "position": self.position,
                 "order": self.order}
 

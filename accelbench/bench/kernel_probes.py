@@ -214,7 +214,7 @@ def memory_order(t: torch.Tensor) -> str:
 def probe_two_four(s: CheckSettings) -> Found:
     """torch's 2:4 semi-structured kernels: a compressed linear equals the dense one."""
     from accelbench.models.semi_structured import device_problem, kernel_backend
-    from accelbench.models.sparsity import transposable_two_four_mask
+    from accelbench.models.weight_masks import transposable_two_four_mask
 
     problem = device_problem(s.device, "bf16")
     if problem:

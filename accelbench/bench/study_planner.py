@@ -23,9 +23,9 @@ from typing import Any
 import torch
 
 from accelbench.bench.dtypes import dtype_support, parse_dtype
+from accelbench.bench.gemm_peak import SweepPeak, fastest_layout, gemm_flops_per_s, resolve_peak
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import SweepPeak, fastest_layout, gemm_flops_per_s, resolve_peak
 from accelbench.config.errors import ConfigError
 from accelbench.config.fit import DOES_NOT_FIT, FITS
 from accelbench.config.precision import resolve as resolve_precision

@@ -12,7 +12,7 @@ from accelbench.analytics.stats import CONFIDENCE, median_interval
 from accelbench.bench.outcome import Outcome
 from accelbench.config.record_kinds import partial_metrics_dict
 from accelbench.config.records.fields import TrialFields
-from accelbench.config.trials import TRIAL_VALUES
+from accelbench.config.trial_count import TRIAL_VALUES
 
 
 def timed_map(figures: type[StrEnum], prefixes: Sequence[str] = ("",)

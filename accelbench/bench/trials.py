@@ -27,9 +27,9 @@ from accelbench.bench.kept_trials import KeptTrial, active_keepers
 from accelbench.bench.outcome import Outcome, Progress, Sink
 from accelbench.config.record_kinds import partial_metrics_dict
 from accelbench.config.records.fields import TrialFields
-from accelbench.config.trials import auto_trials
+from accelbench.config.trial_count import auto_trials
 from accelbench.parallel.procs import Interrupted, signal_name
-from accelbench.store.trials import TRIAL_ROWS_KEY, TRIAL_RUNS_KEY
+from accelbench.store.trial_rows import TRIAL_ROWS_KEY, TRIAL_RUNS_KEY
 
 ORDER_SEED = 0  # the block sweep's order seed (a training sweep uses its --seed)
 

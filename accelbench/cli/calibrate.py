@@ -10,7 +10,7 @@ from accelbench.cli.common import check_emit, console, emit, progress_bar, table
 from accelbench.cli.options import Outputs
 from accelbench.config.workload import Workload
 from accelbench.store.record import Record
-from accelbench.workloads.calibrate.spec import CalibrateOptions
+from accelbench.workloads.calibrate.options import CalibrateOptions
 
 
 def run_calibrate(workload: Workload, options: CalibrateOptions, out: Outputs) -> None:

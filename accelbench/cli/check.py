@@ -1,5 +1,5 @@
 """`accelbench check`: what of accelbench works on this device, stored as a 'check' record.
-Options from bench/check_options.py; the probes in bench/check.py."""
+Options from bench/check_options.py; the probes in bench/feature_check.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def check(options: CheckOptions) -> None:
     matrix."""
     check_check_options(options)
     check_emit(options.json_out, False, None)
-    from accelbench.bench.check import run_check, settings_for
+    from accelbench.bench.feature_check import run_check, settings_for
     from accelbench.bench.recording.recorder import Recorder
     from accelbench.hardware.detect import resolve_device
     from accelbench.hardware.environment import environment

@@ -1,5 +1,5 @@
 """`accelbench hw`: the device table, and what this machine is. Options from
-hardware/hw_options.py, detection in bench/peak.py, the table in report/hw_table.py."""
+hardware/hw_options.py, detection in bench/gemm_peak.py, the table in report/hw_table.py."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def hw(options: HwOptions) -> None:
         else:
             out.widened(options.wide).print(spec_table())
         return
-    from accelbench.bench.peak import detect_here  # imports torch
+    from accelbench.bench.gemm_peak import detect_here  # imports torch
 
     detected = detect_here(options.device, options.measure)
     if options.json_out:

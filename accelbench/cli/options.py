@@ -1,5 +1,5 @@
 """The one option mechanism of the commands: a command's options are generated from options
-dataclasses whose fields carry their help, flag and choices (config/options.py `option`), so
+dataclasses whose fields carry their help, flag and choices (config/option_fields.py `option`), so
 the dataclass is the one source of the command's options, a study file's keys and their
 validation; the command function gets the dataclass built, never loose arguments."""
 
@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from accelbench.config.errors import require_choice
-from accelbench.config.options import (
+from accelbench.config.option_fields import (
     DB_HELP,
     REMEASURE_PEAK_HELP,
     RERUN_HELP,

@@ -54,8 +54,8 @@ def _command_args(ctx: typer.Context, options: SbatchOptions) -> tuple[list[str]
 def sbatch(options: SbatchOptions, ctx: typer.Context) -> None:
     """Write the sbatch script (srun + torchrun c10d rendezvous) to stdout."""
     # imported here, not at the top: the other commands start without them
-    from accelbench.parallel.launch import ACCELBENCH_MODULE
     from accelbench.parallel.slurm import SlurmJob, sbatch_script
+    from accelbench.parallel.torchrun_launch import ACCELBENCH_MODULE
 
     check_sbatch(options)
     workdir = check_sbatch_path("chdir", absolute(Path.cwd()))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
-from accelbench.bench.train.options import TrainOptions
+from accelbench.bench.train.train_options import TrainOptions
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import Outputs
 from accelbench.config.workload import Workload
@@ -19,7 +19,7 @@ from accelbench.store.record import Record
 if TYPE_CHECKING:  # the runner imports torch: loaded when a command runs, not for --help
     from accelbench.bench.outcome import Outcome
     from accelbench.bench.recording.session import Sweep, SweepView
-    from accelbench.bench.train.metrics import StepReport
+    from accelbench.bench.train.cell_metrics import StepReport
     from accelbench.bench.train.spec import TrainSpec
 
 
@@ -66,7 +66,7 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, out: Outputs,
                  tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
-    from accelbench.bench.peak import PEAK_KIND
+    from accelbench.bench.gemm_peak import PEAK_KIND
     from accelbench.bench.recording.session import open_recorder
 
     check_emit(out.json_out, out.csv_out, out.output)

@@ -12,7 +12,7 @@ import os
 import warnings
 from dataclasses import dataclass
 
-from accelbench.config.options import option
+from accelbench.config.option_fields import option
 
 THIRD_PARTY_LOGGERS = ("torchao", "torch.utils._pytree", "torch._dynamo", "torch._inductor")
 QUIET_ENV = "ACCELBENCH_QUIET_THIRD_PARTY"  # set by the CLI; launched ranks inherit it

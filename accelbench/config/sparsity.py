@@ -1,4 +1,4 @@
-"""Weight sparsity's vocabulary and input rules, shared by the runtime (models/sparsity.py) and
+"""Weight sparsity's vocabulary and input rules, shared by the runtime (models/weight_masks.py) and
 the planner; no torch."""
 
 from __future__ import annotations

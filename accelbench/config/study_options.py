@@ -1,5 +1,5 @@
 """The options of `accelbench study list | show | run` and of the main job `accelbench run`,
-declared once (config/options.py `option`: the commands are generated from them)."""
+declared once (config/option_fields.py `option`: the commands are generated from them)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.options import (
+from accelbench.config.option_fields import (
     DB_HELP,
     DEVICE_HELP,
     REMEASURE_PEAK_HELP,

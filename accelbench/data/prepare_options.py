@@ -1,5 +1,5 @@
 """The options of `accelbench data prepare` and `data info`, declared once
-(config/options.py `option`: the commands' options are generated from them), and
+(config/option_fields.py `option`: the commands' options are generated from them), and
 `prepare_job`: every check of a prepare before anything is written, resolved into what
 `shards.prepare` needs.
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError, require_positive
-from accelbench.config.options import REQUIRED, argument, option
+from accelbench.config.option_fields import REQUIRED, argument, option
 from accelbench.data.corpus import (
     Corpus,
     FileCorpus,

@@ -1,5 +1,5 @@
 """What one rank's energy meter measured over one timed window, as it hands it to rank 0 (a
-plain dict across processes) and as the arithmetic reads it (analytics/energy.py); no torch,
+plain dict across processes) and as the arithmetic reads it (analytics/cell_energy.py); no torch,
 outside the energy package so that the torch-free layers may import it."""
 
 from __future__ import annotations

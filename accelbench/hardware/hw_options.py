@@ -1,10 +1,10 @@
-"""The options of `accelbench hw`, declared once (config/options.py `option`)."""
+"""The options of `accelbench hw`, declared once (config/option_fields.py `option`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.config.options import DEVICE_HELP, WIDE_TABLE_HELP, option
+from accelbench.config.option_fields import DEVICE_HELP, WIDE_TABLE_HELP, option
 
 
 @dataclass(frozen=True)

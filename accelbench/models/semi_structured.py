@@ -2,7 +2,7 @@
 run through torch's semi-structured sparse kernels where the device has them.
 
 Why this shape: GPUs accelerate only 2:4 sparsity. With a transposable 2:4 mask
-(models/sparsity.py) both W and its transpose are 2:4, so the forward y = x W^T multiplies by W
+(models/weight_masks.py) both W and its transpose are 2:4, so the forward y = x W^T multiplies by W
 compressed and the input gradient dx = dy W = dy (W^T)^T by W^T compressed; the weight gradient
 dW = dy^T x is a product of dense activations and stays a dense GEMM (the step then masks the
 weight, as for every sparse cell). The weights change at every step, so both compressions are
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from accelbench.models.sparsity import is_sparse_weight
+from accelbench.models.weight_masks import is_sparse_weight
 
 Compress = Callable[[torch.Tensor], torch.Tensor]
 KERNEL_DTYPES = ("bf16", "fp16")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from accelbench.analytics.moe_cost import moe_tokens, shared_params
-from accelbench.analytics.precision import BYTES_PER_VALUE
+from accelbench.analytics.training_widths import BYTES_PER_VALUE
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.runtime_settings import LEAN, RuntimeSettings, mixed_precision, reduce_bytes

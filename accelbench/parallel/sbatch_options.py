@@ -1,4 +1,4 @@
-"""The options of `accelbench sbatch`, declared once (config/options.py `option`), and their
+"""The options of `accelbench sbatch`, declared once (config/option_fields.py `option`), and their
 checks: Slurm's words and time, the ranks a node against the command's --nproc, the command's
 --layout against the allocation. No torch: the command starts without it."""
 
@@ -13,9 +13,9 @@ from accelbench.config.errors import ConfigError, require_count, require_positiv
 from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
 from accelbench.config.layout_rules import validate_layout
 from accelbench.config.model import ModelConfig
-from accelbench.config.options import REQUIRED, argument, option
+from accelbench.config.option_fields import REQUIRED, argument, option
 from accelbench.config.presets import resolve_model
-from accelbench.config.trials import parse_trials
+from accelbench.config.trial_count import parse_trials
 from accelbench.config.units import MAX_STEPS, parse_choice_list, parse_int_list
 from accelbench.config.vocab import RECOMPUTE_KINDS, TRAIN_DTYPES
 

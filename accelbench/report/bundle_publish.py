@@ -1,6 +1,6 @@
 """`accelbench publish`: a database's records (or some runs', with their machines' peaks and
 noise checks) written as one bundle (report/bundle.py), or the paper's published figures as
-a labelled reference bundle. Options declared once (config/options.py)."""
+a labelled reference bundle. Options declared once (config/option_fields.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.options import DB_HELP, REQUIRED, option
+from accelbench.config.option_fields import DB_HELP, REQUIRED, option
 from accelbench.report.bundle import bundle_body, write_bundle
 from accelbench.report.bundle_summary import paper_figures
 from accelbench.report.export import check_output

@@ -1,4 +1,4 @@
-"""A 'check' record (accelbench check, bench/check.py) as rows: the command's table and the
+"""A 'check' record (accelbench check, bench/feature_check.py) as rows: the command's table and the
 report's feature matrix read the same rows."""
 
 from __future__ import annotations

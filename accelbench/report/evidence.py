@@ -9,7 +9,7 @@ from __future__ import annotations
 from accelbench.analytics.stats import CONFIDENCE, Estimate, Verdict, compare, without_gain
 from accelbench.config.records.block import BlockReading
 from accelbench.config.records.fields import ShownFigure
-from accelbench.config.trials import trial_samples
+from accelbench.config.trial_count import trial_samples
 from accelbench.store.record import Record
 
 ONE_TRIAL = "one trial: no interval"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelbench.bench.train.metrics import StepReport
+from accelbench.bench.train.cell_metrics import StepReport
 from accelbench.config.vocab import GIB
 
 

@@ -1,11 +1,11 @@
 """This machine's measured cells and profiles from a results store, in the form
-analytics/measured_steps.py validates: block and training records on a device with no
+analytics/measured_step_runs.py validates: block and training records on a device with no
 datasheet row (a CPU), each with its measured seconds, and the profiles by thread count."""
 
 from __future__ import annotations
 
-from accelbench.analytics.measured_steps import StepRun
-from accelbench.analytics.profile import MachineProfile
+from accelbench.analytics.machine_profile import MachineProfile
+from accelbench.analytics.measured_step_runs import StepRun
 from accelbench.config.model import ModelConfig
 from accelbench.config.records.block import BlockReading
 from accelbench.report.profile import PROFILE_KIND, load_profile

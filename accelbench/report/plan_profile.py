@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from accelbench.analytics.profile import MachineProfile, profile_from_metrics
+from accelbench.analytics.machine_profile import MachineProfile, profile_from_metrics
 from accelbench.config.errors import ConfigError
 from accelbench.config.paths import default_db_path
 from accelbench.config.record_kinds import read_metrics

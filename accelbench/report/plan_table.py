@@ -14,10 +14,10 @@ from accelbench.analytics.compute_rates import compute_source, sparse_compute_no
 from accelbench.analytics.confidence import EVIDENCE, Confidence
 from accelbench.analytics.plan_input import PlanOutcome, PlanRequest, moe_imbalance_text
 from accelbench.analytics.planner import NOT_BUILT, PlanResult
-from accelbench.analytics.precision import training_widths
 from accelbench.analytics.published_run import reduce_bytes, reduce_source, stack_framework
 from accelbench.analytics.source_model import MIN_SOURCES
 from accelbench.analytics.train_setup import OVERLAP_MODES
+from accelbench.analytics.training_widths import training_widths
 from accelbench.config.layout import Layout
 from accelbench.config.vocab import GB
 from accelbench.report.table import add_plain_row, plain_table

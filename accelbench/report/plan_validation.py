@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from accelbench.analytics.intervals import Covered
-from accelbench.analytics.measured_steps import (
+from accelbench.analytics.measured_step_runs import (
     StepRow,
     missing_precision,
     step_errors,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from accelbench.analytics.profile import (
+from accelbench.analytics.machine_profile import (
     MachineProfile,
     Point,
     block_shape,

@@ -1,5 +1,5 @@
 """The options of `accelbench results list | show | export | import | merge`, declared once
-(config/options.py `option`: the commands are generated from them), each command's checks
+(config/option_fields.py `option`: the commands are generated from them), each command's checks
 (ConfigError naming the option, before the store is opened) and what it does with the store."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError, require_choice
-from accelbench.config.options import DB_HELP, REQUIRED, WIDE_TABLE_HELP, argument, option
+from accelbench.config.option_fields import DB_HELP, REQUIRED, WIDE_TABLE_HELP, argument, option
 from accelbench.config.paths import default_db_path
 from accelbench.report.bundle import bundle_records, is_bundle
 from accelbench.report.export import OUTPUT_ALLOWED, check_output

@@ -1,11 +1,11 @@
-"""The options of `accelbench site`, declared once (config/options.py `option`)."""
+"""The options of `accelbench site`, declared once (config/option_fields.py `option`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelbench.config.options import REQUIRED, argument, option
+from accelbench.config.option_fields import REQUIRED, argument, option
 
 
 @dataclass(frozen=True)

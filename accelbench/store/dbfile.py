@@ -51,7 +51,7 @@ BEGIN SELECT RAISE(ABORT, 'result records are immutable'); END""",
     """CREATE TRIGGER IF NOT EXISTS results_undeletable BEFORE DELETE ON results
 BEGIN SELECT RAISE(ABORT, 'result records are immutable: not deleted'); END""",
 )
-# Each finished trial of a cell, stored as it ends (store/trials.py): part of its cell's record
+# Each finished trial of a cell, stored as it ends (store/trial_rows.py): part of its cell's record
 # once that is made, never a result of its own. Made with the first trial kept (ensure_trials),
 # so that opening a store changes nothing until something is written.
 TRIALS_SCHEMA = (

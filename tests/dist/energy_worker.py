@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
 
 from energy_replay import ReplayCounter  # noqa: E402
 
-from accelbench.bench.peak import SweepPeak  # noqa: E402
+from accelbench.bench.gemm_peak import SweepPeak  # noqa: E402
 from accelbench.bench.train.spec import TrainSpec  # noqa: E402
 from accelbench.bench.train.sweep import run_train_sweep  # noqa: E402
 from accelbench.config.presets import get_preset  # noqa: E402

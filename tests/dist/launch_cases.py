@@ -23,7 +23,7 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
-from accelbench.parallel.launch import launch_torchrun
+from accelbench.parallel.torchrun_launch import launch_torchrun
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

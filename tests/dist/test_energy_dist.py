@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.parallel.launch import launch_torchrun
+from accelbench.parallel.torchrun_launch import launch_torchrun
 
 # one 2-rank launch at a time, beside the "dist" group's launches (tests/conftest.py)
 pytestmark = [pytest.mark.dist, pytest.mark.xdist_group("dist-2ranks")]

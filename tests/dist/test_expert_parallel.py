@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.analytics.flops import dropped_flops
-from accelbench.bench.peak import SweepPeak
-from accelbench.bench.train.metrics import summed_expert_load
+from accelbench.bench.gemm_peak import SweepPeak
+from accelbench.bench.train.cell_metrics import summed_expert_load
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.recording.pending import recover
 from accelbench.bench.train.fault_injection import TEST_RELEASE_FILE
 from accelbench.bench.train.spec import TrainSpec
@@ -228,7 +228,7 @@ def test_a_killed_agent_is_recorded_as_that_with_its_signal(isolated):
                 env={"ACCELBENCH_TEST_FAULT": "wait:1:2"})
     _wait_for(lambda: _waiting(db, 1))
     [agent] = [pid for pid in _marked(marker)
-               if b"accelbench.parallel.launch\0agent" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+               if b"accelbench.parallel.torchrun_launch\0agent" in Path(f"/proc/{pid}/cmdline").read_bytes()]
     os.kill(agent, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err

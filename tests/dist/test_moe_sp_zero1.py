@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.bench.train.metrics import summed_expert_load
+from accelbench.bench.train.cell_metrics import summed_expert_load
 from tests.dist.launch_cases import assert_ranks_match_one_process, launched_cases, worker_load
 
 pytestmark = pytest.mark.dist

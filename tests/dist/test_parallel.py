@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.parallel.launch import launch_torchrun
+from accelbench.parallel.torchrun_launch import launch_torchrun
 from tests.dist.launch_cases import assert_ranks_match_one_process, launched_cases
 
 pytestmark = pytest.mark.dist

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.presets import get_preset
 from tests.dist.launch_cases import shared_sweep

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec, resolve_model_source
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.errors import ConfigError

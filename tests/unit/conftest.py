@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.bench import peak as peak_mod
+from accelbench.bench import gemm_peak as peak_mod
 from accelbench.config.records.peak import PeakMetrics
 
 

@@ -77,7 +77,8 @@ CASES = [
          "error: retry-disturbed: must be a whole number from 0 to 10, got -1"),
     case("study run emani2023 --retry-disturbed 11 --db {dir}/s.db",
          "error: retry-disturbed: must be a whole number from 0 to 10, got 11"),
-    # every count has a stated bound (config/units.py COUNT_BOUNDS, config/trials.py MAX_TRIALS)
+    # every count has a stated bound (config/units.py COUNT_BOUNDS, config/trial_count.py
+    # MAX_TRIALS)
     case("train --trials 1001", "error: trials: 1,001 is over the bound of 1,000"),
     case("train --trials 1000000000", "error: trials: 1,000,000,000 is over the bound of 1,000"),
     case("train --steps 100001", "error: steps: must be a whole number from 1 to 100,000, got "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.bf16_weights import Bf16WeightsHook, swap_to_bf16
 from accelbench.bench.train.spec import TrainSpec, validate_train_spec
 from accelbench.bench.train.sweep import run_train_sweep

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
-from accelbench.analytics.measured_steps import validate_measured_steps, without_blocks
-from accelbench.analytics.profile import block_shape
+from accelbench.analytics.machine_profile import block_shape
+from accelbench.analytics.measured_step_runs import validate_measured_steps, without_blocks
 from accelbench.cli.main import main
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model

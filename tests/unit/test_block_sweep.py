@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import accelbench.workloads.block.runner as block_mod
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.config.presets import get_preset
 from accelbench.config.record_kinds import metric_names

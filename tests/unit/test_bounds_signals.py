@@ -21,7 +21,7 @@ from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError, require_count
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
-from accelbench.config.trials import MAX_TRIALS, parse_trials
+from accelbench.config.trial_count import MAX_TRIALS, parse_trials
 from accelbench.config.units import MAX_GAS, parse_int_list
 
 HONOURED_S = 2.0  # what issue 38 asks of a signal, in every phase

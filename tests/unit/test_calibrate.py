@@ -24,15 +24,15 @@ from accelbench.analytics.kernels import (
     pass_shape,
     stream_bytes,
 )
+from accelbench.analytics.machine_profile import Curve, MachineProfile, Point, make_curve
 from accelbench.analytics.params import block_matmul_params
-from accelbench.analytics.profile import Curve, MachineProfile, Point, make_curve
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
 from accelbench.config.record_kinds import metric_names
 from accelbench.report.profile import load_profile
 from accelbench.report.table import key_figure
 from accelbench.store.store import ResultStore
-from accelbench.workloads.calibrate.spec import CalibrateOptions, build_calibrate_spec
+from accelbench.workloads.calibrate.options import CalibrateOptions, build_calibrate_spec
 from tests.unit.cli_run import run_main
 
 

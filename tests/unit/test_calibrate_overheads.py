@@ -20,9 +20,9 @@ from accelbench.analytics.kernels import (
     loss_bytes,
     optimizer_bytes,
 )
-from accelbench.analytics.measured_steps import predict_step_s, profile_device
+from accelbench.analytics.machine_profile import Curve, MachineProfile
+from accelbench.analytics.measured_step_runs import predict_step_s, profile_device
 from accelbench.analytics.model_states import stage_params
-from accelbench.analytics.profile import Curve, MachineProfile
 from accelbench.analytics.step_comm import DDP_BUCKET_BYTES
 from accelbench.analytics.steptime import estimate_step
 from accelbench.analytics.train_setup import TrainSetup
@@ -30,6 +30,7 @@ from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.report.profile import load_profile
 from accelbench.store.store import ResultStore
+from accelbench.workloads.calibrate.options import CalibrateOptions, build_calibrate_spec
 from accelbench.workloads.calibrate.overheads import (
     measure_embedding,
     measure_loss,
@@ -37,7 +38,6 @@ from accelbench.workloads.calibrate.overheads import (
     optimizer_update,
     parameter_shapes,
 )
-from accelbench.workloads.calibrate.spec import CalibrateOptions, build_calibrate_spec
 from tests.unit.cli_run import run_main
 
 TINY = ModelConfig("tiny", 1, 2, 32, 97, 64)  # layers, heads, width, vocab, positions

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.analytics.precision import training_widths
+from accelbench.analytics.training_widths import training_widths
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.precision import Precision, resolve
 from accelbench.config.presets import get_preset

@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from accelbench.bench import check
-from accelbench.bench.check import FAILED, OK, UNAVAILABLE, run_check, run_probe
+from accelbench.bench import feature_check as check
 from accelbench.bench.check_probe import CheckSettings
+from accelbench.bench.feature_check import FAILED, OK, UNAVAILABLE, run_check, run_probe
 from accelbench.config.errors import ConfigError
 from accelbench.config.record_kinds import metric_names
 from accelbench.hardware.energy.choose import set_source_factory

@@ -92,7 +92,7 @@ def test_an_unknown_loss_impl_is_refused():
 def test_a_training_cell_with_the_chunked_loss_has_the_standard_cells_losses():
     """Through the runner (its step hook sets the model's loss): an fp32 cell's per-step losses
     equal the standard loss's to float rounding over 4 steps, and the record says which ran."""
-    from accelbench.bench.peak import SweepPeak
+    from accelbench.bench.gemm_peak import SweepPeak
     from accelbench.bench.train.spec import TrainSpec
     from accelbench.bench.train.sweep import run_train_sweep
 

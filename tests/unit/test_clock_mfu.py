@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from energy_replay import ManualClock, ReplayCounter
 
-from accelbench.analytics.energy import cell_energy
-from accelbench.analytics.metrics import at_measured_clock
-from accelbench.bench.peak import Peak
-from accelbench.bench.train.metrics import _at_clock
+from accelbench.analytics.cell_energy import cell_energy
+from accelbench.analytics.throughput import at_measured_clock
+from accelbench.bench.gemm_peak import Peak
+from accelbench.bench.train.cell_metrics import _at_clock
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.hardware.energy import EnergyMeter
 from accelbench.hardware.specs import get_spec
@@ -100,7 +100,7 @@ def test_a_cell_of_several_trials_keeps_the_trials_mean_clock_and_its_combined_m
     """combine_train_trials: the cell's MFU is over the median step time of its trials, and its
     clock the mean of the trials' window means: the clock-scaled MFU is that MFU at that clock
     (the first trial's own would not match the combined MFU)."""
-    from accelbench.bench.train.trials import clock_over_trials
+    from accelbench.bench.train.cell_trials import clock_over_trials
     from accelbench.config.records.train import TrainMetrics
 
     trials = [TrainMetrics(sm_clock_mhz_mean=1500.0), TrainMetrics(sm_clock_mhz_mean=1600.0)]

@@ -19,12 +19,12 @@ from accelbench.analytics.stats import (
     compare,
     without_gain,
 )
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import SweepPeak
-from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.sweep import run_train_sweep
+from accelbench.bench.train.train_options import TrainOptions, build_spec
 from accelbench.config.records.fields import ShownFigure
-from accelbench.config.trials import trial_samples
+from accelbench.config.trial_count import trial_samples
 from accelbench.report.evidence import speedup
 from accelbench.store.record import Record
 from accelbench.workloads.noise.options import NoiseOptions

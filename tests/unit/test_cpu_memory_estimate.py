@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from accelbench.bench.train.cell import estimate_bytes
-from accelbench.bench.train.fit import ONE_DEVICE
+from accelbench.bench.train.fit_search import ONE_DEVICE
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.steps import run_rank_steps
 from accelbench.config.presets import get_preset

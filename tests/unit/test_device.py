@@ -9,7 +9,7 @@ import torch
 
 from accelbench.bench import guard
 from accelbench.bench.dtypes import TORCH_DTYPES, parse_dtype
-from accelbench.bench.memory import PeakMemory
+from accelbench.bench.peak_memory import PeakMemory
 from accelbench.bench.timing import PhaseTimer
 from accelbench.config.errors import ConfigError
 from accelbench.config.vocab import DTYPES

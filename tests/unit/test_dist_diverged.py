@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from accelbench.bench.peak import Peak
+from accelbench.bench.gemm_peak import Peak
 from accelbench.bench.train import steps as train_steps
 from accelbench.bench.train.cell import run_cell
 from accelbench.bench.train.spec import TrainCell, TrainSpec

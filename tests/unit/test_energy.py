@@ -11,7 +11,7 @@ import pytest
 import torch
 from energy_replay import ManualClock, ReplayCounter
 
-from accelbench.analytics.energy import cell_energy
+from accelbench.analytics.cell_energy import cell_energy
 from accelbench.hardware.energy import EnergyMeter, Unavailable, open_meter, open_source
 from accelbench.hardware.energy.amd import accumulated_j
 from accelbench.hardware.energy.meter import window_from_samples

@@ -12,7 +12,7 @@ import pytest
 from energy_replay import ReplayCounter
 
 import accelbench.bench.train.steps as steps_mod
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset

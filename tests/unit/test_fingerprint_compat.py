@@ -56,8 +56,8 @@ def test_the_spec_written_today_for_the_same_cell_has_the_old_fingerprint():
     """The v1 cell (gpt2-tiny, seq 32, micro-batch 2, 3 steps, 1 warm-up, bf16) built by
     today's options and cell_spec: the same fingerprint as the record the old code stored."""
     from accelbench.bench.train.cell import cell_spec
-    from accelbench.bench.train.options import TrainOptions, build_spec
     from accelbench.bench.train.spec import TrainCell
+    from accelbench.bench.train.train_options import TrainOptions, build_spec
 
     spec = build_spec(TrainOptions(model="gpt2-tiny", seq="32", micro_batch="2", steps=3,
                                    warmup_steps=1, device="cpu", trials="1"))  # v1: one trial

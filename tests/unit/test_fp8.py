@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from accelbench.bench.dtypes import fp8_mode
-from accelbench.bench.peak import SweepPeak, SweepPeaks, resolve_peak
-from accelbench.bench.train.metrics import FP8_EMULATED_NOTE, cell_counts, cell_metrics
+from accelbench.bench.gemm_peak import SweepPeak, SweepPeaks, resolve_peak
+from accelbench.bench.train.cell_metrics import FP8_EMULATED_NOTE, cell_counts, cell_metrics
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from accelbench.bench.bisection import largest_that_fits
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.cell import estimate_bytes
-from accelbench.bench.train.fit import ONE_DEVICE
+from accelbench.bench.train.fit_search import ONE_DEVICE
 from accelbench.bench.train.search import SEARCH_KIND, find_longest_seq, run_longest_seq_sweep
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.cli.main import main

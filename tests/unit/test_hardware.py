@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from accelbench.bench.peak import resolve_peak
+from accelbench.bench.gemm_peak import resolve_peak
 from accelbench.config.errors import ConfigError
 from accelbench.hardware.detect import detect_spec, match_spec
 from accelbench.hardware.specs import SPECS, get_spec

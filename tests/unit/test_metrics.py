@@ -3,7 +3,7 @@
 import pytest
 
 from accelbench.analytics.flops import hardware_flops_per_token, model_flops_per_token
-from accelbench.analytics.metrics import scaling_efficiency, speedup, tflops, utilisation
+from accelbench.analytics.throughput import scaling_efficiency, speedup, tflops, utilisation
 from accelbench.config.presets import get_preset
 from accelbench.hardware.specs import get_spec
 

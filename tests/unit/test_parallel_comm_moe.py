@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.analytics.moe_cost import all_to_all_bytes_per_layer
-from accelbench.bench.train import metrics
+from accelbench.bench.train import cell_metrics as metrics
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset

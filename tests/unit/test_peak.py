@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from accelbench.bench import peak as peak_mod
-from accelbench.bench.metrics import peak_warning
+from accelbench.bench import gemm_peak as peak_mod
+from accelbench.bench.timed_metrics import peak_warning
 from accelbench.config.record_kinds import read_metrics
 from accelbench.report.table import peak_captions
 from accelbench.store.record import Record

@@ -5,7 +5,7 @@ MFUs of one machine rest on its best undisturbed peak. Tried: beside a CPU hog a
 
 from __future__ import annotations
 
-from accelbench.bench.peak import PEAK_ATTEMPTS, PeakAttempt, measured_label, settled
+from accelbench.bench.gemm_peak import PEAK_ATTEMPTS, PeakAttempt, measured_label, settled
 from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.config.record_kinds import metrics_dict
 from accelbench.config.records.peak import PeakMetrics
@@ -129,7 +129,7 @@ def test_mfus_resting_on_a_disturbed_peak_are_named():
 def test_the_suite_measures_peaks_once_and_users_up_to_three_times(monkeypatch):
     """tests/conftest.py sets the test variable (the other test process disturbs every peak);
     without it a user's disturbed peak is measured up to PEAK_ATTEMPTS times."""
-    from accelbench.bench.peak import TEST_ATTEMPTS_ENV, peak_attempts
+    from accelbench.bench.gemm_peak import TEST_ATTEMPTS_ENV, peak_attempts
 
     assert peak_attempts() == 1
     monkeypatch.delenv(TEST_ATTEMPTS_ENV)

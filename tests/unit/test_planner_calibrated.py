@@ -23,11 +23,11 @@ from accelbench.analytics.efficiency import (
     layer_cost,
 )
 from accelbench.analytics.kernels import gemm_flops
-from accelbench.analytics.measured_steps import step_errors, validate_measured_steps
+from accelbench.analytics.machine_profile import Curve, MachineProfile, Point, point_dict
+from accelbench.analytics.measured_step_runs import step_errors, validate_measured_steps
 from accelbench.analytics.memory import logits_bytes
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
-from accelbench.analytics.profile import Curve, MachineProfile, Point, point_dict
 from accelbench.analytics.published_csv import PUBLISHED_RUNS
 from accelbench.analytics.published_fit import (
     fit_gemm_top,
@@ -233,7 +233,7 @@ def test_a_profiles_collectives_time_the_data_parallel_reduction_by_hand() -> No
     busbw, nccl-tests), never less than its measured latency; a compute profile without
     collectives takes another profile's (a launched rank's profile at one thread)."""
     from accelbench.analytics.comm import dp_bytes_per_rank
-    from accelbench.analytics.measured_steps import profile_device, with_collectives
+    from accelbench.analytics.measured_step_runs import profile_device, with_collectives
     from accelbench.analytics.model_states import stage_params
     from accelbench.analytics.step_comm import collectives_s
 

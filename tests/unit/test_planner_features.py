@@ -26,10 +26,10 @@ from accelbench.analytics.found_runs import H100_96GB_500W
 from accelbench.analytics.memory import memory_per_device, ring_buffer_bytes
 from accelbench.analytics.model_states import model_state_bytes, stage_params
 from accelbench.analytics.params import block_matmul_params
-from accelbench.analytics.precision import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.published_csv import CSV_RUNS, NOT_MODELLED, PUBLISHED_RUNS
 from accelbench.analytics.steptime import LayerSeconds, estimate_step, slowest_stage
 from accelbench.analytics.train_setup import TrainSetup
+from accelbench.analytics.training_widths import FP8_GEMM_EFFICIENCY, training_widths
 from accelbench.analytics.validation_rows import ValidationRow, errors_by_source
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout

@@ -9,9 +9,9 @@ import pytest
 from accelbench.analytics.cluster import make_cluster
 from accelbench.analytics.compute_rates import layer_rates
 from accelbench.analytics.efficiency import layer_cost
-from accelbench.analytics.precision import fp8_cast_bytes
 from accelbench.analytics.steptime import estimate_step
 from accelbench.analytics.train_setup import TrainSetup
+from accelbench.analytics.training_widths import fp8_cast_bytes
 from accelbench.analytics.validation_shapes import resolve_shape
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig

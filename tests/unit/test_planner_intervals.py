@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.analytics.envelope import Envelope, ValidatedRun
-from accelbench.analytics.measured_steps import missing_precision, step_run_of
+from accelbench.analytics.machine_profile import Point, point_dict
+from accelbench.analytics.measured_step_runs import missing_precision, step_run_of
 from accelbench.analytics.plan_input import resolve_plan_input, run_plan
 from accelbench.analytics.plan_options import PlanOptions
-from accelbench.analytics.profile import Point, point_dict
 from accelbench.cli.main import app, main
 from accelbench.config.model import ModelConfig
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import SweepPeak
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.train.search import run_longest_seq_sweep
 from accelbench.bench.train.spec import TrainSpec

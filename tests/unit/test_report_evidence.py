@@ -4,7 +4,7 @@ cell has one, and a speedup is stated with its interval and verdict, or says why
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.presets import get_preset
-from accelbench.config.trials import TRIAL_VALUES
+from accelbench.config.trial_count import TRIAL_VALUES
 from accelbench.report.cells import train_rate
 from accelbench.report.evidence import ONE_TRIAL, speedup_text
 from accelbench.report.machines import Machine

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from accelbench.config.records.fields import ShownFigure
-from accelbench.config.trials import TRIAL_VALUES
+from accelbench.config.trial_count import TRIAL_VALUES
 from accelbench.report import build_report
 from accelbench.report.compare import compare_figure, compare_section
 from accelbench.report.machines import group_machines

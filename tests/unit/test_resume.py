@@ -20,9 +20,9 @@ from accelbench.bench.recording.resume import FinishedCells, Resume
 from accelbench.bench.train import launch as launch_mod
 from accelbench.bench.train import search as search_mod
 from accelbench.bench.train.cell import cell_spec
-from accelbench.bench.train.options import build_spec, with_defaults
 from accelbench.bench.train.search import SEARCH_KIND, run_longest_seq_sweep
 from accelbench.bench.train.sweep import run_local_sweep
+from accelbench.bench.train.train_options import build_spec, with_defaults
 from accelbench.cli.main import main
 from accelbench.config.layout import Layout
 from accelbench.hardware.environment import environment
@@ -299,7 +299,7 @@ def test_searches_are_skipped_whole_and_found_again_by_the_cell_asked(tmp_path, 
     assert measured[1].spec["micro_batch"] > 1 and "micro_batch_search" in measured[1].spec
 
     monkeypatch.setattr(search_mod, "find_longest_seq", _fail)
-    monkeypatch.setattr("accelbench.bench.train.trials.find_max_micro_batch", _fail)
+    monkeypatch.setattr("accelbench.bench.train.cell_trials.find_max_micro_batch", _fail)
     again = Resume(Recorder(ResultStore(db), env))
     before = _rows(db)
     run_longest_seq_sweep(longest, again.sink, skip=again.skip)

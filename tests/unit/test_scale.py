@@ -12,7 +12,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.config.records.scale import ScaleRow
 from accelbench.config.records.train import StepTimed
-from accelbench.config.trials import TRIAL_VALUES
+from accelbench.config.trial_count import TRIAL_VALUES
 from accelbench.report.table import scale_table
 from accelbench.report.trials import scale_speedup_text
 from accelbench.workloads.scale.runner import (

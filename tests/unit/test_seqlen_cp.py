@@ -11,7 +11,7 @@ from cli_run import run_main
 
 from accelbench.bench import guard
 from accelbench.bench.study_planner import Planner, plan_study
-from accelbench.bench.train.options import TrainOptions, build_spec, resolve_nproc
+from accelbench.bench.train.train_options import TrainOptions, build_spec, resolve_nproc
 from accelbench.config.fit import fit_basis
 from accelbench.config.study_file import load_study
 from accelbench.report.machines import group_machines

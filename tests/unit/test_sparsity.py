@@ -12,13 +12,13 @@ from accelbench.analytics.flops import (
     two_four_compressed_bytes,
     two_four_skipped_flops_per_token,
 )
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.hooks import SparsityHook
-from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.bench.train.steps import _optimizer_step
 from accelbench.bench.train.sweep import run_train_sweep
+from accelbench.bench.train.train_options import TrainOptions, build_spec
 from accelbench.config.errors import ConfigError
 from accelbench.config.layout import Layout
 from accelbench.config.presets import get_preset
@@ -29,7 +29,7 @@ from accelbench.models.semi_structured import (
     two_four_kernel_problem,
     use_two_four_kernels,
 )
-from accelbench.models.sparsity import (
+from accelbench.models.weight_masks import (
     SPARSE_SUFFIXES,
     is_sparse_weight,
     make_mask,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import accelbench.bench.train.hooks as hooks_mod
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.hooks import Float8Hook, MoEHook, SparsityHook, StepHook, hooks_for
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.sweep import run_train_sweep

@@ -6,7 +6,7 @@ import json
 
 from cli_run import run_main
 
-from accelbench.bench import peak as peak_mod
+from accelbench.bench import gemm_peak as peak_mod
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.bench.recording.recorder import Recorder

@@ -1,11 +1,11 @@
-"""Naming the slow rank (analytics/straggler.py) from each rank's compute a step: one whose
+"""Naming the slow rank (analytics/slow_rank.py) from each rank's compute a step: one whose
 paired excess over its peers stands out beyond the steps' noise and the peers' own spread is
 named with the evidence; equal ranks, noisy ranks and too few steps are not; the test-only
 delay's variable is read as RANK:FRACTION and its spin counts as compute."""
 
 import pytest
 
-from accelbench.analytics.straggler import (
+from accelbench.analytics.slow_rank import (
     MIN_STRAGGLER_STEPS,
     STRAGGLER_FLOOR,
     find_straggler,
@@ -90,7 +90,7 @@ def _ranks(computes: list[list[float]], pp: list[int]) -> list:
 def test_peers_are_the_ranks_of_one_pipeline_position():
     """A stage's work differs from another's (the head's stage: 29x here), so ranks are
     compared only with those of their own pipeline position; a position of one rank is not."""
-    from accelbench.bench.train.metrics import straggler_fields
+    from accelbench.bench.train.cell_metrics import straggler_fields
 
     stages = straggler_fields(_ranks([[0.01] * STEPS, [0.29] * STEPS], pp=[0, 1]), 0)
     assert stages["slow_rank"] is None
@@ -153,7 +153,7 @@ def test_the_wait_is_time_blocked_not_time_computing():
 def test_the_recorded_wait_is_the_time_blocked_where_the_kernel_says():
     """The record's wait is each rank's median blocked time (not the step less its compute,
     which counts the time the machine's load kept it off a processor), else the step less it."""
-    from accelbench.bench.train.metrics import straggler_fields
+    from accelbench.bench.train.cell_metrics import straggler_fields
 
     ranks = _ranks([_noisy(0.2, 0), _noisy(0.2, 3)], pp=[0, 0])
     ranks[0].wait_s = [0.05] * STEPS

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from cli_run import run_main as _run_main
 
-from accelbench.bench import peak as peak_mod
+from accelbench.bench import gemm_peak as peak_mod
 from accelbench.bench.study_planner import available_devices, plan_study
-from accelbench.bench.train.options import TrainOptions, build_spec, with_defaults
+from accelbench.bench.train.train_options import TrainOptions, build_spec, with_defaults
 from accelbench.cli import study as cli_study
 from accelbench.config.records.peak import PeakMetrics
 from accelbench.config.study_file import BUILTIN_DIR, load_study, parse_study

@@ -51,7 +51,7 @@ def test_no_option_is_declared_by_hand() -> None:
              if p.name not in HAND_DECLARED}
     assert not {name: lines for name, lines in found.items() if lines}, (
         "declare the option as a field of the command's options dataclass "
-        "(config/options.py option/argument) and build the command with dataclass_command")
+        "(config/option_fields.py option/argument) and build the command with dataclass_command")
 
 
 def test_no_function_in_cli_is_long() -> None:

@@ -6,10 +6,10 @@ import pytest
 
 import accelbench.bench.train.steps as steps_mod
 from accelbench.analytics.flops import model_flops_per_token
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.build import build_trainer
 from accelbench.bench.train.cell import estimate_bytes
-from accelbench.bench.train.fit import ONE_DEVICE, find_max_micro_batch
+from accelbench.bench.train.fit_search import ONE_DEVICE, find_max_micro_batch
 from accelbench.bench.train.spec import (
     TrainCell,
     TrainSpec,

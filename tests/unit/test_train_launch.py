@@ -34,8 +34,8 @@ from accelbench.bench.train.sweep import check_sweep
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
 from accelbench.parallel.failure_cause import root_cause
-from accelbench.parallel.launch import LaunchResult
 from accelbench.parallel.procs import Interrupted, proc_state, signals_raise
+from accelbench.parallel.torchrun_launch import LaunchResult
 from accelbench.parallel.watchdog import HangWatch, HeartbeatWriter
 from accelbench.store.store import ResultStore
 
@@ -232,7 +232,7 @@ def test_a_rank_stopped_before_its_first_heartbeat_is_a_hang_named_with_its_stat
 def test_a_failed_launchs_reason_is_its_own_error_never_other_log_lines():
     """No report, no error file: the reason is the log's exception line, else says there was
     none; a killed or signalled agent is named with its signal."""
-    from accelbench.parallel.launch import _result
+    from accelbench.parallel.torchrun_launch import _result
 
     log = "profiler_stop\nSTAGE:2026 ActivityProfilerController.cpp:312] Completed Stage\n"
     rank, error = root_cause(REPORT.format(code=1, name="x"), {1: log}, {})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.bench.peak import Peak
-from accelbench.bench.train.metrics import cell_counts, cell_metrics, step_report
+from accelbench.bench.gemm_peak import Peak
+from accelbench.bench.train.cell_metrics import cell_counts, cell_metrics, step_report
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.config.layout import Layout

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import SweepPeak
 from accelbench.bench.trial_record import combine_timed, disturbance_summary
 from accelbench.bench.trials import CellTrials, interleave
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import get_preset
-from accelbench.config.trials import parse_trials
+from accelbench.config.trial_count import parse_trials
 from accelbench.hardware.disturbance import read_proc_stat
 from accelbench.report.table import block_table, train_table
 from accelbench.store.record import Record
@@ -187,8 +187,8 @@ def test_a_cpu_hog_beside_a_block_cell_gets_it_flagged_disturbed():
 
 @pytest.mark.slow
 def test_a_training_sweep_interleaves_its_cells_and_keeps_every_trial():
-    from accelbench.bench.train.options import TrainOptions, build_spec
     from accelbench.bench.train.sweep import run_train_sweep
+    from accelbench.bench.train.train_options import TrainOptions, build_spec
 
     spec = build_spec(TrainOptions(model="gpt2-tiny", seq="16", micro_batch="1,2", dtype="fp32",
                                    steps=2, warmup_steps=1, device="cpu", trials="2", seed=3))

@@ -20,7 +20,7 @@ from accelbench.bench.recording.session import SweepView, open_recorder, record_
 from accelbench.bench.trial_record import combine_timed
 from accelbench.bench.trials import CellTrials, interleave
 from accelbench.store.store import ResultStore
-from accelbench.store.trials import TRIAL_ROWS_KEY
+from accelbench.store.trial_rows import TRIAL_ROWS_KEY
 
 TRIALS = 3
 TIMED = {"forward_time_s_median": ("forward_mfu",)}
@@ -215,8 +215,8 @@ def test_a_resumed_max_micro_batch_cell_measures_the_micro_batch_its_kept_trials
     trial of the cell measures one micro-batch (and is keyed by the cell as asked)."""
     from types import SimpleNamespace
 
+    from accelbench.bench.train.cell_trials import LocalCell
     from accelbench.bench.train.spec import TrainCell
-    from accelbench.bench.train.trials import LocalCell
 
     cell = TrainCell(seq_len=16, micro_batch=1, gas=1, dtype="fp32", recompute="none")
     local = LocalCell(SimpleNamespace(max_micro_batch=True), cell, None, None, None, {"asked": 1})

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from accelbench.bench.gemm_peak import PEAK_KIND
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import PEAK_KIND
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.train.launch import CellInterrupted
 from accelbench.bench.trials import TrialsInterrupted

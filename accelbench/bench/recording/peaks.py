@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from accelbench.bench.peak import PEAK_KIND, PeakLookup, SweepPeak, measured_label
+from accelbench.bench.gemm_peak import PEAK_KIND, PeakLookup, SweepPeak, measured_label
 from accelbench.config.record_kinds import read_spec
 from accelbench.config.records.peak import PeakMetrics, PeakRecordSpec
 from accelbench.store.fingerprint import machine_fingerprint

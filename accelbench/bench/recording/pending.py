@@ -10,7 +10,7 @@ that database, with the environment and run id the dead process had, and then re
 - neither: status 'interrupted', nothing measured (the ranks stopped with their parent);
 - a launch that was one trial of several (launch.json's `trial`): 'interrupted', since a cell's
   record is made of all its trials; the trials the dead process had finished are kept in the
-  store (store/trials.py), and a resumed sweep measures only the missing ones.
+  store (store/trial_rows.py), and a resumed sweep measures only the missing ones.
 
 A record the dead process did store (it died between storing and removing the folder) is not
 stored again: same run id, kind and spec. Folders launched from another host are left alone.

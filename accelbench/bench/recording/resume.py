@@ -20,7 +20,7 @@ from accelbench.store.fingerprint import (
 )
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
-from accelbench.store.trials import add_trial, cell_trials, closed_up_to, open_trials
+from accelbench.store.trial_rows import add_trial, cell_trials, closed_up_to, open_trials
 
 
 def record_fingerprint(record: Record) -> str:
@@ -140,7 +140,7 @@ def skip_line(record: Record) -> str:
 
 
 class TrialStore:
-    """Keeps a sweep's finished trials in the store as they end (store/trials.py) and finds
+    """Keeps a sweep's finished trials in the store as they end (store/trial_rows.py) and finds
     the ones an earlier run of a cell kept (bench/kept_trials.py TrialKeeper). With `rerun` none is
     found: every trial is measured again. `tag` is the study's tag of a record spec; `warn`
     names a trial the store refused (it stays in memory and joins its cell's record)."""

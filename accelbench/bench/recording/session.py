@@ -8,16 +8,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelbench.bench.gemm_peak import stored_peaks
 from accelbench.bench.kept_trials import keeping_trials
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import stored_peaks
 from accelbench.bench.recording.interrupted import CellSeen, stopped_sweep
 from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.bench.recording.pending import recover, recovered_line
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.recording.resume import FinishedCells, Resume, TrialStore
 from accelbench.bench.train.cell_folder import recording_into
-from accelbench.bench.train.metrics import StepReport
+from accelbench.bench.train.cell_metrics import StepReport
 from accelbench.hardware.detect import resolve_device
 from accelbench.hardware.environment import environment
 from accelbench.parallel.dist import is_rank_zero

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from accelbench.bench.gemm_peak import SweepPeak, peak_of
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import SweepPeak, peak_of
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.recording.resume import (
     FinishedCells,

@@ -13,11 +13,11 @@ from accelbench.analytics.flops import FORMULA
 from accelbench.analytics.memory import CPU_WORKSPACE_BYTES, WORKSPACE_BYTES, MemoryBreakdown
 from accelbench.analytics.runtime_memory import runtime_memory_per_device
 from accelbench.bench.dtypes import dtype_support, set_tf32
+from accelbench.bench.gemm_peak import Peak
 from accelbench.bench.guard import guarded, refuse_if_too_big
-from accelbench.bench.metrics import peak_warning
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import Peak
-from accelbench.bench.train.metrics import cell_counts, cell_metrics
+from accelbench.bench.timed_metrics import peak_warning
+from accelbench.bench.train.cell_metrics import cell_counts, cell_metrics
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec, spec_for_cell
 from accelbench.bench.train.steps import Diverged, StepProgress, run_rank_steps

@@ -11,7 +11,7 @@ from accelbench.bench.outcome import Outcome, Sink
 from accelbench.bench.train.cell import KIND
 from accelbench.config.records.fields import ShownFigure
 from accelbench.config.records.train import TrainMetrics
-from accelbench.config.trials import trial_samples
+from accelbench.config.trial_count import trial_samples
 
 
 def _key(spec: dict) -> str:

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from accelbench.bench.dtypes import fp8_mode
-from accelbench.bench.peak import fp8_datasheet_peak
+from accelbench.bench.gemm_peak import fp8_datasheet_peak
 from accelbench.bench.train.bf16_weights import bf16_weights_hook
 from accelbench.bench.train.compile_scope import compile_scope_hook
 from accelbench.bench.train.loss_impl import loss_impl_hook
@@ -35,7 +35,7 @@ from accelbench.config.layout import Layout
 from accelbench.config.precision import Precision
 from accelbench.models.float8 import convert_blocks
 from accelbench.models.semi_structured import enable_two_four
-from accelbench.models.sparsity import SparseState, no_sparse_kernel_reason, sparsify
+from accelbench.models.weight_masks import SparseState, no_sparse_kernel_reason, sparsify
 from accelbench.parallel.expert import rank_expert_load, reset_expert_load
 
 

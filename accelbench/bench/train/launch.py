@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from accelbench.bench.gemm_peak import SweepPeak, SweepPeaks, peak_of
 from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import SweepPeak, SweepPeaks, peak_of
 from accelbench.bench.train.cell import KIND, cell_spec, refusal, run_cell
 from accelbench.bench.train.cell_folder import (
     FINAL_FILE,
@@ -38,6 +38,7 @@ from accelbench.bench.train.cell_folder import (
     read_outcome,
     write_json,
 )
+from accelbench.bench.train.cell_trials import combine_train_trials
 from accelbench.bench.train.fault_injection import (
     TEST_FAULT_ENV,
     stop_before_first_beat,
@@ -46,18 +47,17 @@ from accelbench.bench.train.fault_injection import (
 from accelbench.bench.train.nodes import join_nodes, lost_node_outcome, ranks_on_my_node
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout, spec_from_dict
 from accelbench.bench.train.steps import StepProgress, set_heartbeat
-from accelbench.bench.train.trials import combine_train_trials
 from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.global_options import quiet_if_asked
 from accelbench.config.layout import Layout
 from accelbench.config.records.train import TRAIN_SWEPT
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
-from accelbench.parallel.launch import LaunchResult, launch_torchrun
 from accelbench.parallel.liveness import give_verdict, wait_for_verdict
 from accelbench.parallel.procs import Interrupted, signal_name, watch_parent
 from accelbench.parallel.rank_files import write_rank_error
 from accelbench.parallel.topology import Topology
+from accelbench.parallel.torchrun_launch import LaunchResult, launch_torchrun
 from accelbench.parallel.watchdog import HEARTBEAT_DIR, HeartbeatWriter
 
 # Launched ranks wait in a collective this much longer than the watchdog waits for progress, so

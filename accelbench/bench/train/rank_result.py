@@ -1,5 +1,5 @@
 """What one rank's steps of a training cell leave for the record: one dataclass, gathered from
-every rank (all_gather_object) and combined by rank 0 (bench/train/metrics.py). A diverged
+every rank (all_gather_object) and combined by rank 0 (bench/train/cell_metrics.py). A diverged
 rank carries the step and reason instead of timings."""
 
 from __future__ import annotations

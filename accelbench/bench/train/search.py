@@ -17,12 +17,12 @@ from pathlib import Path
 import torch
 
 from accelbench.bench.bisection import largest_that_fits
+from accelbench.bench.gemm_peak import SweepPeaks
 from accelbench.bench.guard import memory_budget_bytes
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.cell import KIND, cell_spec, estimate_bytes, run_cell
-from accelbench.bench.train.fit import ONE_DEVICE, fit_check
+from accelbench.bench.train.fit_search import ONE_DEVICE, fit_check
 from accelbench.bench.train.spec import TrainCell, TrainSpec, validate_train_spec
 from accelbench.bench.train.steps import StepProgress
 from accelbench.config.errors import ConfigError

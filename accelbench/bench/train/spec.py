@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from accelbench.bench.peak import SweepPeak
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.train.bf16_weights import validate_compute_weights
 from accelbench.bench.train.compile_scope import validate_compile_scope
 from accelbench.bench.train.loss_impl import validate_loss_impl
@@ -32,7 +32,7 @@ from accelbench.config.presets_genslm import model_from_neox_config
 from accelbench.config.records.train import TRAIN_SWEPT
 from accelbench.config.runtime_settings import RuntimeSettings, parse_runtime
 from accelbench.config.sparsity import validate_sparsity
-from accelbench.config.trials import require_trials
+from accelbench.config.trial_count import require_trials
 from accelbench.config.units import MAX_STEPS
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 from accelbench.hardware.detect import resolve_device
@@ -53,7 +53,7 @@ class TrainCell:
     gas: int
     dtype: str
     recompute: str
-    sparsity: float = 0.0  # fraction of zeros in the blocks' matrices (models/sparsity.py)
+    sparsity: float = 0.0  # fraction of zeros in the blocks' matrices (models/weight_masks.py)
 
     @property
     def label(self) -> str:

@@ -21,12 +21,12 @@ import torch.distributed as dist
 
 from accelbench.bench.dtypes import TORCH_DTYPES
 from accelbench.bench.lr_schedule import lr_at
-from accelbench.bench.memory import PeakMemory
+from accelbench.bench.peak_memory import PeakMemory
 from accelbench.bench.timing import PhaseTimer, summarize, synchronize
 from accelbench.bench.train.batches import open_batches
 from accelbench.bench.train.build import Trainer, build_trainer
+from accelbench.bench.train.cell_metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.hooks import hook_results
-from accelbench.bench.train.metrics import CellCounts, StepReport, step_report
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.straggler import (

@@ -1,4 +1,4 @@
-"""A rank's own compute in each step, for naming a slow rank (analytics/straggler.py), and the
+"""A rank's own compute in each step, for naming a slow rank (analytics/slow_rank.py), and the
 test-only delay that makes one rank slow.
 
 On a CPU device the compute of a step's forward and backward is the step loop thread's user
@@ -50,7 +50,7 @@ def compute_clock() -> float:
     gloo's own threads; the thread's kernel time, its page faults (module docstring). Linux
     splits a thread's CPU time into user and kernel by its clock ticks (4 ms at 250 Hz), so a
     step's share is sampled: the comparison pairs steps and takes their median
-    (analytics/straggler.py). Elsewhere (no RUSAGE_THREAD): the thread's whole CPU time."""
+    (analytics/slow_rank.py). Elsewhere (no RUSAGE_THREAD): the thread's whole CPU time."""
     if _THREAD_USAGE is None:
         return time.thread_time()
     return resource.getrusage(_THREAD_USAGE).ru_utime

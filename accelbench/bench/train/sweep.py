@@ -9,11 +9,12 @@ from dataclasses import replace
 
 import torch
 
+from accelbench.bench.gemm_peak import SweepPeaks
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import SweepPeaks
 from accelbench.bench.train.batches import check_data
 from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import KIND, cell_spec, refusal, verifiable
+from accelbench.bench.train.cell_trials import LocalCell, combine_train_trials
 from accelbench.bench.train.dense_ref import DenseReference
 from accelbench.bench.train.launch import (
     in_process_group,
@@ -29,7 +30,6 @@ from accelbench.bench.train.spec import (
     validate_train_spec,
 )
 from accelbench.bench.train.steps import StepProgress
-from accelbench.bench.train.trials import LocalCell, combine_train_trials
 from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.errors import ConfigError
 from accelbench.hardware.detect import resolve_device

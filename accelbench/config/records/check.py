@@ -11,7 +11,7 @@ from accelbench.config.records.fields import RecordSpec
 
 @dataclass(frozen=True)
 class CheckMetrics:
-    """`accelbench check`: the feature matrix of one device (bench/check.py), one entry a
+    """`accelbench check`: the feature matrix of one device (bench/feature_check.py), one entry a
     feature: name, status (ok, unavailable, failed), detail (what was found or why not),
     seconds, values."""
 

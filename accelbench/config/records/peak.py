@@ -20,7 +20,7 @@ class PeakMetrics:
     gemm_layout: str | None = None
     threads: int | None = None
     # Other work used the machine while it was measured (hardware/disturbance.py), on every
-    # attempt: measured again after a pause up to PEAK_ATTEMPTS times (bench/peak.py), never
+    # attempt: measured again after a pause up to PEAK_ATTEMPTS times (bench/gemm_peak.py), never
     # reused by a later sweep; the report says which MFUs rest on it.
     disturbed: bool | None = None
     attempts: int | None = None  # measurements made to reach this one (1: undisturbed at once)

@@ -12,7 +12,7 @@ from accelbench.config.records.fields import RecordSpec
 @dataclass(frozen=True)
 class ProfileMetrics:
     """A machine profile (`accelbench calibrate`): every timed point and what the curves of
-    analytics/profile.py are read against."""
+    analytics/machine_profile.py are read against."""
 
     points: list[dict[str, Any]] | None = None  # analytics.profile.point_dict, one a call shape
     peak_flops_per_s_by_dtype: dict[str, float] | None = None  # what efficiency 1.0 stands for
@@ -30,7 +30,7 @@ class ProfileMetrics:
 
 @dataclass(frozen=True)
 class ProfileRecordSpec(RecordSpec):
-    """What a calibration measured (workloads/calibrate/spec.py's CalibrateSpec)."""
+    """What a calibration measured (workloads/calibrate/options.py's CalibrateSpec)."""
 
     quick: bool | None = None
     concurrent: bool | None = None

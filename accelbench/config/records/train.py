@@ -42,7 +42,7 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     step_time_slowest_rank: int | None = None
     # each rank's own compute a step (CPU seconds of its forward and backward, a CPU device) and
     # its wait (the step less that), medians over the timed steps; the rank whose compute
-    # stands out of its peers' noise, and the evidence (analytics/straggler.py)
+    # stands out of its peers' noise, and the evidence (analytics/slow_rank.py)
     compute_time_s_median_per_rank: list[float] | None = None
     wait_time_s_median_per_rank: list[float] | None = None
     slow_rank: int | None = None
@@ -69,7 +69,7 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
     comm_bytes_per_step_ideal_per_rank: dict[str, float] | None = None  # Megatron's volume
     diverged_step: int | None = None  # 1-based step whose loss was not finite
-    # weight sparsity (models/sparsity.py, docs/sparsity.md); MFU stays dense-equivalent
+    # weight sparsity (models/weight_masks.py, docs/sparsity.md); MFU stays dense-equivalent
     sparsity_measured: float | None = None  # zeros in the sparse matrices after the last step
     executed_flops_per_step_global: float | None = None  # what the kernels performed
     # the vendor's 2:4 sparse peak, and the cell's hardware (dense-equivalent) FLOPs against
@@ -121,7 +121,7 @@ class TrainFigure(StrEnum):
 class StepTimed(StrEnum):
     """A training cell's median step time, then the rates computed from it (TrainMetrics
     fields): the figures a cell measured as trials gives an interval, in that order
-    (bench/train/trials.py)."""
+    (bench/train/cell_trials.py)."""
 
     STEP_TIME_S_MEDIAN = "step_time_s_median"
     TOKENS_PER_S_GLOBAL = "tokens_per_s_global"

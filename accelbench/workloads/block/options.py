@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.config.options import option
-from accelbench.config.trials import AUTO
+from accelbench.config.option_fields import option
+from accelbench.config.trial_count import AUTO
 from accelbench.hardware.disturbance import OTHER_CPU_THRESHOLD
 
 

@@ -13,16 +13,16 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from accelbench.analytics.energy import cell_energy
+from accelbench.analytics.cell_energy import cell_energy
 from accelbench.analytics.flops import FORMULA, block_flops
 from accelbench.analytics.memory import block_train_bytes
-from accelbench.analytics.metrics import at_measured_clock, mean_clock
+from accelbench.analytics.throughput import at_measured_clock, mean_clock
 from accelbench.bench.dtypes import TORCH_DTYPES, dtype_support, parse_dtype, set_tf32
+from accelbench.bench.gemm_peak import Peak, SweepPeak, SweepPeaks
 from accelbench.bench.guard import guarded, refuse_if_too_big
-from accelbench.bench.memory import PeakMemory
-from accelbench.bench.metrics import one_rank_memory, peak_warning, phase_metrics
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
-from accelbench.bench.peak import Peak, SweepPeak, SweepPeaks
+from accelbench.bench.peak_memory import PeakMemory
+from accelbench.bench.timed_metrics import one_rank_memory, peak_warning, phase_metrics
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed, summarize
 from accelbench.bench.trial_record import (
     combine_timed,
@@ -46,7 +46,7 @@ from accelbench.config.records.block import (
     PhaseTimed,
     phase_dict,
 )
-from accelbench.config.trials import parse_trials, require_trials
+from accelbench.config.trial_count import parse_trials, require_trials
 from accelbench.config.units import MAX_REPEATS, parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
 from accelbench.hardware.detect import resolve_device

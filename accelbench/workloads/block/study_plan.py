@@ -7,8 +7,8 @@ from typing import Any
 
 from accelbench.analytics.flops import block_flops
 from accelbench.analytics.memory import block_train_bytes
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import SweepPeak
 from accelbench.bench.study_planner import Planner, SweepPlan
 from accelbench.workloads.block.options import BlockOptions
 from accelbench.workloads.block.runner import build_block_spec, run_block_sweep

@@ -1,7 +1,7 @@
 """Calibration, declared: `accelbench calibrate` times GEMMs, fused attention, memory bandwidth,
 the loss, the embedding, the optimizer and collectives into one machine profile (the planner's
-curves are analytics/profile.py). Its folder: spec.py (options and spec, torch-free), run.py and
-the micro-benchmarks; each part below imports its module when called."""
+curves are analytics/machine_profile.py). Its folder: options.py (options and spec, torch-free),
+run.py and the micro-benchmarks; each part below imports its module when called."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.config.records.profile import ProfileMetrics
 from accelbench.config.workload import Workload
-from accelbench.workloads.calibrate.spec import CalibrateOptions
+from accelbench.workloads.calibrate.options import CalibrateOptions
 
 if TYPE_CHECKING:
     import torch
 
     from accelbench.bench.outcome import Outcome, Progress
     from accelbench.store.record import Record
-    from accelbench.workloads.calibrate.spec import CalibrateSpec
+    from accelbench.workloads.calibrate.options import CalibrateSpec
 
 
 def build(options: CalibrateOptions) -> CalibrateSpec:
     """The checked spec (the device resolved, counts and ranks checked)."""
-    from accelbench.workloads.calibrate.spec import build_calibrate
+    from accelbench.workloads.calibrate.options import build_calibrate
     return build_calibrate(options)
 
 

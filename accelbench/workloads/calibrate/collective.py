@@ -1,6 +1,6 @@
 """Collective bus bandwidth and latency by message size over torch.distributed: the ranks are
-launched with torchrun by `accelbench calibrate` itself (parallel/launch.py), on this node's
-devices (gloo on a CPU, nccl on GPUs: parallel/dist.py picks). Each repetition starts after a
+launched with torchrun by `accelbench calibrate` itself (parallel/torchrun_launch.py), on this
+node's devices (gloo on a CPU, nccl on GPUs: parallel/dist.py picks). Each repetition starts after a
 barrier (untimed) and its time is the slowest rank's; sizes and bus bandwidth follow
 nccl-tests (analytics/kernels.py)."""
 
@@ -17,13 +17,13 @@ import torch
 import torch.distributed as dist
 
 from accelbench.analytics.kernels import bus_factor, collective_elements
-from accelbench.analytics.profile import Point, curve_key, point_dict, point_from_dict
+from accelbench.analytics.machine_profile import Point, curve_key, point_dict, point_from_dict
 from accelbench.bench.timing import PhaseTimer, run_timed, summarize
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.procs import watch_parent
 from accelbench.parallel.rank_files import write_rank_error
 from accelbench.workloads.calibrate.launched import JOB_FILE, launch_job
-from accelbench.workloads.calibrate.spec import FP32_BYTES, CalibrateSpec
+from accelbench.workloads.calibrate.options import FP32_BYTES, CalibrateSpec
 
 POINTS_FILE = "points.json"
 

@@ -19,12 +19,12 @@ from accelbench.analytics.kernels import (
     pass_shape,
     stream_bytes,
 )
-from accelbench.analytics.profile import Point, curve_key
+from accelbench.analytics.machine_profile import Point, curve_key
 from accelbench.bench.dtypes import parse_dtype
-from accelbench.bench.peak import gemm_call
+from accelbench.bench.gemm_peak import gemm_call
 from accelbench.bench.timing import PhaseTimer, TimingStats, run_timed
 from accelbench.parallel.optim import adamw
-from accelbench.workloads.calibrate.spec import FP32_BYTES, CalibrateSpec
+from accelbench.workloads.calibrate.options import FP32_BYTES, CalibrateSpec
 
 
 def make_point(op: str, curve: str, label: str, dtype: str, size: float, work: float,

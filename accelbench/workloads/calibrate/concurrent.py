@@ -16,13 +16,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from accelbench.analytics.profile import Point, point_dict, point_from_dict
+from accelbench.analytics.machine_profile import Point, point_dict, point_from_dict
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.procs import watch_parent
 from accelbench.parallel.rank_files import write_rank_error
 from accelbench.workloads.calibrate.launched import JOB_FILE, launch_job
-from accelbench.workloads.calibrate.spec import CalibrateSpec, spec_from_dict
-from accelbench.workloads.calibrate.steps import compute_steps, dtype_peaks, run_steps
+from accelbench.workloads.calibrate.micro_steps import compute_steps, dtype_peaks, run_steps
+from accelbench.workloads.calibrate.options import CalibrateSpec, spec_from_dict
 
 RESULT_FILE = "compute.json"
 Peaks = dict[str, tuple[float | None, str]]

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from accelbench.parallel.launch import launch_torchrun
 from accelbench.parallel.procs import Interrupted
+from accelbench.parallel.torchrun_launch import launch_torchrun
 
 JOB_FILE = "job.json"
 

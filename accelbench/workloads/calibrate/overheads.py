@@ -20,13 +20,13 @@ from accelbench.analytics.kernels import (
     loss_bytes,
     optimizer_bytes,
 )
-from accelbench.analytics.profile import Point, curve_key
+from accelbench.analytics.machine_profile import Point, curve_key
 from accelbench.bench.dtypes import parse_dtype
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.parallel.optim import adamw, clip_grad_norm_, param_groups
 from accelbench.workloads.calibrate.compute import make_point, time_call
-from accelbench.workloads.calibrate.spec import FP32_BYTES, CalibrateSpec
+from accelbench.workloads.calibrate.options import FP32_BYTES, CalibrateSpec
 
 GRAD_CLIP = 1.0  # the train loop's default (bench/train/spec.py grad_clip)
 

@@ -1,11 +1,12 @@
 """One calibration run: the micro-benchmarks a spec asks for, in order, into one 'profile'
-outcome (ProfileMetrics, config/records/) whose points rebuild analytics/profile.py's curves."""
+outcome (ProfileMetrics, config/records/) whose points rebuild analytics/machine_profile.py's
+curves."""
 
 from __future__ import annotations
 
 import torch
 
-from accelbench.analytics.profile import Point, latencies_s, point_dict, reference_peaks
+from accelbench.analytics.machine_profile import Point, latencies_s, point_dict, reference_peaks
 from accelbench.bench.outcome import Outcome, Progress
 from accelbench.config.record_kinds import metrics_dict
 from accelbench.config.records.profile import ProfileMetrics
@@ -13,8 +14,8 @@ from accelbench.hardware import device as devices
 from accelbench.parallel.procs import Interrupted, signal_name
 from accelbench.workloads.calibrate.collective import measure_collectives
 from accelbench.workloads.calibrate.concurrent import Peaks, measure_concurrent
-from accelbench.workloads.calibrate.spec import KIND, CalibrateSpec
-from accelbench.workloads.calibrate.steps import compute_steps, dtype_peaks, run_steps
+from accelbench.workloads.calibrate.micro_steps import compute_steps, dtype_peaks, run_steps
+from accelbench.workloads.calibrate.options import KIND, CalibrateSpec
 
 
 class CalibrationInterrupted(Interrupted):  # noqa: N818 - an Interrupted, as CellInterrupted is

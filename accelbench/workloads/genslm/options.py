@@ -1,4 +1,4 @@
-"""`accelbench genslm`'s options: every training option (bench/train/options.py), GenSLM's
+"""`accelbench genslm`'s options: every training option (bench/train/train_options.py), GenSLM's
 defaults and its own two, turned into a checked codon-token TrainSpec."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from accelbench.bench.train.options import TrainOptions, build_spec
-from accelbench.config.options import option as _opt
+from accelbench.bench.train.train_options import TrainOptions, build_spec
+from accelbench.config.option_fields import option as _opt
 
 if TYPE_CHECKING:  # the spec imports torch: not needed to list the options
     from accelbench.bench.train.spec import TrainSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.config.options import DEVICE_HELP, option
+from accelbench.config.option_fields import DEVICE_HELP, option
 from accelbench.config.vocab import TRAIN_DTYPES
 
 DEFAULT_NOISE_TRIALS = 6  # a condition; analytics/stats.py MIN_RATIO_SAMPLES is the fewest

@@ -25,7 +25,7 @@ from accelbench.config.errors import ConfigError
 from accelbench.config.record_kinds import metrics_dict, read_metrics
 from accelbench.config.records.fields import ShownFigure
 from accelbench.config.records.noise import NoiseMetrics
-from accelbench.config.trials import trial_samples
+from accelbench.config.trial_count import trial_samples
 from accelbench.workloads.noise.options import NoiseOptions
 
 NOISE_KIND = "noise"  # the check's record
@@ -66,7 +66,7 @@ def check_noise_trials(trials: object) -> int:
 def build_noise_spec(options: NoiseOptions) -> NoiseSpec:
     """The check's spec, every option checked (ConfigError before anything runs): the trials
     first, then the configuration as `train` checks it (one cell, synthetic data)."""
-    from accelbench.bench.train.options import TrainOptions, build_spec
+    from accelbench.bench.train.train_options import TrainOptions, build_spec
 
     trials = check_noise_trials(options.trials)
     train = build_spec(TrainOptions(
@@ -87,10 +87,10 @@ def run_noise(spec: NoiseSpec, sink: Sink, step: Any = None, cell: Progress | No
               skip: Skip | None = None) -> list[Outcome]:
     """Measure both conditions, interleaved, then the check; every outcome sent to the sink as
     it exists. `skip` is not asked: a noise check always measures now."""
-    from accelbench.bench.peak import SweepPeaks
+    from accelbench.bench.gemm_peak import SweepPeaks
     from accelbench.bench.train.cell import cell_spec
+    from accelbench.bench.train.cell_trials import LocalCell, combine_train_trials
     from accelbench.bench.train.spec import cell_layout
-    from accelbench.bench.train.trials import LocalCell, combine_train_trials
     from accelbench.bench.trials import CellTrials, interleave
     from accelbench.hardware.detect import resolve_device
 

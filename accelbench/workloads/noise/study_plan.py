@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import SweepPeak
 from accelbench.bench.study_planner import Planner, SweepPlan
 from accelbench.workloads.train.study_plan import train_cell
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from accelbench.bench.train.options import TrainOptions, build_spec
-from accelbench.config.options import option as _opt
+from accelbench.bench.train.train_options import TrainOptions, build_spec
+from accelbench.config.option_fields import option as _opt
 from accelbench.config.units import parse_int_list
 
 if TYPE_CHECKING:  # the scaling runner imports torch: not needed to list the options

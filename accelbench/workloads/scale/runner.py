@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 
-from accelbench.analytics.metrics import scaling_efficiency
 from accelbench.analytics.stats import ratio_interval, scaled, verdict_of
+from accelbench.analytics.throughput import scaling_efficiency
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip, finished
 from accelbench.bench.train.cell import KIND
+from accelbench.bench.train.cell_trials import combine_train_trials
 from accelbench.bench.train.launch import (
     LaunchPeaks,
     launch_trial,
@@ -31,13 +32,12 @@ from accelbench.bench.train.launch import (
 )
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.bench.train.sweep import check_sweep
-from accelbench.bench.train.trials import combine_train_trials
 from accelbench.bench.trials import CellTrials, interleave
 from accelbench.config.errors import ConfigError, require_choice, require_positive
 from accelbench.config.record_kinds import metrics_dict
 from accelbench.config.records.scale import ScaleMetrics, ScaleRow
 from accelbench.config.records.train import StepTimed
-from accelbench.config.trials import trial_samples
+from accelbench.config.trial_count import trial_samples
 
 MODES = ("weak", "strong")
 

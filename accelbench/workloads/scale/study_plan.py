@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import SweepPeak
 from accelbench.bench.study_planner import Planner, SweepPlan, available_devices
-from accelbench.bench.train.options import build_spec
+from accelbench.bench.train.train_options import build_spec
 from accelbench.bench.trials import resolve_trials
 from accelbench.config.units import parse_int_list
 from accelbench.workloads.scale.options import ScaleOptions

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.bench.train.options import TrainOptions
+from accelbench.bench.train.train_options import TrainOptions
 from accelbench.config.records.peak import PeakMetrics
 from accelbench.config.records.train import TrainMetrics
 from accelbench.config.workload import Workload
@@ -29,7 +29,7 @@ TRAINING_KINDS = {"train": TrainMetrics, "peak": PeakMetrics}  # what every trai
 
 def build(options: TrainOptions) -> TrainSpec:
     """The checked spec (ConfigError naming the option, before anything runs)."""
-    from accelbench.bench.train.options import build_spec
+    from accelbench.bench.train.train_options import build_spec
     return build_spec(options)
 
 

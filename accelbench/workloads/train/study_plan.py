@@ -7,16 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from accelbench.analytics.flops import hardware_flops_per_token
+from accelbench.bench.gemm_peak import SweepPeak
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
-from accelbench.bench.peak import SweepPeak
 from accelbench.bench.study_planner import PlannedCell, Planner, SweepPlan, available_devices
 from accelbench.bench.train.build import needs_group
 from accelbench.bench.train.cell import estimate_bytes
 from accelbench.bench.train.launch import in_process_group
-from accelbench.bench.train.options import TrainOptions, build_spec
 from accelbench.bench.train.search import find_longest_seq, run_longest_seq_sweep, search_cells
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
 from accelbench.bench.train.sweep import local_cells, run_train_sweep, world_size
+from accelbench.bench.train.train_options import TrainOptions, build_spec
 from accelbench.bench.trials import resolve_trials
 
 

@@ -13,7 +13,7 @@ from accelbench.config.records.toy import ToyMetrics
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.study_planner import PlannedCell, SweepPlan
 from accelbench.config.errors import ConfigError
-from accelbench.config.options import option
+from accelbench.config.option_fields import option
 from accelbench.config.record_kinds import metrics_dict
 from accelbench.config.workload import Workload
 from accelbench.report.content import Section

@@ -11,18 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from accelbench.analytics.energy import UNAVAILABLE, cell_energy
+from accelbench.analytics.cell_energy import UNAVAILABLE, cell_energy
 from accelbench.analytics.flops import (
     dropped_flops,
     hardware_flops_per_token,
     model_flops_per_token,
     two_four_skipped_flops_per_token,
 )
-from accelbench.analytics.metrics import at_measured_clock, tflops, utilisation
 from accelbench.analytics.moe_cost import expert_params
 from accelbench.analytics.params import total_params
-from accelbench.analytics.straggler import find_straggler
-from accelbench.bench.peak import Peak
+from accelbench.analytics.slow_rank import find_straggler
+from accelbench.analytics.throughput import at_measured_clock, tflops, utilisation
+from accelbench.bench.gemm_peak import Peak
 from accelbench.bench.timing import TimingStats, summarize
 from accelbench.bench.train.rank_result import RankResult
 from accelbench.bench.train.spec import TrainCell, TrainSpec

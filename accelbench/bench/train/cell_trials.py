@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import torch
 
-from accelbench.analytics.metrics import at_measured_clock, mean_clock
-from accelbench.bench.metrics import peak_warning
+from accelbench.analytics.throughput import at_measured_clock, mean_clock
+from accelbench.bench.gemm_peak import SweepPeaks
 from accelbench.bench.outcome import Outcome
-from accelbench.bench.peak import SweepPeaks
+from accelbench.bench.timed_metrics import peak_warning
 from accelbench.bench.train.cell import KIND, VERIFIED, run_cell
-from accelbench.bench.train.fit import find_max_micro_batch
+from accelbench.bench.train.fit_search import find_max_micro_batch
 from accelbench.bench.train.spec import TrainCell, TrainSpec, cell_layout
 from accelbench.bench.train.steps import StepProgress
 from accelbench.bench.trial_record import (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from accelbench.analytics.metrics import per_second, tflops, utilisation
-from accelbench.bench.peak import Peak
+from accelbench.analytics.throughput import per_second, tflops, utilisation
+from accelbench.bench.gemm_peak import Peak
 from accelbench.bench.timing import TimingStats
 from accelbench.config.records.block import BLOCK_PHASES, BlockReading, PhaseFields
 from accelbench.config.records.fields import MemoryFields

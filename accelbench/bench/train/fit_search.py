@@ -8,14 +8,14 @@ from dataclasses import replace
 import torch
 
 from accelbench.bench.bisection import largest_that_fits
+from accelbench.bench.gemm_peak import Peak
 from accelbench.bench.guard import (
     is_oom,
     refuse_if_too_big,
     release_device_memory,
 )
-from accelbench.bench.peak import Peak
 from accelbench.bench.train.cell import estimate_bytes
-from accelbench.bench.train.metrics import cell_counts
+from accelbench.bench.train.cell_metrics import cell_counts
 from accelbench.bench.train.spec import TrainCell, TrainSpec
 from accelbench.bench.train.steps import run_rank_steps
 from accelbench.config.layout import Layout

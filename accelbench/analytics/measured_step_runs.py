@@ -22,7 +22,7 @@ from accelbench.analytics.activations import RUNTIME_KERNELS
 from accelbench.analytics.cluster import ClusterSpec
 from accelbench.analytics.efficiency import ProfileRates, layer_cost
 from accelbench.analytics.intervals import Residual, conditions
-from accelbench.analytics.profile import MachineProfile
+from accelbench.analytics.machine_profile import MachineProfile
 from accelbench.analytics.steptime import estimate_step
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.errors import ConfigError, checked_fields

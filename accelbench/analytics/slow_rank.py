@@ -4,7 +4,7 @@ per-rank step times hide a straggler; its own compute does not. Pure arithmetic,
 Each rank reports its compute seconds per timed step (bench/train/straggler.py: the user CPU
 time of its step loop, which waiting in a collective, being descheduled or the kernel's page
 faults do not add to). Ranks are compared within a group of peers that do the same work (the
-ranks of one pipeline position: bench/train/metrics.py). For each rank, every step's compute is
+ranks of one pipeline position: bench/train/cell_metrics.py). For each rank, every step's compute is
 set against the median of its peers' at the same step (pairing by step takes out what all ranks
 share: the step's own work and the machine's load at that moment); the rank with the largest
 median ratio is the candidate. It is named only when the distribution-free interval of that

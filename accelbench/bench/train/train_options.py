@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.config.errors import ConfigError
-from accelbench.config.options import option as _opt
+from accelbench.config.option_fields import option as _opt
 from accelbench.config.sparsity import parse_sparsity_list
-from accelbench.config.trials import parse_trials
+from accelbench.config.trial_count import parse_trials
 from accelbench.config.units import parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import FP8_RECIPES, RECOMPUTE_KINDS, TRAIN_DTYPES
 

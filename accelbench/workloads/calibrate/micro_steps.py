@@ -8,20 +8,20 @@ from collections.abc import Callable
 
 import torch
 
-from accelbench.analytics.profile import Point
+from accelbench.analytics.machine_profile import Point
 from accelbench.bench.dtypes import dtype_support
+from accelbench.bench.gemm_peak import resolve_peak
 from accelbench.bench.guard import is_oom
 from accelbench.bench.outcome import Progress
-from accelbench.bench.peak import resolve_peak
 from accelbench.hardware import device as devices
 from accelbench.hardware.detect import detect_spec
 from accelbench.workloads.calibrate.compute import measure_attention, measure_gemms, measure_memory
+from accelbench.workloads.calibrate.options import CalibrateSpec
 from accelbench.workloads.calibrate.overheads import (
     measure_embedding,
     measure_loss,
     measure_optimizer,
 )
-from accelbench.workloads.calibrate.spec import CalibrateSpec
 
 Step = tuple[str, Callable[[], list[Point]]]
 
@@ -69,7 +69,7 @@ def run_steps(steps: list[Step], device: torch.device, notes: list[str],
 
 def dtype_peaks(points: list[Point], device: torch.device) -> dict[str, tuple[float | None,
                                                                              str]]:
-    """Each compute precision's peak as every MFU of this machine takes it (bench/peak.py):
+    """Each compute precision's peak as every MFU of this machine takes it (bench/gemm_peak.py):
     the datasheet's dense peak, else a measured GEMM peak with its label."""
     sheet = detect_spec(device)
     peaks = {}

@@ -26,7 +26,7 @@ from accelbench.analytics.kernels import (
     loss_bytes,
     optimizer_bytes,
 )
-from accelbench.analytics.precision import BYTES_PER_VALUE
+from accelbench.analytics.training_widths import BYTES_PER_VALUE
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
 from accelbench.config.records.profile import ProfileMetrics

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from accelbench.analytics.kernels import COLLECTIVE_OPS, GEMM_PASSES, STREAM_OPS
 from accelbench.config.errors import ConfigError, require_count
 from accelbench.config.model import ModelConfig
-from accelbench.config.options import option
+from accelbench.config.option_fields import option
 from accelbench.config.presets import resolve_model
 from accelbench.config.units import COUNT_BOUNDS, parse_bytes, parse_choice_list, parse_int_list
 from accelbench.config.vocab import DTYPES
