@@ -21,7 +21,7 @@ from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.layout import Layout
 from accelbench.config.precision import resolve
 from accelbench.config.presets import get_preset
-from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.record_kinds import metrics_dict, read_spec
 from accelbench.config.records.train import TrainMetrics
 from accelbench.hardware.specs import get_spec
 from accelbench.models.float8 import convert_blocks, float8_layer_names
@@ -201,12 +201,12 @@ def test_fp8_composes_with_recompute():
 
 def test_tables_name_how_an_fp8_cell_ran():
     """The precision column never shows an FP8 utilisation for an emulated cell."""
-    spec = {"dtype": "fp8", "fp8_recipe": "rowwise"}
+    spec = read_spec("train", {"dtype": "fp8", "fp8_recipe": "rowwise"})
     emulated = TrainMetrics(fp8_mode="emulated")
     assert precision_text(spec, emulated) == "fp8 rowwise (emulated)"
     native = TrainMetrics(fp8_mode="native", fp8_peak_utilisation=0.4123)
     assert precision_text(spec, native) == "fp8 rowwise (41.2% of FP8 peak)"
-    assert precision_text({"dtype": "bf16"}, native) == "bf16"
+    assert precision_text(read_spec("train", {"dtype": "bf16"}), native) == "bf16"
 
 
 def test_an_moe_router_stays_in_high_precision():
