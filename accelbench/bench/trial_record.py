@@ -18,7 +18,7 @@ from accelbench.config.trial_count import TRIAL_VALUES
 def timed_map(figures: type[StrEnum], prefixes: Sequence[str] = ("",)
               ) -> dict[str, tuple[str, ...]]:
     """combine_timed's `timed` from an enum whose first member is a median time and the rest
-    the rates computed from it (config/schema.py StepTimed, PhaseTimed), once per prefix."""
+    the rates computed from it (config/records/ StepTimed, PhaseTimed), once per prefix."""
     time, *rates = figures
     return {f"{p}{time}": tuple(f"{p}{rate}" for rate in rates) for p in prefixes}
 
