@@ -33,6 +33,7 @@ from accelbench.bench.train.sweep import run_train_sweep
 from accelbench.config.presets import get_preset
 from accelbench.parallel.watchdog import read_heartbeats
 from accelbench.store.store import ResultStore
+from tests.seeded_peak import seed_peak
 
 pytestmark = pytest.mark.dist
 TINY = get_preset("gpt2-tiny").with_changes(n_layer=2, vocab_size=1024, n_positions=64)
@@ -149,6 +150,7 @@ def test_a_signal_stops_the_ranks_records_the_cell_and_says_what_was_kept(isolat
     however slow or loaded the machine (events, not timing). With two trials the cell is
     recorded with its finished trial, and a rerun launches only the missing one."""
     marker, db, _ = isolated
+    seed_peak(db)  # no GEMM peak measured by either run (the killed parent's test measures one)
     cells = len(batches.split(","))
     proc = _cli(db, "--micro-batch", batches, "--steps", "4", "--trials", str(trials),
                 env={"ACCELBENCH_TEST_FAULT": "wait:1:2"})
@@ -224,11 +226,12 @@ def test_a_killed_agent_is_recorded_as_that_with_its_signal(isolated):
     """The torchrun agent of a running cell is killed (SIGKILL, by someone else): the cell is
     recorded as that, its ranks end with it, and the sweep goes on to its end."""
     marker, db, _ = isolated
+    seed_peak(db)
     proc = _cli(db, "--micro-batch", "1", "--steps", "4", "--trials", "1",
                 env={"ACCELBENCH_TEST_FAULT": "wait:1:2"})
     _wait_for(lambda: _waiting(db, 1))
-    [agent] = [pid for pid in _marked(marker)
-               if b"accelbench.parallel.torchrun_launch\0agent" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    [agent] = [pid for pid in _marked(marker) if b"accelbench.parallel.torchrun_launch\0agent"
+               in Path(f"/proc/{pid}/cmdline").read_bytes()]
     os.kill(agent, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err
