@@ -86,7 +86,7 @@ def block_points(records: list[Record]) -> list[Point]:
     points = []
     for record in records:
         s = record.setup
-        if record.kind != "block" or record.status != "ok" or "model" not in s:
+        if record.kind != "block" or record.status != "ok" or s.model is None:
             continue
         cfg, seq = ModelConfig(**s.model), int(s.seq_len)
         for phase in ("forward", "backward"):
