@@ -3,11 +3,10 @@ through the runtime's own step loop (bench/train/steps.py run_rank_steps), some 
 slowed by the test-only delay (ACCELBENCH_TEST_SLOW_RANK), and which rank each trial names as
 slow (bench/train/cell_metrics.py straggler_fields).
 
-A case is 'name:layout:fraction:trials[:steps[:vocab]]' (fraction 0: no delay; steps STEPS
-unless given, of which WARMUP_STEPS untimed; vocab: gpt2-tiny's head that wide, GPT-2's unless
-given: the tests' 512 keeps the head, most of a step's work, from dominating the launch).
-Rank 0 returns, per case, the rank named in each trial (None: none), each trial's evidence and
-each rank's median compute and wait (benchmarks/straggler.py runs it for the 10-trial figures).
+A case is 'name:layout:fraction:trials[:steps]' (fraction 0: no delay; steps STEPS unless
+given, of which WARMUP_STEPS untimed). Rank 0 returns, per case, the
+rank named in each trial (None: none), each trial's evidence and each rank's median compute
+and wait (benchmarks/straggler.py runs it for the 10-trial figures).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from accelbench.bench.train.steps import run_rank_steps
 from accelbench.bench.train.straggler import TEST_DELAY_ENV
 from accelbench.config.layout_parse import RUNTIME_KEYS, parse_layout
 from accelbench.config.layout_rules import validate_layout
-from accelbench.config.presets import resolve_model
+from accelbench.config.presets import get_preset
 from accelbench.parallel.gather import gather_rank_results
 
 SLOWED_RANK = 1
@@ -31,13 +30,11 @@ WARMUP_STEPS = 1
 STEPS = 9  # 8 timed
 
 
-def _spec(layout_text: str, steps: int = STEPS, vocab: str = "") -> tuple[TrainSpec, object]:
-    """gpt2-tiny (its head `vocab` wide where given) at sequence 128, micro-batch 2 (a
-    pipeline: 2 micro-batches), fp32."""
+def _spec(layout_text: str, steps: int = STEPS) -> tuple[TrainSpec, object]:
+    """gpt2-tiny at sequence 128, micro-batch 2 (a pipeline: 2 micro-batches), fp32."""
     layout = parse_layout(layout_text, RUNTIME_KEYS)
     gas = 2 if layout.pp > 1 else 1
-    model = resolve_model(f"gpt2-tiny:vocab={vocab}" if vocab else "gpt2-tiny")
-    spec = TrainSpec(model, seq_lens=(128,), micro_batches=(2,), gas=(gas,),
+    spec = TrainSpec(get_preset("gpt2-tiny"), seq_lens=(128,), micro_batches=(2,), gas=(gas,),
                      dtypes=("fp32",), steps=steps, warmup_steps=WARMUP_STEPS, device="cpu",
                      layout=layout_text)
     world = torch.distributed.get_world_size()
@@ -58,9 +55,8 @@ def run(cases: list[str], device: torch.device) -> dict:
     """Every case's trials in turn; the delay set on every rank for the delayed ones."""
     results = {}
     for case in cases:
-        name, layout_text, fraction, trials, *rest = case.split(":")
-        steps, vocab = (rest + [str(STEPS)])[0], (rest[1:] + [""])[0]
-        spec, layout = _spec(layout_text, int(steps), vocab)
+        name, layout_text, fraction, trials, *steps = case.split(":")
+        spec, layout = _spec(layout_text, int(steps[0]) if steps else STEPS)
         if float(fraction):
             os.environ[TEST_DELAY_ENV] = f"{SLOWED_RANK}:{fraction}"
         try:
