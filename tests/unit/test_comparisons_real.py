@@ -34,6 +34,7 @@ from accelbench.workloads.train.sparsity_section import masked_dense
 MODEL = "gpt2-tiny:vocab_size=512"
 KNOWN = (SweepPeak("fp32", 1e12, "fp32", "test peak"),)  # no GEMM peak measured here
 A_A_CHECKS, TRIALS = 20, 6
+MAX_CALLED_DIFFERENT = 4  # of A_A_CHECKS (below)
 RETRIES = 3  # measurements of a disturbed, inconclusive comparison
 
 
@@ -60,7 +61,11 @@ def test_repeated_real_a_a_checks_find_no_difference():
         outcomes: list[Outcome] = []
         run_noise(replace(spec, train=replace(spec.train, peaks=KNOWN)), outcomes.append)
         verdicts.append(outcomes[-1].typed.noise_verdict)
-    assert verdicts.count(NO_DIFFERENCE) >= 0.9 * A_A_CHECKS, verdicts
+    # A 95% interval calls an A/A pair different 1 time in 20: of 20 checks, 5 or more by
+    # chance 0.26% of the time (binomial). The old bound (at least 18 of 20 the same) failed a
+    # correct interval 7.5% of the time (CI: 3 of 20). Allowing 4 still fails an interval that
+    # calls 30% of A/A pairs different (6 expected) 76% of the time.
+    assert A_A_CHECKS - verdicts.count(NO_DIFFERENCE) <= MAX_CALLED_DIFFERENT, verdicts
 
 
 @pytest.mark.slow
