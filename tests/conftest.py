@@ -24,8 +24,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # after pauses (bench/gemm_peak.py peak_attempts), in this process and every process a test starts.
 os.environ["ACCELBENCH_TEST_PEAK_ATTEMPTS"] = "1"
 DIST = Path(__file__).parent / "dist"
-# Off a terminal the tables fit COLUMNS when it is set (report/fit.py): every test, and every
-# process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
+# Off a terminal the tables fit COLUMNS when it is set (report/table_width.py): every test, and
+# every process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
 # COLUMNS=80); a test of the fitting sets it itself. GNU readline, once imported (pytest imports
 # it), has put LINES and COLUMNS of the terminal it found (80x24 without one) into the C
 # environment that subprocesses inherit, not into os.environ: both are unset there too.

@@ -7,7 +7,7 @@ call, and collective bus bandwidth (bytes/s, nccl-tests convention: analytics/ke
 against message bytes, plus each collective's latency. A curve is read on log(size), piecewise
 linear between the measured sizes and clamped at both ends (the first and last measured values
 hold beyond them). No torch here: a profile is rebuilt from a stored record's plain dicts
-(report/profile.py), and built-in curves per device class can be made the same way.
+(report/stored_profile.py), and built-in curves per device class can be made the same way.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def run_calibrate(workload: Workload, options: CalibrateOptions, out: Outputs) -
 def _from_block(options: CalibrateOptions, out: Outputs) -> None:
     """Store the newest profile refined with the store's block records, and print it."""
     from accelbench.bench.recording.recorder import Recorder
-    from accelbench.report.profile import profile_with_blocks
+    from accelbench.report.stored_profile import profile_with_blocks
     from accelbench.store.store import ResultStore
 
     check_emit(out.json_out, False, None)
@@ -61,7 +61,7 @@ def _from_block(options: CalibrateOptions, out: Outputs) -> None:
 
 def _show(record: Record, out: Outputs) -> None:
     """The record's note, the profile's table and any JSON."""
-    from accelbench.report.profile import profile_table
+    from accelbench.report.stored_profile import profile_table
 
     if record.reason:
         console.print(Text(f"note: {record.reason}"))

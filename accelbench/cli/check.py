@@ -21,7 +21,7 @@ def check(options: CheckOptions) -> None:
     from accelbench.bench.recording.recorder import Recorder
     from accelbench.hardware.detect import resolve_device
     from accelbench.hardware.environment import environment
-    from accelbench.report.check import check_table
+    from accelbench.report.feature_rows import check_table
     from accelbench.store.store import ResultStore
 
     target = resolve_device(options.device)

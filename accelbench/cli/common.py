@@ -14,11 +14,11 @@ from accelbench.bench.outcome import Progress as ProgressFn
 from accelbench.config.errors import ConfigError
 from accelbench.report.cell_lines import CellLines
 from accelbench.report.export import check_output, to_csv, to_json, write_text
-from accelbench.report.fit import FitConsole
+from accelbench.report.table_width import FitConsole
 from accelbench.store.record import Record
 
-# Two consoles (report/fit.py's: the terminal's width on a terminal; off one, COLUMNS or a width
-# for the widest table), and their tables fit that width (`widened` for --wide):
+# Two consoles (report/table_width.py's: the terminal's width on a terminal; off one, COLUMNS
+# or a width for the widest table), and their tables fit that width (`widened` for --wide):
 # `out` (stdout) for a command's own result: its tables and listings. It never reads markup, so
 # names, paths and reasons from users, files and other processes print as they are.
 # `console` (stderr) for messages: banners, progress, per-step lines, warnings; it reads markup,

@@ -15,8 +15,8 @@ from accelbench.cli.train import run_and_show
 from accelbench.config.records.seq_search import FITS
 from accelbench.config.vocab import GIB
 from accelbench.config.workload import Workload
-from accelbench.report.fit import KEY
 from accelbench.report.table import add_plain_row, plain_table, train_table
+from accelbench.report.table_width import KEY
 from accelbench.store.record import Record
 from accelbench.workloads.genslm.options import GenslmOptions
 

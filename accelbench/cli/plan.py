@@ -16,7 +16,7 @@ from accelbench.report.plan_table import PlanView, plan_view
 from accelbench.report.plan_validation import validation_view
 
 # Tables and their notes on `out` (stdout, never reads markup: cli.common's kind of console, whose
-# tables fit its width, report/fit.py); messages on `console` (stderr) as plain text.
+# tables fit its width, report/table_width.py); messages on `console` (stderr) as plain text.
 out = type(console)(markup=False, highlight=False)
 
 

@@ -29,7 +29,7 @@ from accelbench.config.study_options import (
 )
 from accelbench.report import make_report
 from accelbench.report.cell_lines import StudyLines
-from accelbench.report.fit import FitTable
+from accelbench.report.table_width import FitTable
 from accelbench.store.record import Record
 from accelbench.store.store import default_db_path
 

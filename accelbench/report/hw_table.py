@@ -8,8 +8,8 @@ from rich.table import Table
 
 from accelbench.config.vocab import PEAK_PRECISIONS
 from accelbench.hardware.specs import SPECS
-from accelbench.report.fit import KEY
 from accelbench.report.table import add_plain_row, plain_table
+from accelbench.report.table_width import KEY
 
 
 def spec_table() -> Table:

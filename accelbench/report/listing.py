@@ -18,9 +18,9 @@ from rich.text import Text
 from accelbench.config.errors import ConfigError
 from accelbench.report.cells import layout_text
 from accelbench.report.compare import workload_of
-from accelbench.report.fit import KEY, FitTable
 from accelbench.report.machines import machine_name
 from accelbench.report.table import key_figure
+from accelbench.report.table_width import KEY, FitTable
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 

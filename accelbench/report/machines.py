@@ -1,7 +1,7 @@
 """Machines in a report: records from one or several databases told apart by the machine
 fingerprint resume uses (results.fingerprint: device, count, drivers, torch, CPU, threads,
 host) and named by device, count and software version; each machine's measured peaks settled
-to one per precision (report/peaks.py), its cells' MFUs over it."""
+to one per precision (report/machine_peak.py), its cells' MFUs over it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.config.errors import ConfigError
-from accelbench.report.peaks import Settled, rescaled, settle
+from accelbench.report.machine_peak import Settled, rescaled, settle
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
@@ -49,7 +49,7 @@ class Machine:
     environment: dict[str, Any]
     records: tuple[Record, ...]
     sources: tuple[str, ...]
-    peaks: tuple[Settled, ...] = ()  # its measured peaks, one per precision (report/peaks.py)
+    peaks: tuple[Settled, ...] = ()  # measured peaks, one per precision (report/machine_peak.py)
 
     @property
     def label(self) -> str:

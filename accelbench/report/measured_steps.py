@@ -8,7 +8,7 @@ from accelbench.analytics.machine_profile import MachineProfile
 from accelbench.analytics.measured_step_runs import StepRun
 from accelbench.config.model import ModelConfig
 from accelbench.config.records.block import BlockReading
-from accelbench.report.profile import PROFILE_KIND, load_profile
+from accelbench.report.stored_profile import PROFILE_KIND, load_profile
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 

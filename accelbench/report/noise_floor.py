@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from accelbench.config.records.noise import NoiseMetrics
 from accelbench.report.machines import Machine
-from accelbench.report.trials import claim_text
+from accelbench.report.trial_display import claim_text
 from accelbench.store.record import Record
 
 NOISE_KIND = "noise"  # workloads/noise/runner.py's record kind

@@ -8,8 +8,8 @@ from collections import Counter
 from accelbench.config.record_kinds import METRICS_BY_KIND
 from accelbench.config.records.fields import PeakFields
 from accelbench.report.cells import tflops
-from accelbench.report.check import CHECK_HEADER, check_rows, check_summary
 from accelbench.report.content import Section, Table
+from accelbench.report.feature_rows import CHECK_HEADER, check_rows, check_summary
 from accelbench.report.machines import Machine
 from accelbench.report.paper import PAPER
 
@@ -21,7 +21,7 @@ def _kinds(machine: Machine) -> str:
 
 def _peaks(machine: Machine) -> str:
     """Each precision's dense peak and where it came from: a measured one settled to one per
-    precision and thread count (report/peaks.py: the best undisturbed, what was set aside, a
+    precision and thread count (report/machine_peak.py: the best undisturbed, what was set aside, a
     disturbed one flagged), a datasheet's as its cells name it."""
     measured = [p.text() for p in machine.peaks]
     seen: dict[tuple[str, str], dict[float | None, str]] = {}

@@ -11,7 +11,7 @@ from accelbench.analytics.machine_profile import MachineProfile, profile_from_me
 from accelbench.config.errors import ConfigError
 from accelbench.config.paths import default_db_path
 from accelbench.config.record_kinds import read_metrics
-from accelbench.report.profile import PROFILE_KIND, load_profile
+from accelbench.report.stored_profile import PROFILE_KIND, load_profile
 from accelbench.store.dbfile import check_path
 from accelbench.store.store import ResultStore
 

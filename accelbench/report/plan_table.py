@@ -38,7 +38,7 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-# Each column with its priority (report/fit.py: 0 always shown; 1, 2, ...: left out when
+# Each column with its priority (report/table_width.py: 0 always shown; 1, 2, ...: left out when
 # narrow, the largest first): the layout and the plan's figures with their intervals stay (the
 # flags are also the "!" lines below the table).
 _PLAN_COLUMNS = {"#": 0, "dp": 0, "tp": 0, "pp": 0, "vp": 2, "cp": 2, "ep": 2, "mb": 0,

@@ -19,9 +19,9 @@ from accelbench.config.records.scale import ScaleRow
 from accelbench.config.records.train import TrainMetrics
 from accelbench.config.vocab import GIB
 from accelbench.report.cells import measured_gib
-from accelbench.report.fit import KEY, FitTable
-from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
-from accelbench.report.trials import (
+from accelbench.report.precision_label import FP8_CAPTION, has_fp8, precision_text
+from accelbench.report.table_width import KEY, FitTable
+from accelbench.report.trial_display import (
     SCALE_EVIDENCE,
     claim_text,
     pct_interval,
@@ -34,7 +34,7 @@ from accelbench.store.record import Record
 
 
 def plain_table(title: str, **options: Any) -> FitTable:
-    """A table that fits its width (report/fit.py) and whose title is plain text."""
+    """A table that fits its width (report/table_width.py) and whose title is plain text."""
     return FitTable(title=Text(title), **options)
 
 

@@ -25,7 +25,7 @@ from accelbench.report.cells import (
 )
 from accelbench.report.content import Figure, Panel, Series
 from accelbench.report.machines import Machine
-from accelbench.report.precision import FP8_CAPTION, has_fp8, precision_text
+from accelbench.report.precision_label import FP8_CAPTION, has_fp8, precision_text
 from accelbench.report.predict import (
     HEADER,
     prediction_text,

@@ -16,7 +16,7 @@ import pytest
 
 from accelbench.analytics.kernels import COLLECTIVE_OPS, bus_factor
 from accelbench.parallel.procs import descendants
-from accelbench.report.profile import load_profile
+from accelbench.report.stored_profile import load_profile
 from accelbench.store.store import ResultStore
 from tests.unit.cli_run import run_main
 

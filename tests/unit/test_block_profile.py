@@ -18,7 +18,7 @@ from accelbench.cli.main import main
 from accelbench.config.model import ModelConfig
 from accelbench.config.presets import resolve_model
 from accelbench.report.measured_steps import measured_step_runs
-from accelbench.report.profile import load_profile
+from accelbench.report.stored_profile import load_profile
 from accelbench.store.store import ResultStore
 from tests.unit.cli_run import run_main
 

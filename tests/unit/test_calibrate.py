@@ -29,7 +29,7 @@ from accelbench.analytics.params import block_matmul_params
 from accelbench.config.errors import ConfigError
 from accelbench.config.presets import resolve_model
 from accelbench.config.record_kinds import metric_names
-from accelbench.report.profile import load_profile
+from accelbench.report.stored_profile import load_profile
 from accelbench.report.table import key_figure
 from accelbench.store.store import ResultStore
 from accelbench.workloads.calibrate.options import CalibrateOptions, build_calibrate_spec

@@ -28,7 +28,7 @@ from accelbench.analytics.steptime import estimate_step
 from accelbench.analytics.train_setup import TrainSetup
 from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
-from accelbench.report.profile import load_profile
+from accelbench.report.stored_profile import load_profile
 from accelbench.store.store import ResultStore
 from accelbench.workloads.calibrate.options import CalibrateOptions, build_calibrate_spec
 from accelbench.workloads.calibrate.overheads import (

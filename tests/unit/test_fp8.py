@@ -26,7 +26,7 @@ from accelbench.config.records.train import TrainMetrics
 from accelbench.hardware.specs import get_spec
 from accelbench.models.float8 import convert_blocks, float8_layer_names
 from accelbench.models.gpt import GPT
-from accelbench.report.precision import precision_text
+from accelbench.report.precision_label import precision_text
 
 TINY = get_preset("gpt2-tiny").with_changes(vocab_size=512, n_positions=64)
 

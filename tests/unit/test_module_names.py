@@ -18,9 +18,7 @@ ROLE_PACKAGES = ("workloads/", "cli/", "config/records/")  # the three shapes ab
 
 # Base names still shared by modules of different packages that no rule allows: each is a
 # rename left to do (the concept named for where it lives, as bench/study_planner.py).
-KNOWN = frozenset({
-    "trials.py", "check.py", "profile.py", "precision.py", "fit.py", "peaks.py", "model.py",
-})
+KNOWN: frozenset[str] = frozenset()
 
 
 def _role(path: str) -> bool:

@@ -14,7 +14,7 @@ from accelbench.config.records.scale import ScaleRow
 from accelbench.config.records.train import StepTimed
 from accelbench.config.trial_count import TRIAL_VALUES
 from accelbench.report.table import scale_table
-from accelbench.report.trials import scale_speedup_text
+from accelbench.report.trial_display import scale_speedup_text
 from accelbench.workloads.scale.runner import (
     ScaleSpec,
     scaling_rows,

@@ -16,7 +16,7 @@ from accelbench.config.vocab import GIB
 from accelbench.report.bundle import read_bundles
 from accelbench.report.site import build_site
 from accelbench.report.site.marks import cell_marks, overlap, peer_groups, record_marks
-from accelbench.report.site.model import build_model
+from accelbench.report.site.site_model import build_model
 from accelbench.store.fingerprint import workload_id
 from accelbench.store.record import Record
 
@@ -181,7 +181,7 @@ def test_reproduction_counts_by_bisection_as_pair_by_pair():
     from accelbench.report.cells import Rate
     from accelbench.report.compare import Best
     from accelbench.report.site.marks import reproduction
-    from accelbench.report.site.model import Ranked
+    from accelbench.report.site.site_model import Ranked
 
     rng = random.Random(1)
     cells = []

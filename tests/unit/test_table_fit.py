@@ -1,5 +1,5 @@
-"""Tables that fit the width (report/fit.py): at 80 and 120 columns no line is wider and every
-number shown is whole, the columns left out are named, --wide shows them; off a terminal the
+"""Tables that fit the width (report/table_width.py): at 80 and 120 columns no line is wider and
+every number shown is whole, the columns left out are named, --wide shows them; off a terminal the
 progress is a line per finished cell on stderr (report/cell_lines.py)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from cli_run import run_main as _run_main
 
 from accelbench.report.cell_lines import CellLines, StudyLines, duration
-from accelbench.report.fit import PIPE_WIDTH, FitConsole, output_width
 from accelbench.report.table import block_table, train_table
+from accelbench.report.table_width import PIPE_WIDTH, FitConsole, output_width
 from accelbench.store.record import Record
 
 SPEC = {"seq_len": 1024, "micro_batch": 8, "gas": 4, "dtype": "bf16", "recompute": "selective"}

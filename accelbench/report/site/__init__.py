@@ -64,7 +64,7 @@ def build_site(bundles: Sequence[Path], out_dir: Path, baseline: str | None = No
     """Read and check every bundle, then write the site into out_dir (checked first)."""
     from accelbench.report.bundle import read_bundles
     from accelbench.report.machines import pick_baseline
-    from accelbench.report.site.model import build_model
+    from accelbench.report.site.site_model import build_model
 
     out_dir = check_out_dir(Path(out_dir))
     read = read_bundles([Path(p) for p in bundles])

@@ -9,8 +9,8 @@ from __future__ import annotations
 from accelbench.report.content import Figure
 from accelbench.report.machines import Machine
 from accelbench.report.site.html import esc, page, paragraph
-from accelbench.report.site.model import Site
 from accelbench.report.site.pages import NAV
+from accelbench.report.site.site_model import Site
 
 FIGURE_MACHINES = 6
 COMPARE_CATEGORIES = 12  # the comparison's bars are drawn for at most this many workloads

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from accelbench.config.fit import fit_basis
 from accelbench.report.cells import Rate
 from accelbench.report.site.html import esc
-from accelbench.report.site.model import Ranked
+from accelbench.report.site.site_model import Ranked
 from accelbench.store.record import Record
 
 REPRODUCED, DISAGREES, ONCE = "reproduced", "disagrees", "once"

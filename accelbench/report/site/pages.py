@@ -12,7 +12,7 @@ from accelbench.report.evidence import speedup_text
 from accelbench.report.machines import Machine, short_version
 from accelbench.report.site.html import Cell, esc, link, page, paragraph, table
 from accelbench.report.site.marks import Peers, cell_marks, marks_html, peer_groups, record_marks
-from accelbench.report.site.model import Ranked, Site
+from accelbench.report.site.site_model import Ranked, Site
 from accelbench.store.fingerprint import canonical_json
 
 INDEX, FIGURES, REFERENCE = "index.html", "figures.html", "reference.html"

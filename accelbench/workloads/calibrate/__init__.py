@@ -33,7 +33,7 @@ def run(spec: CalibrateSpec, device: torch.device, progress: Progress | None = N
 
 def table(records: list[Record], title: str) -> Any:
     """A calibration's profile (its one record)."""
-    from accelbench.report.profile import profile_table
+    from accelbench.report.stored_profile import profile_table
     return profile_table(records[0])
 
 

@@ -9,7 +9,6 @@ from typing import Any
 from rich.text import Text
 
 from accelbench.report.content import Finding, Section, Table
-from accelbench.report.fit import KEY
 from accelbench.report.machines import Machine
 from accelbench.report.noise_floor import (
     COMMAND,
@@ -21,6 +20,7 @@ from accelbench.report.noise_floor import (
     when,
 )
 from accelbench.report.table import add_columns, add_plain_row, plain_table
+from accelbench.report.table_width import KEY
 from accelbench.store.record import Record
 
 SOURCE = ("the latest ok 'noise' record of each machine: throughput_ratio with "

@@ -24,7 +24,7 @@ from accelbench.report.predict import (
     prediction_text,
     train_prediction,
 )
-from accelbench.report.trials import pct_interval, scale_speedup_text
+from accelbench.report.trial_display import pct_interval, scale_speedup_text
 from accelbench.store.record import Record
 
 SOURCE = ("kind 'scale' summary records (metrics.rows: devices, tokens_per_s_global, speedup, "

@@ -19,8 +19,8 @@ from accelbench.analytics.machine_profile import (
 from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
-from accelbench.report.fit import KEY
 from accelbench.report.table import add_plain_row, plain_table
+from accelbench.report.table_width import KEY
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 
