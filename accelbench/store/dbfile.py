@@ -16,8 +16,8 @@ import random
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import closing, suppress
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -120,6 +120,21 @@ def connect_write(path: Path, timeout: float = _TIMEOUT_S) -> sqlite3.Connection
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
     conn.execute("PRAGMA synchronous=FULL")
     return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One immediate write transaction on a `connect_write` connection: the write lock taken at
+    the start (so busy is answered before anything is done), committed when the block ends,
+    rolled back on any exception (which is raised again), so nothing is ever half-written."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
 
 
 def connect_read(path: Path, timeout: float = _TIMEOUT_S) -> sqlite3.Connection:
@@ -230,17 +245,11 @@ def _create_schema(path: Path) -> None:
     with closing(connect_write(path)) as conn:
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             for statement in SCHEMA:
                 conn.execute(statement)
             if _has_uid(conn):  # an older store gets it with its next record (ensure_uid)
                 conn.execute(UID_INDEX)
-            conn.execute("COMMIT")
-        except BaseException:
-            with suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
 
 
 def create_schema(path: Path, budget_s: float = BUSY_BUDGET_S) -> None:

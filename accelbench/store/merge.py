@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import closing, suppress
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.config.errors import ConfigError
-from accelbench.store.dbfile import connect_read, connect_write, ensure_uid, retry_busy
+from accelbench.store.dbfile import (
+    connect_read,
+    connect_write,
+    ensure_uid,
+    retry_busy,
+    write_transaction,
+)
 from accelbench.store.record import Record, content_uid
 from accelbench.store.store import ResultStore
 from accelbench.store.validate import RecordProblem, check_stored_row
@@ -142,15 +148,9 @@ def _merge_into(conn: sqlite3.Connection, target: Path, paths: Sequence[Path]
 
 def _merge_once(target: Path, paths: Sequence[Path]) -> list[Merged]:
     with closing(connect_write(target)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             ensure_uid(conn)
             done = _merge_into(conn, target, paths)
-            conn.execute("COMMIT")
-        except BaseException:
-            with suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
     return done
 
 

@@ -26,6 +26,7 @@ from accelbench.store.dbfile import (
     ensure_uid,
     open_database,
     retry_busy,
+    write_transaction,
 )
 from accelbench.store.record import Record
 from accelbench.store.validate import RecordProblem, record_from_text, warn_skipped
@@ -66,15 +67,9 @@ class ResultStore:
         if not self.write:
             raise sqlite3.OperationalError("the store was opened read-only")
         with closing(connect_write(self.path)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_transaction(conn):
                 ensure_uid(conn)
                 done = [self._insert_one(conn, r) for r in records]
-                conn.execute("COMMIT")
-            except BaseException:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
             with suppress(sqlite3.Error):  # the .db alone complete; close() tries again
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         return done

@@ -13,12 +13,18 @@ Rows, like records, are never updated or deleted.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing, suppress
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from accelbench.store.dbfile import connect_read, connect_write, ensure_trials, retry_busy
+from accelbench.store.dbfile import (
+    connect_read,
+    connect_write,
+    ensure_trials,
+    retry_busy,
+    write_transaction,
+)
 from accelbench.store.jsontext import dumps, loads
 from accelbench.store.store import ResultStore
 
@@ -50,15 +56,9 @@ def add_trial(store: ResultStore, run_id: str, fingerprint: str, trial: int,
 
     def insert() -> int:
         with closing(connect_write(store.path)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_transaction(conn):
                 ensure_trials(conn)
                 row_id = int(conn.execute(_INSERT, row).lastrowid)
-                conn.execute("COMMIT")
-            except BaseException:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
             return row_id
 
     return retry_busy(insert, store.busy_budget_s)

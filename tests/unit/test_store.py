@@ -4,10 +4,12 @@ import csv
 import io
 import json
 import sqlite3
+from contextlib import closing
 
 import pytest
 
 from accelbench.report.export import to_csv, to_json
+from accelbench.store.dbfile import connect_write, write_transaction
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore, default_db_path
 
@@ -69,3 +71,21 @@ def test_default_path_follows_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("ACCELBENCH_DB")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_db_path() == tmp_path / "accelbench" / "results.db"
+
+
+def test_write_transaction_commits_whole_or_rolls_back_whole(tmp_path):
+    """The one write transaction: a block that ends commits all its rows; one that raises
+    leaves none of them, and the exception reaches the caller unchanged."""
+    path = tmp_path / "t.db"
+    with closing(connect_write(path)) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        with write_transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+            conn.execute("INSERT INTO t VALUES (2)")
+        assert not conn.in_transaction
+        with pytest.raises(KeyError, match="half"), write_transaction(conn):
+            conn.execute("INSERT INTO t VALUES (3)")
+            raise KeyError("half")
+        assert not conn.in_transaction
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT x FROM t ORDER BY x").fetchall() == [(1,), (2,)]
