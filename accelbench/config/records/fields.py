@@ -1,9 +1,10 @@
 """The field groups record kinds share: the peak an MFU was divided by, memory, energy, the
-nodes a cell ran on, and the trials a figure is the median of. A metrics class is composed of
-them (TrainMetrics, BlockMetrics). Scope words: `_global` (the whole job), `_per_device` (one
-device's share), `_per_rank` (a list, one entry a rank, in rank order), `_per_rank_max` (the
-largest entry of that list). Memory is in bytes; a memory figure measured on a device that
-cannot report it is None, never a stand-in."""
+nodes a cell ran on, the collectives a step sent, and the trials a figure is the median of. A
+metrics class is composed of them (TrainMetrics, BlockMetrics), and a reader of a group asks
+`carries(kind, Group)` (config/record_kinds.py). Scope words: `_global` (the whole job),
+`_per_device` (one device's share), `_per_rank` (a list, one entry a rank, in rank order),
+`_per_rank_max` (the largest entry of that list). Memory is in bytes; a memory figure measured
+on a device that cannot report it is None, never a stand-in."""
 
 from __future__ import annotations
 
@@ -79,6 +80,22 @@ class TopologyFields:
     n_nodes: int | None = None  # distinct nodes (torchrun agents) of the group
     ranks_per_node: list[int] | None = None  # nodes in node-rank order
     collectives_cross_node: list[str] | None = None  # mesh dims (pp, dp, tp) spanning nodes
+
+
+@dataclass(frozen=True)
+class CommFields:
+    """What a step's collectives cost one rank: the time measured in them (profiled), the
+    pipeline bubble in theory, and the bytes sent by kind (tp, pp, dp, ep, tied, cp, and in
+    all) as this code sends them and as Megatron's volume counts them (parallel/collectives.py,
+    parallel/ideal_comm.py). Expert parallelism's all-to-all is MoE's (MoeFields)."""
+
+    collective_time_s_per_rank: list[float | None] | None = None
+    collective_time_source: str | None = None
+    pipeline_bubble_fraction_theory: float | None = None
+    # bytes one rank sends per step, by kind (tp, pp, dp, ep, tied, cp) and in all
+    comm_bytes_per_step_per_rank: dict[str, float] | None = None  # this code, busiest rank
+    comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
+    comm_bytes_per_step_ideal_per_rank: dict[str, float] | None = None  # Megatron's volume
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from accelbench.config.records.base import RecordKind
 from accelbench.config.records.fields import (
+    CommFields,
     EnergyFields,
     MemoryFields,
     PeakFields,
@@ -26,8 +27,9 @@ TRAIN_SWEPT: dict[str, str] = {"dtypes": "dtype", "recomputes": "recompute",
 
 
 @dataclass(frozen=True)
-class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, TrialFields):
-    """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
+class StepFields:
+    """A training cell's steps: their time (the slowest rank's pace), the rates and FLOPs
+    computed from it, each rank's compute and wait, data loading and loss."""
 
     n_devices: int | None = None
     tokens_per_step_global: int | None = None
@@ -61,15 +63,20 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     loss_first: float | None = None
     loss_last: float | None = None
     optimizer: str | None = None
-    collective_time_s_per_rank: list[float | None] | None = None
-    collective_time_source: str | None = None
-    pipeline_bubble_fraction_theory: float | None = None
-    # bytes one rank sends per step, by kind (tp, pp, dp, ep, tied, cp) and in all
-    comm_bytes_per_step_per_rank: dict[str, float] | None = None  # this code, busiest rank
-    comm_bytes_pp_rank: int | None = None  # the pipeline position of that rank
-    comm_bytes_per_step_ideal_per_rank: dict[str, float] | None = None  # Megatron's volume
+
+
+@dataclass(frozen=True)
+class DivergenceFields:
+    """A run whose loss stopped being finite, and where (its later steps measure nothing)."""
+
     diverged_step: int | None = None  # 1-based step whose loss was not finite
-    # weight sparsity (models/weight_masks.py, docs/sparsity.md); MFU stays dense-equivalent
+
+
+@dataclass(frozen=True)
+class SparsityFields:
+    """A weight-sparse cell (models/weight_masks.py, docs/sparsity.md) against its dense
+    peer of the same sweep; MFU stays dense-equivalent."""
+
     sparsity_measured: float | None = None  # zeros in the sparse matrices after the last step
     executed_flops_per_step_global: float | None = None  # what the kernels performed
     # the vendor's 2:4 sparse peak, and the cell's hardware (dense-equivalent) FLOPs against
@@ -86,8 +93,13 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     speedup_vs_dense_verdict: str | None = None
     loss_last_vs_dense: float | None = None  # loss_last minus the dense cell's
     loss_last_vs_dense_relative: float | None = None  # that difference / the dense loss_last
-    # FP8 cells (models/float8.py, docs/train.md FP8): mfu above is model FLOPs over the dense
-    # BF16 peak (peak_precision bf16), as FP8 results are published; the FP8 peak beside it
+
+
+@dataclass(frozen=True)
+class Fp8Fields:
+    """An FP8 cell (models/float8.py, docs/train.md FP8): mfu is model FLOPs over the dense
+    BF16 peak (peak_precision bf16), as FP8 results are published; the FP8 peak beside it."""
+
     fp8_mode: str | None = None  # "native" (float8 units ran the GEMMs) or "emulated" (torchao)
     fp8_mode_reason: str | None = None  # why: the device's float8 units, or their absence
     fp8_linears_converted: int | None = None  # the blocks' linear layers trained in float8
@@ -96,14 +108,28 @@ class TrainMetrics(EnergyFields, MemoryFields, PeakFields, TopologyFields, Trial
     fp8_peak_flops_per_s_per_device: float | None = None  # the datasheet's dense FP8 peak
     fp8_peak_utilisation: float | None = None  # model FLOPs over it; None when emulated
     fp8_peak_note: str | None = None  # why fp8_peak_utilisation is empty, when it is
-    # Mixture of experts (models/moe.py, parallel/expert.py, docs/moe.md): the load of the timed
-    # steps per MoE layer and expert, all replicas' tokens; expert parallelism's all-to-all
+
+
+@dataclass(frozen=True)
+class MoeFields:
+    """Mixture of experts (models/moe.py, parallel/expert.py, docs/moe.md): the load of the
+    timed steps per MoE layer and expert, all replicas' tokens; expert parallelism's all-to-all."""
+
     moe_tokens_routed_per_expert: list[list[int]] | None = None  # assignments, drops included
     moe_tokens_dropped_per_expert: list[list[int]] | None = None  # over the capacity
     moe_drop_fraction: float | None = None  # dropped / routed, all layers and experts
     moe_load_imbalance: float | None = None  # busiest expert's routed / the mean, worst layer
     all_to_all_time_s_per_rank: list[float | None] | None = None  # in collective_time's step
     all_to_all_fraction: float | None = None  # busiest rank: all-to-all / that step's time
+
+
+# The groups listed in reverse of their field order: a dataclass takes its last base's fields
+# first and its first base's last; the export's columns follow that order (report/export.py,
+# via metric_names), so a group added here goes first and its columns last.
+@dataclass(frozen=True)
+class TrainMetrics(MoeFields, Fp8Fields, SparsityFields, DivergenceFields, CommFields, StepFields,
+                   EnergyFields, MemoryFields, PeakFields, TopologyFields, TrialFields):
+    """A training cell (train, genslm, scale): one device is the one-rank case of N ranks."""
 
 
 class TrainFigure(StrEnum):
