@@ -41,7 +41,9 @@ class Workload:
     study sweep (bench/study_planner.py), None when studies cannot name it. `table`:
     (records, title) -> the table its command prints. `sections`: each (machines) -> a report
     Section, in order; `section_order` places them in the report (the paper's order, then the
-    order registered). `axes`: the options one study sweep takes as comma lists. `outputs`: the
+    order registered). `command_order` places a built-in workload among the others (its command
+    in `accelbench --help`, its name in a study's listing; accelbench/workloads/ sorts its
+    folders by it). `axes`: the options one study sweep takes as comma lists. `outputs`: the
     output options its command takes (OUTPUTS)."""
 
     name: str
@@ -54,6 +56,7 @@ class Workload:
     plan: Part | None = None
     sections: tuple[Part, ...] = ()
     section_order: int = 100
+    command_order: int = 100
     axes: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     skip: tuple[str, ...] = ()

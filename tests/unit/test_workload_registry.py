@@ -186,5 +186,30 @@ def test_the_report_keeps_the_paper_order():
 
 
 def test_the_built_in_workloads_in_order():
-    assert [w.name for w in workloads()][:5] == ["block", "train", "genslm", "scale",
-                                                 "calibrate"]
+    """The package's folders, found and ordered by each declaration's command_order: the
+    order of `accelbench --help` and of a study's listing."""
+    names = ["block", "train", "genslm", "scale", "calibrate", "noise"]
+    assert [w.name for w in accelbench.workloads.BUILT_IN] == names
+    assert [w.name for w in workloads()][:6] == names
+    orders = [w.command_order for w in accelbench.workloads.BUILT_IN]
+    assert orders == sorted(set(orders))  # each built-in states its own place
+
+
+def test_a_folder_on_the_workloads_path_is_found_with_nothing_listed(toy_folders):
+    found = accelbench.workloads.find_workloads()
+    assert found[:-1] == accelbench.workloads.BUILT_IN  # the toy states no order: last
+    assert found[-1] is toy_folders.WORKLOAD
+
+
+def test_a_folder_that_declares_no_workload_is_an_error(monkeypatch, tmp_path):
+    (tmp_path / "stray").mkdir()
+    (tmp_path / "stray" / "__init__.py").write_text('"""Not a workload."""\n')
+    monkeypatch.setattr(accelbench.workloads, "__path__", [*accelbench.workloads.__path__,
+                                                           str(tmp_path)])
+    try:
+        with pytest.raises(ValueError, match="accelbench.workloads.stray declares no WORKLOAD"):
+            accelbench.workloads.find_workloads()
+    finally:
+        sys.modules.pop("accelbench.workloads.stray", None)
+        if hasattr(accelbench.workloads, "stray"):
+            delattr(accelbench.workloads, "stray")

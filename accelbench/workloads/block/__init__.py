@@ -58,5 +58,5 @@ WORKLOAD = Workload(
     "block", "Time one transformer block's forward and backward over batch x dtype "
     "(study figs 3-4).", BlockOptions, {"block": BlockMetrics, "peak": PeakMetrics},
     build=build, run=run, table=table, plan=plan, sections=(section,), section_order=1,
-    axes=BLOCK_AXES,
+    command_order=1, axes=BLOCK_AXES,
     outputs=("db", "json_out", "csv_out", "output", "rerun", "remeasure_peak", "wide"))

@@ -40,4 +40,4 @@ def table(records: list[Record], title: str) -> Any:
 WORKLOAD = Workload(
     "calibrate", "Time GEMMs, fused attention, memory, the loss, embedding, optimizer and "
     "collectives;\nstore the profile.", CalibrateOptions, {"profile": ProfileMetrics},
-    build=build, run=run, table=table, outputs=("db", "json_out", "wide"))
+    build=build, run=run, table=table, command_order=5, outputs=("db", "json_out", "wide"))

@@ -43,4 +43,4 @@ WORKLOAD = Workload(
     "genslm", "GenSLM training on genomes: codons/s, TFLOPS, MFU, HFU, memory, loss; "
     "longest sequence.", GenslmOptions, {**TRAINING_KINDS, "seq-search": SeqSearchMetrics},
     build=build, run=run_training, table=training_table, plan=plan, sections=(section,),
-    section_order=4, axes=TRAIN_AXES, defaults=GENSLM_DEFAULTS)
+    section_order=4, command_order=3, axes=TRAIN_AXES, defaults=GENSLM_DEFAULTS)

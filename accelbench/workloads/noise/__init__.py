@@ -59,4 +59,5 @@ WORKLOAD = Workload(
     "conditions,\ninterleaved over trials, and their difference with its interval.",
     NoiseOptions, {"noise": NoiseMetrics, "noise-cell": TrainMetrics, "peak": PeakMetrics},
     build=build, run=run, table=table, plan=plan, sections=(section,), section_order=5,
+    command_order=6,
     outputs=("db", "json_out", "csv_out", "output", "wide"))  # no --rerun: always measures

@@ -51,4 +51,4 @@ WORKLOAD = Workload(
     "scale", "Run one training cell at each device count and report table II's columns.",
     ScaleOptions, {**TRAINING_KINDS, "scale": ScaleMetrics}, build=build, run=run,
     table=training_table, plan=plan, sections=(section,), section_order=2, axes=SCALE_AXES,
-    defaults=SCALE_DEFAULTS, skip=SCALE_SKIPS)
+    command_order=4, defaults=SCALE_DEFAULTS, skip=SCALE_SKIPS)

@@ -73,4 +73,5 @@ def sparsity_section(machines: list[Machine]) -> Section:
 WORKLOAD = Workload(
     "train", "Run real training steps and report tokens/s, TFLOPS, MFU, HFU, memory and "
     "loss.", TrainOptions, TRAINING_KINDS, build=build, run=run, table=table, plan=plan,
-    sections=(seq_section, gas_section, sparsity_section), section_order=3, axes=TRAIN_AXES)
+    sections=(seq_section, gas_section, sparsity_section), section_order=3, command_order=2,
+    axes=TRAIN_AXES)
