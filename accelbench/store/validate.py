@@ -28,6 +28,7 @@ from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.record_kinds import METRICS_BY_KIND, SCHEMA_VERSION
 from accelbench.config.records.block import BLOCK_PHASES, BlockMetrics, PhaseFields
+from accelbench.config.records.fields import RecordSpec
 from accelbench.store.jsontext import loads
 from accelbench.store.migrate import upgrade
 from accelbench.store.record import STATUSES
@@ -46,17 +47,16 @@ TOP: dict[str, Any] = {"kind": str, "status": str, "spec": dict[str, Any],
                        "raw": dict[str, Any], "reason": str, "run_id": str,
                        "created_utc": str, "schema_version": int, "uid": str}
 REQUIRED = ("kind", "status", "spec", "environment")
-# The spec fields readers (tables, report, site) use, and their types where present.
-SPEC: dict[str, Any] = {
-    "benchmark": str, "model_name": str | None, "model": dict[str, Any] | None,
-    "layout": dict[str, Any] | None, "seq_len": int | None, "batch": int | None,
-    "micro_batch": int | None, "gas": int | None, "dtype": str | None,
-    "recompute": str | None, "sparsity": float | None, "sparsity_pattern": str | None,
-    "sparsity_mask": str | None, "token_unit": str | None, "fp8_recipe": str | None,
-    "study": dict[str, Any] | None, "trials": int | None, "steps": int | None,
-    "repeats": int | None, "nproc": int | None, "world_size": int | None,
-    "compile": bool | None, "tf32": bool | None, "data": str | None,
-}
+# The spec fields readers of every kind (tables, report, site) use, checked where present, each
+# with the type RecordSpec (config/records/fields.py) declares it with: a benchmark, where
+# present, is a string (null refused). The other fields of a kind's spec class are not
+# checked here: refusing them would refuse records this build has always accepted.
+SPEC_CHECKED = ("benchmark", "model_name", "model", "layout", "seq_len", "batch", "micro_batch",
+                "gas", "dtype", "recompute", "sparsity", "sparsity_pattern", "sparsity_mask",
+                "token_unit", "fp8_recipe", "study", "trials", "steps", "repeats", "nproc",
+                "world_size", "compile", "tf32", "data")
+_SPEC_TYPES = typing.get_type_hints(RecordSpec)
+SPEC: dict[str, Any] = {**{name: _SPEC_TYPES[name] for name in SPEC_CHECKED}, "benchmark": str}
 # Values of a model or layout: scalars only (ModelConfig and Layout take no nested values).
 SCALAR = str | int | float | bool | None
 # The environment fields readers use (machine names, fingerprints, fairness), as types.

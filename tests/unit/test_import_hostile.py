@@ -77,6 +77,9 @@ IMPORT_FILES = {
                            "spec.workload_id is not a hash"),
     "model-nested": (_spec(model={"d_model": {"x": 1}}) + "\n", "spec.model.d_model"),
     "layout-dp-text": (_spec(layout={"dp": "two"}) + "\n", "spec.layout.dp is a string"),
+    "seq-len-text": (_spec(seq_len="long") + "\n",
+                     "spec.seq_len is a string; allowed: integer or null"),  # RecordSpec's
+    "benchmark-null": (_spec(benchmark=None) + "\n", "spec.benchmark is null; allowed: string"),
     "trial-values-text": (_raw(trial_values={"step_time_s_median": ["a", "b"]}) + "\n",
                           "raw.trial_values"),
     "environment-count-text": (_record(environment={"device_count": "many"}) + "\n",
