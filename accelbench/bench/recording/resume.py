@@ -12,6 +12,8 @@ from dataclasses import replace
 from accelbench.bench.kept_trials import KeptTrial
 from accelbench.bench.outcome import Outcome, Skip
 from accelbench.bench.recording.recorder import Recorder
+from accelbench.config.records.fields import RecordSpec
+from accelbench.config.records.train import TrainRecordSpec
 from accelbench.store.fingerprint import (
     FINISHED,
     canonical_json,
@@ -122,20 +124,19 @@ def outcome_of(record: Record) -> Outcome:
                    record.reason)
 
 
-# Spec fields that tell the cells of a sweep apart, with their short names, for skip lines.
-_LABEL = (("scale_devices", "devices"), ("seq_len", "seq"), ("batch", "batch"),
-          ("micro_batch", "mb"), ("gas", "gas"), ("dtype", ""), ("recompute", "recompute"))
-
-
-def cell_label(spec: dict) -> str:
-    """A short label of a cell from its record spec ('seq 32 mb 1 gas 1 fp32 recompute none')."""
-    return " ".join(f"{short} {spec[key]}".strip() for key, short in _LABEL if key in spec)
+def cell_label(s: RecordSpec) -> str:
+    """A short label of a cell from the spec fields that tell the cells of a sweep apart
+    ('seq 32 mb 1 gas 1 fp32 recompute none'), those it has."""
+    devices = s.scale_devices if isinstance(s, TrainRecordSpec) else None
+    named = (("devices", devices), ("seq", s.seq_len), ("batch", s.batch),
+             ("mb", s.micro_batch), ("gas", s.gas), ("", s.dtype), ("recompute", s.recompute))
+    return " ".join(f"{short} {value}".strip() for short, value in named if value is not None)
 
 
 def skip_line(record: Record) -> str:
     """One line for a skipped cell: which cell, what it ended as, which record holds it."""
     when = record.created_utc[:16].replace("T", " ")
-    return (f"  skipped {cell_label(record.spec)}: finished on this machine ({record.status}, "
+    return (f"  skipped {cell_label(record.setup)}: finished on this machine ({record.status}, "
             f"record {record.id}, {when} UTC)")
 
 
