@@ -12,7 +12,8 @@ from dataclasses import replace
 from accelbench.bench.kept_trials import KeptTrial
 from accelbench.bench.outcome import Outcome, Skip
 from accelbench.bench.recording.recorder import Recorder
-from accelbench.config.records.fields import RecordSpec
+from accelbench.config.record_kinds import carries, record_kind
+from accelbench.config.records.fields import RecordSpec, TrialFields
 from accelbench.config.records.train import TrainRecordSpec
 from accelbench.store.fingerprint import (
     FINISHED,
@@ -110,12 +111,11 @@ class FinishedCells:
 
 
 def disturbed(record: Record) -> bool:
-    """An ok cell some trial of whose timed window other work disturbed."""
-    return record.status == "ok" and record.kind in DISTURBANCE_KINDS \
-        and bool(record.typed.disturbed)
-
-
-DISTURBANCE_KINDS = ("train", "block")  # the kinds whose windows are probed (bench/trials.py)
+    """An ok cell some trial of whose timed window other work disturbed, that a sweep measures
+    again on its own: measured as trials (TrialFields), and not a check's condition (a noise
+    check's conditions are measured again only with their check)."""
+    return (record.status == "ok" and carries(record.kind, TrialFields)
+            and not record_kind(record.kind).condition and bool(record.typed.disturbed))
 
 
 def outcome_of(record: Record) -> Outcome:

@@ -53,7 +53,9 @@ class RecordKind:
     as a training cell does). `compared`: the figure its cells are compared on across
     machines (None: its records are not in the comparison). `condition`: its records are the
     conditions of another kind's check (noise-cell: an A/A check's A and B, training cells
-    shown only through the 'noise' record), never shown as cells of their own."""
+    shown only through the 'noise' record), never shown as cells of their own.
+    `machine_context`: its records tell about the machine more than about one run (a measured
+    peak, a noise check and its conditions): a bundle of any run of the machine carries them."""
 
     metrics: type
     reading: type | None = None
@@ -63,6 +65,7 @@ class RecordKind:
     cell: bool = False
     compared: Compared | None = None
     condition: bool = False
+    machine_context: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:

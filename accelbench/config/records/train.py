@@ -178,4 +178,5 @@ def step_figure(m: TrainMetrics, s: TrainRecordSpec) -> ComparedFigure:
 
 
 KINDS = {"train": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True, compared=step_figure),
-         "noise-cell": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True, condition=True)}
+         "noise-cell": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True, condition=True,
+                                  machine_context=True)}
