@@ -34,6 +34,7 @@ from accelbench.store.record import Record
 
 # What the section reads of block and training cells; another kind's cells are in it where its
 # kind declares the figure they are compared on (RecordKind.compared: its rate, mfu and tflops).
+TOKEN_UNITS = ("token", "codon")  # what the tables' "tokens/s" counts (GenSLM's codons too)
 SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
           "tokens_per_s_global and _per_device, tflops, mfu, peak_flops_per_s_per_device and "
           "peak_label; energy_per_token_j, tokens_per_j, avg_power_w_per_device, "
@@ -61,6 +62,9 @@ def workload(record: Record) -> str | None:
     s = record.setup
     if workload_of(record) is None:
         return None
+    figure = compared_figure(record)
+    if figure is not None and figure.label:
+        return figure.label
     name = f"{s.benchmark or record.kind} {s.model_name} "
     name += f"{params_text(s.model or {})} seq {s.seq_len}"
     if isinstance(record.typed, BlockReading):
@@ -90,6 +94,11 @@ class Best:
     def unit(self) -> str:
         """token or codon (or what another kind's figure counts)."""
         return self.figure.unit
+
+    def rate_text(self, rate: Rate) -> str:
+        """One of its rates, with its unit after each number where it counts no tokens
+        ('2 score/s')."""
+        return rate.text() if self.unit in TOKEN_UNITS else rate.text(unit=f" {self.unit}/s")
 
     @property
     def mfu(self) -> Rate | None:
@@ -195,15 +204,23 @@ def _headline(best: dict[tuple, list[Best]]) -> tuple[int, ...]:
     return tuple(sorted(i for _, i in chosen.values()))
 
 
+def _rate_header(best: dict[tuple, list[Best]], scope: str) -> str:
+    """'tokens/s per device', or 'rate per device' where a workload counts something else (its
+    rates then name their unit)."""
+    tokens = all(b.unit in TOKEN_UNITS for items in best.values() for b in items)
+    return f"{'tokens/s' if tokens else 'rate'} {scope}"
+
+
 def mfu_table(best: dict[tuple, list[Best]]) -> Table:
     """Per device and precision: tokens/s, TFLOPS and MFU against each machine's own peak."""
-    rows = tuple((name, precision, b.machine.label, b.per_device.text(),
+    rows = tuple((name, precision, b.machine.label, b.rate_text(b.per_device),
                   num(b.tflops, ".3g"), b.mfu.text(".2%") if b.mfu else "-",
                   peak_tflops(b.record),
                   peak_source(b.record), cell_settings(b.record))
                  for (name, precision), items in best.items() for b in items)
     return Table("Per device and precision", ("workload", "precision", "machine",
-                                               "tokens/s per device", "TFLOPS per device",
+                                               _rate_header(best, "per device"),
+                                               "TFLOPS per device",
                                                "MFU", "dense peak TFLOPS", "peak source",
                                                "best cell"), rows,
                  "Each machine's best cell per workload and precision, MFU against its own "
@@ -249,7 +266,7 @@ def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
         else:  # with its interval and verdict from both cells' trials (report/evidence.py)
             total = speedup_text(ref.record, b.record, b.total.value / ref.total.value)
             each = f"{b.per_device.value / ref.per_device.value:.2f}x"
-        rows.append((name, precision, b.machine.label, b.total.text(), total, each))
+        rows.append((name, precision, b.machine.label, b.rate_text(b.total), total, each))
     return rows
 
 
@@ -259,7 +276,8 @@ def speedup_table(best: dict[tuple, list[Best]], base: Machine) -> Table:
     rows = tuple(row for (name, precision), items in shared.items()
                  for row in _speedup_rows(name, precision, items, base))
     return Table(f"Speedup over {base.label}", ("workload", "precision", "machine",
-                                               "tokens/s (all devices)", "speedup",
+                                               _rate_header(shared, "(all devices)"),
+                                               "speedup",
                                                "speedup per device"), rows,
                  "Each machine's best tokens/s over the baseline's on the same workload and "
                  "precision, with the ratio's interval; per device: the plain ratio.",
@@ -306,6 +324,9 @@ def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base:
 def _category(record: Record) -> str:
     """A workload's short name on a bar axis: 'train gpt2-tiny seq 256 mb 4 cp=2 fp32'."""
     s = record.setup
+    figure = compared_figure(record)
+    if figure is not None and figure.label:
+        return figure.label
     model = str(s.model_name).split(":")[0]
     block = isinstance(record.typed, BlockReading)
     size = f"batch {s.batch}" if block else f"mb {s.micro_batch}"

@@ -55,7 +55,9 @@ def energy_per_token(record: Record) -> float | None:
 def why_none(record: Record) -> str:
     """Why a record shows no energy figure: not shown (not_shown), or its own reason."""
     m = _energy(record)
-    note = not_shown(record) or (None if m is None else m.energy_note)
+    if m is None:
+        return "its kind meters no energy"
+    note = not_shown(record) or m.energy_note
     return str(note) if note else NOT_RECORDED
 
 

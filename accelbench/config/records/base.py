@@ -23,7 +23,8 @@ class ComparedFigure:
     (`unit`s, all devices) done in each timed unit (a training step, a block's forward and
     backward), over that unit's median time and its spread; the rates are amount / time, all
     devices and per device. `mfu` and `tflops` (model TFLOPS per device) where the kind has
-    them."""
+    them; `label`: the workload's name in the tables (None: named from its model and shape, as
+    block and training cells are)."""
 
     amount: float | None
     median_s: float | None
@@ -35,6 +36,7 @@ class ComparedFigure:
     unit: str = "token"
     mfu: float | None = None
     tflops: float | None = None
+    label: str | None = None
 
 
 # A kind's compared figure, from a record's typed metrics and spec (record.typed, record.setup)
