@@ -34,11 +34,11 @@ from accelbench.store.record import Record
 
 # What the section reads of block and training cells; another kind's cells are in it where its
 # kind declares the figure they are compared on (RecordKind.compared: its rate, mfu and tflops).
-TOKEN_UNITS = ("token", "codon")  # what the tables' "tokens/s" counts (GenSLM's codons too)
 SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
           "tokens_per_s_global and _per_device, tflops, mfu, peak_flops_per_s_per_device and "
           "peak_label; energy_per_token_j, tokens_per_j, avg_power_w_per_device, "
           "energy_source and energy_note; the environment of each machine")
+TOKEN_UNITS = ("token", "codon")  # what the tables' "tokens/s" counts (GenSLM's codons too)
 
 
 def params_text(model: dict) -> str:
