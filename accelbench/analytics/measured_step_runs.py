@@ -30,6 +30,8 @@ from accelbench.config.layout import Layout
 from accelbench.config.layout_parse import layout_from_fields
 from accelbench.config.model import ModelConfig
 from accelbench.config.precision import resolve
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.block import BlockMetrics
 from accelbench.hardware.specs import DeviceSpec
 
 STEP_RUN_KEYS = ("kind", "model", "seq_len", "micro_batch", "dtype", "threads", "measured_s")
@@ -53,6 +55,12 @@ class StepRun:
     layout: dict[str, Any] = field(default_factory=dict)
     recompute: str = "none"
     record_id: int | None = None
+
+    @property
+    def one_layer(self) -> bool:
+        """A block cell's run (its kind's records are BlockMetrics): one layer's forward and
+        backward, not a training step."""
+        return carries(self.kind, BlockMetrics)
 
 def step_run_of(run: StepRun | Mapping[str, Any], required: tuple[str, ...] = ()) -> StepRun:
     """A run as StepRun; a mapping (a hand-written run) gives its fields by name, `required`
@@ -141,7 +149,7 @@ def predict_step_s(run: StepRun | Mapping[str, Any], profile: MachineProfile) ->
     its whole batch), or a training step on one node of n_devices ranks."""
     run = step_run_of(run)
     cfg, dtype = run.model, str(run.dtype)
-    if run.kind == "block":  # never from block curves: they may be made of this very cell
+    if run.one_layer:  # never from block curves: they may be made of this very cell
         cost = layer_cost(ProfileRates(without_blocks(profile), dtype), cfg,
                           int(run.seq_len), int(run.micro_batch), 1, 1, False, dtype, True)
         return cost.model
@@ -164,7 +172,7 @@ def validate_measured_steps(runs: list[StepRun | Mapping[str, Any]],
         n = int(run.n_devices)
         if n > 1:
             profile = with_collectives(profile, list(profiles.values()))
-        kind = "block" if run.kind == "block" else ("multi-process" if n > 1 else "train")
+        kind = run.kind if run.one_layer else ("multi-process" if n > 1 else "train")
         name = (f"{run.model.name} {kind} s={run.seq_len} b={run.micro_batch}"
                 + (f" {_layout(run).label()}" if n > 1 else ""))
         rows.append(StepRow(name, kind, float(run.measured_s), predict_step_s(run, profile),

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from accelbench.cli.options import Outputs
 from accelbench.cli.train import run_and_show
-from accelbench.config.records.seq_search import FITS
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.seq_search import FITS, SeqSearchMetrics
 from accelbench.config.vocab import GIB
 from accelbench.config.workload import Workload
 from accelbench.report.table import add_plain_row, plain_table, train_table
@@ -30,10 +31,10 @@ def _probe_table(records: list[Record]) -> Table:
                              ("est. GiB", KEY), ("budget GiB", 1)):
         table.add_column(column, justify="right", priority=priority)
     for r in records:
-        s, m = r.spec, r.typed
+        s, m = r.setup, r.typed
         budget = m.mem_budget_bytes_per_rank
-        add_plain_row(table, s["micro_batch"], s["gas"], s["dtype"], s["recompute"],
-                      s["probe"], s["seq_len"], s["method"],
+        add_plain_row(table, s.micro_batch, s.gas, s.dtype, s.recompute, s.probe, s.seq_len,
+                      s.method,
                       "yes" if m.fits else "no", f"{m.mem_estimate_bytes_per_rank / GIB:.2f}",
                       "-" if budget is None else f"{budget / GIB:.2f}")
     return table
@@ -41,10 +42,8 @@ def _probe_table(records: list[Record]) -> Table:
 
 def codon_tables(records: list[Record], title: str) -> RenderableType:
     """The training table (codons/s from the records' token unit), after the search's probes."""
-    from accelbench.bench.train.search import SEARCH_KIND
-
-    probes = [r for r in records if r.kind == SEARCH_KIND]
-    table = train_table([r for r in records if r.kind != SEARCH_KIND], title)
+    probes = [r for r in records if carries(r.kind, SeqSearchMetrics)]
+    table = train_table([r for r in records if not carries(r.kind, SeqSearchMetrics)], title)
     return Group(_probe_table(probes), table) if probes else table
 
 

@@ -7,6 +7,8 @@ from rich.text import Text
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import Outputs
 from accelbench.cli.train import recorded, sweep_view
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.train import TrainMetrics
 from accelbench.config.workload import Workload
 from accelbench.report.table import scale_table, train_table
 from accelbench.workloads.scale.options import ScaleOptions
@@ -31,7 +33,7 @@ def run_scale(workload: Workload, options: ScaleOptions, out: Outputs) -> None:
         lines.close()
     if recorder is None:
         return
-    cells = [r for r in records if r.kind == "train"]
+    cells = [r for r in records if carries(r.kind, TrainMetrics)]
     summary = stored_summary(recorder, summary_outcome(study, cells))
     tables = table_console((out.json_out or out.csv_out) and out.output is None, out.wide)
     tables.print(train_table(cells, f"{base.model.name}: cells"))

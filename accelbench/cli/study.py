@@ -18,6 +18,8 @@ from rich.text import Text
 from accelbench.cli.common import console, out
 from accelbench.cli.options import dataclass_command
 from accelbench.config.errors import ConfigError
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.fields import TrialFields
 from accelbench.config.study_file import AUTO, load_study, parse_study, study_files, user_study_dir
 from accelbench.config.study_options import (
     MAIN_STUDY,
@@ -195,7 +197,7 @@ def _summary(plan: StudyPlan, results: dict[str, ExperimentResult]) -> Table:
     for experiment in plan.experiments:
         exp = experiment.experiment
         result = results.get(exp.name, ExperimentResult())
-        cells = [r for r in result.records if r.kind in ("block", "train", "noise-cell")]
+        cells = [r for r in result.records if carries(r.kind, TrialFields)]  # measured cells
         ok = sum(r.status == "ok" for r in cells)
         oom = sum(r.status == "oom" for r in cells)
         table.add_row(Text(exp.name), Text(exp.source), str(len(cells)), str(ok), str(oom),

@@ -12,6 +12,8 @@ from rich.text import Text
 from accelbench.bench.train.train_options import TrainOptions
 from accelbench.cli.common import cell_lines, check_emit, console, emit, table_console
 from accelbench.cli.options import Outputs
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.config.workload import Workload
 from accelbench.report.table import train_table
 from accelbench.store.record import Record
@@ -66,7 +68,6 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, out: Outputs,
                  tag: Callable[[Outcome], Outcome] | None = None) -> list[Record]:
     """Record the sweep (rank 0), then print its table and any JSON/CSV (the cells finished
     on this machine before, unless `rerun`, are skipped and shown from the store)."""
-    from accelbench.bench.gemm_peak import PEAK_KIND
     from accelbench.bench.recording.session import open_recorder
 
     check_emit(out.json_out, out.csv_out, out.output)
@@ -79,7 +80,8 @@ def run_and_show(spec: TrainSpec, sweep: Sweep, out: Outputs,
     if lines is not None:
         lines.close()
     if recorder is not None:
-        cells = [r for r in records if r.kind != PEAK_KIND]  # peaks are named in the caption
+        # peaks are named in the caption
+        cells = [r for r in records if not carries(r.kind, PeakMetrics)]
         table_console((out.json_out or out.csv_out) and out.output is None,
                       out.wide).print(table(cells, title))
         emit(records, out.json_out, out.csv_out, out.output)

@@ -50,8 +50,11 @@ def record_kinds() -> Mapping[str, RecordKind]:
 
 
 def carries(kind: str, group: type) -> bool:
-    """Whether a kind's metrics class is composed of a field group (PeakFields, TrialFields,
-    ...): what a reader of that group may ask of its records; False for a kind not declared."""
+    """Whether a kind's metrics class is, or is composed of, `group`: a field group
+    (PeakFields, TrialFields, ...) or a kind's whole metrics class (PeakMetrics: a measured
+    peak's records), what a reader of that class may ask of its records; False for a kind not
+    declared. What differs by kind is found this way or by its declaration's facts, never by
+    testing its name."""
     declared = record_kinds().get(kind)
     return declared is not None and issubclass(declared.metrics, group)
 

@@ -9,14 +9,13 @@ from pathlib import Path
 
 from accelbench.config.errors import ConfigError
 from accelbench.config.option_fields import DB_HELP, REQUIRED, option
+from accelbench.config.record_kinds import record_kinds
 from accelbench.report.bundle import bundle_body, write_bundle
 from accelbench.report.bundle_summary import paper_figures
 from accelbench.report.export import check_output
 from accelbench.store.fingerprint import machine_fingerprint
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
-
-CONTEXT_KINDS = ("peak", "noise", "noise-cell")  # a machine's, carried with any run of it
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,13 @@ class Published:
     sha256: str
 
 
+def _machine_context(kind: str) -> bool:
+    """A record a bundle of any run of its machine carries (its kind says so: peaks, noise
+    checks and their conditions)."""
+    declared = record_kinds().get(kind)
+    return declared is not None and declared.machine_context
+
+
 def _selected(rows: list[tuple[int, str]], runs: list[str]) -> list[str]:
     """The stored texts of the runs asked, with their machines' peaks and noise checks."""
     records = [(text, Record.from_json(text)) for _, text in rows]
@@ -56,7 +62,7 @@ def _selected(rows: list[tuple[int, str]], runs: list[str]) -> list[str]:
     chosen = [r for _, r in records if r.run_id in runs]
     machines = {machine_fingerprint(r.environment) for r in chosen}
     return [text for text, r in records if r.run_id in runs or (
-        r.kind in CONTEXT_KINDS and machine_fingerprint(r.environment) in machines)]
+        _machine_context(r.kind) and machine_fingerprint(r.environment) in machines)]
 
 
 def publish(given: PublishOptions) -> Published:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelbench.config.errors import ConfigError
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.fields import PeakFields
 from accelbench.hardware.specs import get_spec
 from accelbench.report.machines import Machine, group_machines
 from accelbench.report.noise_floor import config_text, latest_noise
@@ -17,7 +19,6 @@ from accelbench.store.fingerprint import workload_id, workload_identity
 from accelbench.store.record import Record
 from accelbench.store.validate import matches
 
-PEAK_KINDS = ("train", "block", "noise-cell")  # records whose metrics carry PeakFields
 MAX_PUBLISHED = 10_000
 MAX_PUBLISHED_TEXT = 2_000
 PUBLISHED_FIELDS: dict[str, Any] = {
@@ -40,7 +41,7 @@ def peaks(machine: Machine) -> list[dict[str, Any]]:
     """Each distinct peak the machine's cells divided by: precision, FLOP/s, label, source."""
     found: dict[tuple, dict[str, Any]] = {}
     for r in machine.records:
-        if r.kind not in PEAK_KINDS:
+        if not carries(r.kind, PeakFields):
             continue
         m = r.typed
         if m.peak_flops_per_s_per_device is None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.config.fit import fit_text
+from accelbench.config.record_kinds import record_kinds
+from accelbench.config.records.base import ComparedFigure
 from accelbench.config.records.block import PhaseTimed
 from accelbench.config.records.fields import RSS_METHOD, MemoryFields, ShownFigure
 from accelbench.config.records.train import TrainMetrics
@@ -89,10 +91,27 @@ def token_unit(record: Record) -> str:
     return record.setup.token_unit or "token"
 
 
+def is_training(record: Record) -> bool:
+    """A training cell shown as one: its kind written from TrainMetrics, and not the condition
+    of another kind's check (a noise check's A and B are shown through that check)."""
+    declared = record_kinds().get(record.kind)
+    return (declared is not None and issubclass(declared.metrics, TrainMetrics)
+            and not declared.condition)
+
+
 def is_training_cell(record: Record, benchmark: str = "train") -> bool:
     """A training cell of this benchmark that is not a scaling study's per-count cell."""
-    return (record.kind == "train" and (record.setup.benchmark or "train") == benchmark
+    return (is_training(record) and (record.setup.benchmark or "train") == benchmark
             and record.setup.scale_devices is None)
+
+
+def compared_figure(record: Record) -> ComparedFigure | None:
+    """The figure its kind declares a cell is compared on across machines, or None (a kind that
+    declares none, or no kind at all)."""
+    declared = record_kinds().get(record.kind)
+    if declared is None or declared.compared is None:
+        return None
+    return declared.compared(record.typed, record.setup)
 
 
 def latest(records: Iterable[Record], key: Callable[[Record], Any]) -> dict[Any, Record]:

@@ -10,15 +10,19 @@ from dataclasses import dataclass
 from accelbench.analytics.params import total_params
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.base import ComparedFigure
 from accelbench.config.records.block import BlockReading
+from accelbench.config.records.fields import PeakFields
 from accelbench.report.cells import (
     Rate,
+    compared_figure,
     duration,
+    is_training,
     num,
-    phase_rate,
+    rate,
     short_layout,
     tflops,
-    train_rate,
 )
 from accelbench.report.content import Figure, Panel, Section, Series, Table
 from accelbench.report.energy import energy_table, energy_text, unavailable_text
@@ -28,10 +32,13 @@ from accelbench.report.noise_floor import noise_sentence
 from accelbench.store.fingerprint import global_batch, workload_id
 from accelbench.store.record import Record
 
+# What the section reads of block and training cells; another kind's cells are in it where its
+# kind declares the figure they are compared on (RecordKind.compared: its rate, mfu and tflops).
 SOURCE = ("every ok 'block' and 'train' record: forward_backward_tokens_per_s_per_device or "
           "tokens_per_s_global and _per_device, tflops, mfu, peak_flops_per_s_per_device and "
           "peak_label; energy_per_token_j, tokens_per_j, avg_power_w_per_device, "
           "energy_source and energy_note; the environment of each machine")
+TOKEN_UNITS = ("token", "codon")  # what the tables' "tokens/s" counts (GenSLM's codons too)
 
 
 def params_text(model: dict) -> str:
@@ -55,6 +62,9 @@ def workload(record: Record) -> str | None:
     s = record.setup
     if workload_of(record) is None:
         return None
+    figure = compared_figure(record)
+    if figure is not None and figure.label:
+        return figure.label
     name = f"{s.benchmark or record.kind} {s.model_name} "
     name += f"{params_text(s.model or {})} seq {s.seq_len}"
     if isinstance(record.typed, BlockReading):
@@ -67,8 +77,8 @@ def workload(record: Record) -> str | None:
 
 @dataclass(frozen=True)
 class Best:
-    """A machine's best ok cell of one workload (and precision): the most tokens/s over all
-    its devices."""
+    """A machine's best ok cell of one workload (and precision): the most tokens/s (its kind's
+    compared figure) over all its devices."""
 
     machine: Machine
     record: Record
@@ -76,33 +86,41 @@ class Best:
     per_device: Rate
 
     @property
+    def figure(self) -> ComparedFigure:
+        """What the cell is compared on, as its kind declares it."""
+        return compared_figure(self.record)
+
+    @property
     def unit(self) -> str:
-        """token or codon."""
-        return self.record.setup.token_unit or "token"
+        """token or codon (or what another kind's figure counts)."""
+        return self.figure.unit
+
+    def rate_text(self, rate: Rate) -> str:
+        """One of its rates, with its unit after each number where it counts no tokens
+        ('2 score/s')."""
+        return rate.text() if self.unit in TOKEN_UNITS else rate.text(unit=f" {self.unit}/s")
 
     @property
     def mfu(self) -> Rate | None:
         """MFU with the spread of the cell's time."""
-        m = self.record.typed
-        mfu = m.forward_backward.mfu if isinstance(m, BlockReading) else m.mfu
+        mfu = self.figure.mfu
         return None if mfu is None else self.per_device.scaled(mfu / self.per_device.value)
 
     @property
     def tflops(self) -> float | None:
         """Model TFLOPS per device."""
-        m = self.record.typed
-        return (m.forward_backward.tflops_per_device if isinstance(m, BlockReading)
-                else m.tflops_per_device)
+        return self.figure.tflops
 
 
 def _rates(record: Record) -> tuple[Rate, Rate] | None:
-    """(all devices, per device) tokens/s of an ok block or training cell."""
-    if record.status != "ok" or record.kind not in ("block", "train"):
+    """(all devices, per device) rates of an ok cell whose kind declares the figure it is
+    compared on (block and training cells: tokens/s)."""
+    figure = compared_figure(record) if record.status == "ok" else None
+    if figure is None:
         return None
-    if isinstance(record.typed, BlockReading):
-        r = phase_rate(record, "forward_backward", "tokens")
-        return (r, r) if r else None
-    total, each = train_rate(record, per_device=False), train_rate(record)
+    times = (figure.median_s, figure.fastest_s, figure.slowest_s, figure.iqr_s, figure.interval)
+    each = None if figure.amount is None else figure.amount / figure.devices
+    total, each = rate(figure.amount, *times), rate(each, *times)
     return (total, each) if total and each else None
 
 
@@ -136,9 +154,21 @@ def best_cells(machines: list[Machine]) -> dict[tuple[str, str], list[Best]]:
     return {k: [v[i] for i in sorted(v)] for k, v in sorted(found.items())}
 
 
+def peak_of(record: Record) -> PeakFields | None:
+    """The peak a cell's MFU divides by (its PeakFields), or None for a kind that has none."""
+    return record.typed if carries(record.kind, PeakFields) else None
+
+
+def peak_tflops(record: Record) -> str:
+    """The dense peak a cell's MFU divides by, in TFLOPS ('-' where it has none)."""
+    peak = peak_of(record)
+    return tflops(None if peak is None else peak.peak_flops_per_s_per_device)
+
+
 def peak_source(record: Record) -> str:
     """'datasheet', 'measured GEMM' or 'none': what the MFU divides by."""
-    label = str(record.typed.peak_label or "none")
+    peak = peak_of(record)
+    label = str((peak.peak_label if peak is not None else None) or "none")
     if label.startswith("datasheet"):
         return "datasheet"
     return "measured GEMM" if label.startswith("measured") else "none"
@@ -149,14 +179,15 @@ def cell_settings(record: Record) -> str:
     s = record.setup
     if isinstance(record.typed, BlockReading):
         return f"batch {s.batch}"
+    if not is_training(record):
+        return "-"
     return (f"mb {s.micro_batch} gas {s.gas} recompute {s.recompute}, "
-            f"{record.typed.n_devices or 1} device(s)")
+            f"{devices_of(record)} device(s)")
 
 
 def devices_of(record: Record) -> int:
-    """The devices a cell ran on (a block cell: one)."""
-    m = record.typed
-    return 1 if isinstance(m, BlockReading) else m.n_devices or 1
+    """The devices a compared cell ran on (a block cell: one)."""
+    return compared_figure(record).devices
 
 
 def _headline(best: dict[tuple, list[Best]]) -> tuple[int, ...]:
@@ -173,15 +204,23 @@ def _headline(best: dict[tuple, list[Best]]) -> tuple[int, ...]:
     return tuple(sorted(i for _, i in chosen.values()))
 
 
+def _rate_header(best: dict[tuple, list[Best]], scope: str) -> str:
+    """'tokens/s per device', or 'rate per device' where a workload counts something else (its
+    rates then name their unit)."""
+    tokens = all(b.unit in TOKEN_UNITS for items in best.values() for b in items)
+    return f"{'tokens/s' if tokens else 'rate'} {scope}"
+
+
 def mfu_table(best: dict[tuple, list[Best]]) -> Table:
     """Per device and precision: tokens/s, TFLOPS and MFU against each machine's own peak."""
-    rows = tuple((name, precision, b.machine.label, b.per_device.text(),
+    rows = tuple((name, precision, b.machine.label, b.rate_text(b.per_device),
                   num(b.tflops, ".3g"), b.mfu.text(".2%") if b.mfu else "-",
-                  tflops(b.record.typed.peak_flops_per_s_per_device),
+                  peak_tflops(b.record),
                   peak_source(b.record), cell_settings(b.record))
                  for (name, precision), items in best.items() for b in items)
     return Table("Per device and precision", ("workload", "precision", "machine",
-                                               "tokens/s per device", "TFLOPS per device",
+                                               _rate_header(best, "per device"),
+                                               "TFLOPS per device",
                                                "MFU", "dense peak TFLOPS", "peak source",
                                                "best cell"), rows,
                  "Each machine's best cell per workload and precision, MFU against its own "
@@ -192,7 +231,7 @@ def mfu_table(best: dict[tuple, list[Best]]) -> Table:
 
 def training(b: Best) -> bool:
     """A training workload (a block cell is one layer, not a model to train)."""
-    return b.record.kind == "train"
+    return is_training(b.record)
 
 
 def time_table(best: dict[tuple, list[Best]], tokens: float) -> Table | None:
@@ -227,7 +266,7 @@ def _speedup_rows(name: str, precision: str, items: list[Best], base: Machine
         else:  # with its interval and verdict from both cells' trials (report/evidence.py)
             total = speedup_text(ref.record, b.record, b.total.value / ref.total.value)
             each = f"{b.per_device.value / ref.per_device.value:.2f}x"
-        rows.append((name, precision, b.machine.label, b.total.text(), total, each))
+        rows.append((name, precision, b.machine.label, b.rate_text(b.total), total, each))
     return rows
 
 
@@ -237,7 +276,8 @@ def speedup_table(best: dict[tuple, list[Best]], base: Machine) -> Table:
     rows = tuple(row for (name, precision), items in shared.items()
                  for row in _speedup_rows(name, precision, items, base))
     return Table(f"Speedup over {base.label}", ("workload", "precision", "machine",
-                                               "tokens/s (all devices)", "speedup",
+                                               _rate_header(shared, "(all devices)"),
+                                               "speedup",
                                                "speedup per device"), rows,
                  "Each machine's best tokens/s over the baseline's on the same workload and "
                  "precision, with the ratio's interval; per device: the plain ratio.",
@@ -284,6 +324,9 @@ def compare_figure(best: dict[tuple, list[Best]], machines: list[Machine], base:
 def _category(record: Record) -> str:
     """A workload's short name on a bar axis: 'train gpt2-tiny seq 256 mb 4 cp=2 fp32'."""
     s = record.setup
+    figure = compared_figure(record)
+    if figure is not None and figure.label:
+        return figure.label
     model = str(s.model_name).split(":")[0]
     block = isinstance(record.typed, BlockReading)
     size = f"batch {s.batch}" if block else f"mb {s.micro_batch}"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.fields import EnergyFields
 from accelbench.report.cells import num
 from accelbench.report.content import Table
 from accelbench.store.record import Record
@@ -23,10 +25,15 @@ NOT_RECORDED = "not recorded (a record older than energy metering)"
 POWER_MARGIN = 1.05  # an average above the highest reading by more than this is impossible
 
 
+def _energy(record: Record) -> EnergyFields | None:
+    """A cell's energy fields, or None for a kind that meters none."""
+    return record.typed if carries(record.kind, EnergyFields) else None
+
+
 def not_shown(record: Record) -> str | None:
     """Why a recorded energy figure is not shown (the counter cannot carry it), or None."""
-    m = record.typed
-    if m.energy_per_token_j is None:
+    m = _energy(record)
+    if m is None or m.energy_per_token_j is None:
         return None
     if m.energy_window_too_short:
         return (f"not shown: the timed window ({m.energy_window_s or 0:.3g} s) is under 10 "
@@ -41,12 +48,16 @@ def not_shown(record: Record) -> str | None:
 
 def energy_per_token(record: Record) -> float | None:
     """J per token of a cell's timed steps, None where it has none or it is not shown."""
-    return None if not_shown(record) else record.typed.energy_per_token_j
+    m = _energy(record)
+    return None if m is None or not_shown(record) else m.energy_per_token_j
 
 
 def why_none(record: Record) -> str:
     """Why a record shows no energy figure: not shown (not_shown), or its own reason."""
-    note = not_shown(record) or record.typed.energy_note
+    m = _energy(record)
+    if m is None:
+        return "its kind meters no energy"
+    note = not_shown(record) or m.energy_note
     return str(note) if note else NOT_RECORDED
 
 

@@ -24,8 +24,10 @@ def time_figure(record: Record) -> str:
 def throughput_samples(record: Record) -> list[float] | None:
     """Each trial's tokens a second (tokens a step over that trial's median time), or None."""
     times = trial_samples(record.raw, time_figure(record))
+    if times is None:
+        return None
     tokens = record.typed.tokens_per_step_global if record.status == "ok" else None
-    if times is None or not tokens or any(t <= 0 for t in times):
+    if not tokens or any(t <= 0 for t in times):
         return None
     return [tokens / t for t in times]
 

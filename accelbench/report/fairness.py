@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from accelbench.report.cells import canonical, layout_text
-from accelbench.report.compare import Best, best_cells, devices_of, peak_source
+from accelbench.report.cells import canonical, is_training, layout_text
+from accelbench.report.compare import Best, best_cells, devices_of, peak_of, peak_source
 from accelbench.report.content import Section, Table
 from accelbench.report.machines import Machine, short_version
 from accelbench.report.paper import cite
@@ -42,6 +42,11 @@ def gpu_clock(record: Record) -> str:
     return text + (f" ({', '.join(reasons)})" if reasons else "")
 
 
+def _peak_precision(record: Record) -> str | None:
+    peak = peak_of(record)
+    return None if peak is None else peak.peak_precision
+
+
 FIELDS: tuple[tuple[str, Callable[[Record], str]], ...] = (
     ("precision", _spec("dtype")),
     ("batch (block)", _spec("batch")),
@@ -54,8 +59,8 @@ FIELDS: tuple[tuple[str, Callable[[Record], str]], ...] = (
     ("tf32", _spec("tf32")),
     ("timed steps or repetitions", lambda r: str(r.setup.steps or r.setup.repeats)),
     ("data", _spec("data")),
-    ("optimizer", lambda r: str((r.typed.optimizer if r.kind == "train" else None) or "-")),
-    ("peak source", lambda r: f"{peak_source(r)} ({r.typed.peak_precision or '-'})"),
+    ("optimizer", lambda r: str((r.typed.optimizer if is_training(r) else None) or "-")),
+    ("peak source", lambda r: f"{peak_source(r)} ({_peak_precision(r) or '-'})"),
     ("torch", lambda r: short_version(r.environment.get("torch"))),
     ("torch build", _env("torch")),
     ("CUDA runtime", _env("cuda_runtime")),

@@ -19,10 +19,10 @@ from accelbench.bench.peak_label import DISTURBED_PEAK, measured_label
 from accelbench.config.record_kinds import carries, partial_metrics_dict
 from accelbench.config.records.block import BLOCK_PHASES, BlockReading, PhaseFields
 from accelbench.config.records.fields import PeakFields
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.config.records.train import TrainMetrics
 from accelbench.store.record import Record
 
-PEAK_KIND = "peak"
 _THREADS = re.compile(r"\d+ thread\(s\)")
 _RECORD = re.compile(r"record (\d+)")
 SAME = 0.02  # peaks within 2% of each other are one measurement's spread, not two peaks
@@ -70,10 +70,10 @@ def _candidates(records: list[tuple[str, Record]]) -> dict[tuple[str, str], list
     """Every measured peak of a machine's records (peak records, and the peaks its cells were
     divided by), by precision and thread count."""
     disturbed_ids = {(source, r.id) for source, r in records
-                     if r.kind == PEAK_KIND and r.typed.disturbed}  # ids are per database
+                     if carries(r.kind, PeakMetrics) and r.typed.disturbed}  # ids are per database
     found: dict[tuple[str, str], list[Candidate]] = {}
     for source, r in records:
-        if r.kind == PEAK_KIND and r.status == "ok":
+        if carries(r.kind, PeakMetrics) and r.status == "ok":
             m = r.typed
             if m.peak_flops_per_s_per_device:
                 label = measured_label(m, f", record {r.id}")

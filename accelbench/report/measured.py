@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accelbench.analytics.measured_runs import MeasuredRun
+from accelbench.report.cells import is_training
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 
@@ -13,7 +14,7 @@ def measured_run(record: Record) -> MeasuredRun | None:
     has no CPU model to predict it with), and not a sparse cell (the validation predicts dense
     layouts: a 2:4 cell at 0.29x of its dense cell would read as the planner's error)."""
     key = record.environment.get("device_spec_key")
-    if (record.kind != "train" or record.status != "ok" or not key
+    if (not is_training(record) or record.status != "ok" or not key
             or record.typed.mfu is None or float(record.setup.sparsity or 0)):
         return None
     s = record.setup

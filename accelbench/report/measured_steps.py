@@ -7,7 +7,9 @@ from __future__ import annotations
 from accelbench.analytics.machine_profile import MachineProfile
 from accelbench.analytics.measured_step_runs import StepRun
 from accelbench.config.model import ModelConfig
+from accelbench.config.record_kinds import record_kinds
 from accelbench.config.records.block import BlockReading
+from accelbench.report.cells import compared_figure
 from accelbench.report.stored_profile import PROFILE_KIND, load_profile
 from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
@@ -22,19 +24,18 @@ def _threads(record: Record, n_devices: int) -> int:
 
 
 def step_run(record: Record) -> StepRun | None:
-    """A successful block or training record without a datasheet row, as a StepRun; None for
+    """A successful cell compared across machines (a block or training record: its kind
+    declares the timed unit it is compared on) without a datasheet row, as a StepRun; None for
     any other record."""
-    if record.status != "ok" or record.kind not in ("block", "train") or \
-            record.environment.get("device_spec_key") or record.setup.model is None:
+    figure = compared_figure(record) if record.status == "ok" else None
+    if figure is None or record.environment.get("device_spec_key") or record.setup.model is None:
         return None
     s, m = record.setup, record.typed
+    measured, n = figure.median_s, int(figure.devices)
     if isinstance(m, BlockReading):
-        measured, mb, n = m.forward_backward.time_s_median, s.batch, 1
-        gas, layout = 1, {}
+        mb, gas, layout = s.batch, 1, {}
     else:
-        measured, mb = m.step_time_s_median, s.micro_batch
-        n = int(m.n_devices or 1)
-        gas, layout = s.gas or 1, dict(s.layout or {})
+        mb, gas, layout = s.micro_batch, s.gas or 1, dict(s.layout or {})
     if not measured or not mb:
         return None
     return StepRun(kind=record.kind, model=ModelConfig(**s.model), seq_len=s.seq_len,
@@ -45,7 +46,8 @@ def step_run(record: Record) -> StepRun | None:
 
 def measured_step_runs(store: ResultStore) -> list[StepRun]:
     """Every measured cell of this kind in the store, oldest first."""
-    runs = (step_run(r) for kind in ("block", "train") for r in store.query(kind=kind))
+    compared = (kind for kind, declared in record_kinds().items() if declared.compared)
+    runs = (step_run(r) for kind in compared for r in store.query(kind=kind))
     return sorted((r for r in runs if r is not None), key=lambda r: r.record_id)
 
 

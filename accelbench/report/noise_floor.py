@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from accelbench.config.record_kinds import carries
 from accelbench.config.records.noise import NoiseMetrics
 from accelbench.report.machines import Machine
 from accelbench.report.trial_display import claim_text
 from accelbench.store.record import Record
 
-NOISE_KIND = "noise"  # workloads/noise/runner.py's record kind
 COMMAND = "`accelbench noise`"
 
 
@@ -41,7 +41,7 @@ def config_text(record: Record) -> str:
 
 def latest_noise(machine: Machine) -> Record | None:
     """The machine's latest ok noise check, or None."""
-    checks = [r for r in machine.records if r.kind == NOISE_KIND and r.status == "ok"]
+    checks = [r for r in machine.records if carries(r.kind, NoiseMetrics) and r.status == "ok"]
     return max(checks, key=lambda r: (r.created_utc, r.id or 0), default=None)
 
 

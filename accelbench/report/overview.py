@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from accelbench.config.record_kinds import METRICS_BY_KIND
+from accelbench.config.record_kinds import METRICS_BY_KIND, carries
+from accelbench.config.records.check import CheckMetrics
 from accelbench.config.records.fields import PeakFields
 from accelbench.report.cells import tflops
 from accelbench.report.content import Section, Table
@@ -95,7 +96,7 @@ def check_tables(machines: list[Machine]) -> list[Table]:
     """Each machine's newest feature matrix (accelbench check), where it has one."""
     tables = []
     for m in machines:
-        checks = [r for r in m.records if r.kind == "check"]
+        checks = [r for r in m.records if carries(r.kind, CheckMetrics)]
         if not checks:
             continue
         newest = max(checks, key=lambda r: r.created_utc)

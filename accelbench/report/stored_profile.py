@@ -19,6 +19,9 @@ from accelbench.analytics.machine_profile import (
 from accelbench.bench.outcome import Outcome
 from accelbench.config.errors import ConfigError
 from accelbench.config.model import ModelConfig
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.block import BlockMetrics
+from accelbench.config.records.profile import ProfileMetrics
 from accelbench.report.table import add_plain_row, plain_table
 from accelbench.report.table_width import KEY
 from accelbench.store.record import Record
@@ -38,7 +41,8 @@ def load_profile(store: ResultStore, record_id: int | None = None) -> MachinePro
         record = records[0]
     else:
         record = store.get(record_id)
-        if record is None or record.kind != PROFILE_KIND or record.status != "ok":
+        if record is None or not carries(record.kind, ProfileMetrics) \
+                or record.status != "ok":
             raise ConfigError("profile", f"record {record_id} is not a measured profile",
                               "the id of a 'profile' record with status ok")
     return profile_from_metrics(record.typed, record.environment,
@@ -86,7 +90,7 @@ def block_points(records: list[Record]) -> list[Point]:
     points = []
     for record in records:
         s = record.setup
-        if record.kind != "block" or record.status != "ok" or s.model is None:
+        if not carries(record.kind, BlockMetrics) or record.status != "ok" or s.model is None:
             continue
         cfg, seq = ModelConfig(**s.model), int(s.seq_len)
         for phase in ("forward", "backward"):

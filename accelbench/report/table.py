@@ -18,7 +18,7 @@ from accelbench.config.records.profile import ProfileMetrics
 from accelbench.config.records.scale import ScaleRow
 from accelbench.config.records.train import TrainMetrics
 from accelbench.config.vocab import GIB
-from accelbench.report.cells import measured_gib
+from accelbench.report.cells import is_training, measured_gib
 from accelbench.report.precision_label import FP8_CAPTION, has_fp8, precision_text
 from accelbench.report.table_width import KEY, FitTable
 from accelbench.report.trial_display import (
@@ -167,7 +167,7 @@ def key_figure(r: Record) -> str:
     if isinstance(m, ProfileMetrics) and m.points:
         return _profile_figure(m)
     rate = (m.forward_backward.tokens_per_s_per_device, m.forward_backward.mfu) \
-        if isinstance(m, BlockReading) else (m.tokens_per_s_global, m.mfu) if r.kind == "train" \
+        if isinstance(m, BlockReading) else (m.tokens_per_s_global, m.mfu) if is_training(r) \
         else None
     if rate is not None and rate[0] is not None:
         tokens, mfu = rate

@@ -1,8 +1,9 @@
 """The workload registry: a workload declared as one folder plus its schema module is found by
 the command line (a command generated from its options dataclass), the study runner, the
-export and the report; and every registered workload has its parts (report table and sections,
-declared record kinds). The toy is tests/unit/toy_plugin/, copied into tmp_path and put on the
-two packages' paths, as a plug-in would be: nothing else in the package knows it."""
+export, the report and the comparison of machines (by the figure its kind declares); and every
+registered workload has its parts (report table and sections, declared record kinds). The toy
+is tests/unit/toy_plugin/, copied into tmp_path and put on the two packages' paths, as a
+plug-in would be: nothing else in the package knows it."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from accelbench.config.workload import (
 )
 from accelbench.report import build_report
 from accelbench.report.export import flat_table
+from accelbench.store.record import Record
 from accelbench.store.store import ResultStore
 
 PLUGIN = Path(__file__).parent / "toy_plugin"
@@ -102,6 +104,31 @@ def test_the_toy_runs_records_exports_and_reports(toy, monkeypatch, capsys, tmp_
     report = build_report([db])
     toy_part = [s for s in report.sections if s.key == "toy"]
     assert toy_part and toy_part[0].paragraphs == ("2 toy scores",)
+
+
+def _toy_machine(path: Path, host: str, scores: tuple[float, ...]) -> Path:
+    """A database of toy cells measured on one machine (`host`)."""
+    store = ResultStore(path)
+    for score in scores:
+        store.add(Record("toy", "ok", {"workload": "toy", "flavour": "plain"},
+                         {"hostname": host, "device_name": f"{host} device"},
+                         {"toy_score_per_s": score}))
+    store.close()
+    return path
+
+
+def test_the_comparison_finds_the_toy_by_the_figure_its_kind_declares(toy, tmp_path):
+    dbs = [_toy_machine(tmp_path / "a.db", "alpha", (1.0, 2.0)),
+           _toy_machine(tmp_path / "b.db", "beta", (3.0,))]
+    (compare,) = [s for s in build_report(dbs).sections if s.key == "compare"]
+    per_device, speedup = compare.tables
+    assert per_device.header[3] == "rate per device"  # a workload that counts no tokens
+    assert [row[:4] for row in per_device.rows] == [("toy", "None", "M1", "2 score/s"),
+                                                   ("toy", "None", "M2", "3 score/s")]
+    assert [row[3:] for row in speedup.rows] == [
+        ("2 score/s", "baseline", "baseline"),
+        ("3 score/s", "1.50x (one trial: no interval)", "1.50x")]
+    assert "M1: its kind meters no energy" in compare.paragraphs[-1]
 
 
 STUDY = """

@@ -14,11 +14,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from accelbench.bench.gemm_peak import PEAK_KIND
 from accelbench.bench.outcome import Outcome
 from accelbench.bench.recording.recorder import Recorder
 from accelbench.bench.train.launch import CellInterrupted
 from accelbench.bench.trials import TrialsInterrupted
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.peak import PeakMetrics
 from accelbench.parallel.procs import Interrupted, signal_name
 from accelbench.store.record import Record
 
@@ -44,7 +45,7 @@ class CellSeen:
     def recorded(self, record: Record) -> None:
         """A cell's record is stored: no cell runs until the next starts (a peak measured for
         the cell is not the cell)."""
-        if record.kind != PEAK_KIND:
+        if not carries(record.kind, PeakMetrics):
             self.current = None
 
 
@@ -56,7 +57,7 @@ def _stored(recorder: Recorder) -> list[Record]:
         stored = recorder.store.query(run_id=recorder.run_id)
     except (sqlite3.Error, OSError):
         stored = recorder.records
-    return [r for r in stored if r.kind != PEAK_KIND]
+    return [r for r in stored if not carries(r.kind, PeakMetrics)]
 
 
 def kept_text(cells: list[Record]) -> str:

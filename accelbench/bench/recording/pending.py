@@ -136,7 +136,9 @@ def _outcome(entry: Path, meta: dict) -> Outcome:
 
 
 def _already_stored(store: ResultStore, run_id: str, outcome: Outcome) -> bool:
-    """A record of this run with this kind and (at least) this spec exists."""
-    spec = json.loads(json.dumps(outcome.spec, default=str))
-    return any(all(record.spec.get(k) == v for k, v in spec.items())
+    """A record of this run with this kind and (at least) this spec exists: its stored spec
+    holds every item of the outcome's (as stored: through JSON), whatever the store added (the
+    fingerprint, the workload)."""
+    asked = json.loads(json.dumps(outcome.spec, default=str)).items()
+    return any(asked <= record.spec.items()
                for record in store.query(kind=outcome.kind, run_id=run_id))

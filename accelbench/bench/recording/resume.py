@@ -12,6 +12,9 @@ from dataclasses import replace
 from accelbench.bench.kept_trials import KeptTrial
 from accelbench.bench.outcome import Outcome, Skip
 from accelbench.bench.recording.recorder import Recorder
+from accelbench.config.record_kinds import carries, record_kind
+from accelbench.config.records.fields import RecordSpec, TrialFields
+from accelbench.config.records.train import TrainRecordSpec
 from accelbench.store.fingerprint import (
     FINISHED,
     canonical_json,
@@ -108,12 +111,11 @@ class FinishedCells:
 
 
 def disturbed(record: Record) -> bool:
-    """An ok cell some trial of whose timed window other work disturbed."""
-    return record.status == "ok" and record.kind in DISTURBANCE_KINDS \
-        and bool(record.typed.disturbed)
-
-
-DISTURBANCE_KINDS = ("train", "block")  # the kinds whose windows are probed (bench/trials.py)
+    """An ok cell some trial of whose timed window other work disturbed, that a sweep measures
+    again on its own: measured as trials (TrialFields), and not a check's condition (a noise
+    check's conditions are measured again only with their check)."""
+    return (record.status == "ok" and carries(record.kind, TrialFields)
+            and not record_kind(record.kind).condition and bool(record.typed.disturbed))
 
 
 def outcome_of(record: Record) -> Outcome:
@@ -122,20 +124,19 @@ def outcome_of(record: Record) -> Outcome:
                    record.reason)
 
 
-# Spec fields that tell the cells of a sweep apart, with their short names, for skip lines.
-_LABEL = (("scale_devices", "devices"), ("seq_len", "seq"), ("batch", "batch"),
-          ("micro_batch", "mb"), ("gas", "gas"), ("dtype", ""), ("recompute", "recompute"))
-
-
-def cell_label(spec: dict) -> str:
-    """A short label of a cell from its record spec ('seq 32 mb 1 gas 1 fp32 recompute none')."""
-    return " ".join(f"{short} {spec[key]}".strip() for key, short in _LABEL if key in spec)
+def cell_label(s: RecordSpec) -> str:
+    """A short label of a cell from the spec fields that tell the cells of a sweep apart
+    ('seq 32 mb 1 gas 1 fp32 recompute none'), those it has."""
+    devices = s.scale_devices if isinstance(s, TrainRecordSpec) else None
+    named = (("devices", devices), ("seq", s.seq_len), ("batch", s.batch),
+             ("mb", s.micro_batch), ("gas", s.gas), ("", s.dtype), ("recompute", s.recompute))
+    return " ".join(f"{short} {value}".strip() for short, value in named if value is not None)
 
 
 def skip_line(record: Record) -> str:
     """One line for a skipped cell: which cell, what it ended as, which record holds it."""
     when = record.created_utc[:16].replace("T", " ")
-    return (f"  skipped {cell_label(record.spec)}: finished on this machine ({record.status}, "
+    return (f"  skipped {cell_label(record.setup)}: finished on this machine ({record.status}, "
             f"record {record.id}, {when} UTC)")
 
 

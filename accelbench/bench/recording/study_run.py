@@ -21,7 +21,8 @@ from accelbench.bench.recording.resume import (
 )
 from accelbench.bench.recording.session import SweepView, record_sweep
 from accelbench.bench.study_planner import ExperimentPlan, StudyPlan, SweepPlan
-from accelbench.bench.train.cell import KIND as TRAIN_KIND
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.train import TrainMetrics
 from accelbench.store.record import Record
 
 STUDY_KEY = "study"  # spec.study = {"name", "experiment", "profile"}
@@ -46,7 +47,6 @@ class ExperimentResult:
     """One experiment's records (cells, measured peaks, summaries) and what was left out."""
 
     records: list[Record] = field(default_factory=list)
-    ran: int = 0
     skipped: int = 0  # cells finished on this machine before
     left_out: list[str] = field(default_factory=list)  # why it, or part of it, did not run
 
@@ -182,14 +182,13 @@ class StudyRunner:
             cells.end()
         self._keep(sweep, records, result)
         if sweep.summary is not None:
-            table = sweep.summary([r for r in records if r.kind == TRAIN_KIND])
+            table = sweep.summary([r for r in records if carries(r.kind, TrainMetrics)])
             result.records.append(stored_summary(self.recorder, tag_outcome(table)))
 
     def _keep(self, sweep: SweepPlan, records: list[Record], result: ExperimentResult) -> None:
         """The sweep's records: counted, found by the next sweeps, their peaks adopted."""
         result.records.extend(records)
         fresh = [r for r in records if r.run_id == self.recorder.run_id]
-        result.ran += sum(1 for r in fresh if r.kind == TRAIN_KIND or r.kind == "block")
         result.skipped += sum(1 for r in records if r not in fresh)
         for record in records:
             if self.finished is not None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from accelbench.analytics.stats import compare, without_gain
 from accelbench.bench.outcome import Outcome, Sink
-from accelbench.bench.train.cell import KIND
+from accelbench.config.record_kinds import carries
 from accelbench.config.records.fields import ShownFigure
 from accelbench.config.records.train import TrainMetrics
 from accelbench.config.trial_count import trial_samples
@@ -30,7 +30,8 @@ class DenseReference:
     def annotate(self, outcome: Outcome) -> Outcome:
         """The outcome with speedup_vs_dense and the loss against dense filled where a dense
         cell of its configuration has run (sparsity is the innermost axis: it runs first)."""
-        if outcome.kind != KIND or outcome.status != "ok" or outcome.setup.sparsity is None:
+        if (not carries(outcome.kind, TrainMetrics) or outcome.status != "ok"
+                or outcome.setup.sparsity is None):
             return outcome
         key = _key(outcome.spec)
         if not outcome.setup.sparsity:

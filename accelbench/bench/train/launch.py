@@ -50,7 +50,8 @@ from accelbench.bench.train.steps import StepProgress, set_heartbeat
 from accelbench.bench.trials import CellTrials, interleave, resolve_trials
 from accelbench.config.global_options import quiet_if_asked
 from accelbench.config.layout import Layout
-from accelbench.config.records.train import TRAIN_SWEPT
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.train import TRAIN_SWEPT, TrainMetrics
 from accelbench.hardware.detect import resolve_device
 from accelbench.parallel.dist import init_distributed, read_env, teardown
 from accelbench.parallel.liveness import give_verdict, wait_for_verdict
@@ -361,7 +362,8 @@ def worker_main(folder: str) -> None:
     spec = spec_from_dict(json.loads((work / SPEC_FILE).read_text()))
 
     def write(outcome: Outcome) -> None:
-        if outcome.kind == KIND:  # a peak decided by the ranks stays inside the cell's record
+        # the cell's outcome only: a peak decided by the ranks stays inside the cell's record
+        if carries(outcome.kind, TrainMetrics):
             write_json(work / OUTCOME_FILE, vars(outcome))
             heartbeat(0, "outcome written")
 

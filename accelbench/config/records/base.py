@@ -1,5 +1,6 @@
 """How a schema module declares a record kind: the class its metrics are written from and read
-as, and the class its spec reads as (config/record_kinds.py assembles the table)."""
+as, the class its spec reads as, and the facts readers dispatch on instead of testing the kind's
+name (config/record_kinds.py assembles the table)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,32 @@ def read_fields(cls: type, values: dict[str, Any]) -> Any:
 
 
 @dataclass(frozen=True)
+class ComparedFigure:
+    """The figure a cell is compared on across machines (report/compare.py): `amount` of work
+    (`unit`s, all devices) done in each timed unit (a training step, a block's forward and
+    backward), over that unit's median time and its spread; the rates are amount / time, all
+    devices and per device. `mfu` and `tflops` (model TFLOPS per device) where the kind has
+    them; `label`: the workload's name in the tables (None: named from its model and shape, as
+    block and training cells are)."""
+
+    amount: float | None
+    median_s: float | None
+    fastest_s: float | None = None
+    slowest_s: float | None = None
+    iqr_s: float | None = None
+    interval: list[float | None] | None = None  # the median time's 95% interval over trials
+    devices: int = 1
+    unit: str = "token"
+    mfu: float | None = None
+    tflops: float | None = None
+    label: str | None = None
+
+
+# A kind's compared figure, from a record's typed metrics and spec (record.typed, record.setup)
+Compared = Callable[[Any, Any], ComparedFigure]
+
+
+@dataclass(frozen=True)
 class RecordKind:
     """One record kind, declared: `metrics` is the class its records are written from
     (metrics_dict); `reading` the class they read as when not that one, built by `read`
@@ -25,7 +52,12 @@ class RecordKind:
     records' spec reads as (`record.setup`); `cell`: its records are cells of a workload,
     compared across machines by their workload identity (store/fingerprint.py; a noise check,
     'noise', and its conditions, 'noise-cell', measured a training configuration and name it
-    as a training cell does)."""
+    as a training cell does). `compared`: the figure its cells are compared on across
+    machines (None: its records are not in the comparison). `condition`: its records are the
+    conditions of another kind's check (noise-cell: an A/A check's A and B, training cells
+    shown only through the 'noise' record), never shown as cells of their own.
+    `machine_context`: its records tell about the machine more than about one run (a measured
+    peak, a noise check and its conditions): a bundle of any run of the machine carries them."""
 
     metrics: type
     reading: type | None = None
@@ -33,6 +65,9 @@ class RecordKind:
     extra_names: tuple[str, ...] = ()
     spec: type = RecordSpec
     cell: bool = False
+    compared: Compared | None = None
+    condition: bool = False
+    machine_context: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:

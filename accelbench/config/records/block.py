@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from accelbench.config.records.base import RecordKind, read_fields
+from accelbench.config.records.base import ComparedFigure, RecordKind, read_fields
 from accelbench.config.records.fields import (
     EnergyFields,
     MemoryFields,
@@ -91,6 +91,16 @@ class BlockRecordSpec(RecordSpec):
     warmup: int | None = None
 
 
+def block_figure(m: BlockReading, s: RecordSpec) -> ComparedFigure:
+    """What a block cell is compared on: its tokens over its forward and backward's time, on
+    one device."""
+    p = m.forward_backward
+    return ComparedFigure(m.tokens_per_step_global, p.time_s_median, p.time_s_min, p.time_s_max,
+                          p.time_s_iqr, m.interval(f"forward_backward_{PhaseTimed.TIME_S_MEDIAN}"),
+                          1, s.token_unit or "token", p.mfu, p.tflops_per_device)
+
+
 KINDS = {"block": RecordKind(
     BlockMetrics, reading=BlockReading, read=BlockReading.read, spec=BlockRecordSpec, cell=True,
+    compared=block_figure,
     extra_names=tuple(f"{p}_{f.name}" for p in BLOCK_PHASES for f in fields(PhaseFields)))}

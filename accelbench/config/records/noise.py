@@ -33,4 +33,5 @@ class NoiseMetrics:
     trial_seed: int | None = None  # seed of the order within each round (and the bootstrap)
 
 
-KINDS = {"noise": RecordKind(NoiseMetrics, spec=TrainRecordSpec, cell=True)}  # its configuration
+KINDS = {"noise": RecordKind(NoiseMetrics, spec=TrainRecordSpec, cell=True,  # its configuration
+                             machine_context=True)}

@@ -35,4 +35,4 @@ class PeakRecordSpec(RecordSpec):
     threads: int | None = None
 
 
-KINDS = {"peak": RecordKind(PeakMetrics, spec=PeakRecordSpec)}
+KINDS = {"peak": RecordKind(PeakMetrics, spec=PeakRecordSpec, machine_context=True)}

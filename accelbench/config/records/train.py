@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from accelbench.config.records.base import RecordKind
+from accelbench.config.records.base import ComparedFigure, RecordKind
 from accelbench.config.records.fields import (
     CommFields,
     EnergyFields,
     MemoryFields,
     PeakFields,
     RecordSpec,
+    ShownFigure,
     TopologyFields,
     TrialFields,
 )
@@ -195,5 +196,13 @@ class TrainRecordSpec(RecordSpec):
     noise_condition: str | None = None  # an A/A check's condition, A or B
 
 
-KINDS = {"train": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True),
-         "noise-cell": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True)}
+def step_figure(m: TrainMetrics, s: TrainRecordSpec) -> ComparedFigure:
+    """What a training cell is compared on: its tokens a step over the step's time."""
+    return ComparedFigure(m.tokens_per_step_global, m.step_time_s_median, m.step_time_s_min,
+                          m.step_time_s_max, m.step_time_s_iqr, m.interval(ShownFigure.STEP_TIME),
+                          m.n_devices or 1, s.token_unit or "token", m.mfu, m.tflops_per_device)
+
+
+KINDS = {"train": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True, compared=step_figure),
+         "noise-cell": RecordKind(TrainMetrics, spec=TrainRecordSpec, cell=True, condition=True,
+                                  machine_context=True)}

@@ -18,6 +18,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from accelbench.config.fit import fit_basis
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.seq_search import SeqSearchMetrics
 from accelbench.report.cells import Rate
 from accelbench.report.site.html import esc
 from accelbench.report.site.site_model import Ranked
@@ -129,7 +131,7 @@ def record_marks(record: Record) -> list[Mark]:
     basis = fit_basis(record.status, record.reason)
     if basis in ("estimated", "budget"):
         return [Mark(ESTIMATED, f"'does not fit' decided by the {basis}, not by running it")]
-    if record.kind == "seq-search":
+    if carries(record.kind, SeqSearchMetrics):
         return [Mark(ESTIMATED, "a longest-sequence probe: fits or not by the memory estimate")]
     return []
 

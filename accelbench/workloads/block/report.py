@@ -5,6 +5,8 @@ a datasheet."""
 
 from __future__ import annotations
 
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.block import BlockMetrics
 from accelbench.report.cells import (
     Rate,
     gib,
@@ -46,7 +48,7 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
     """(machine index, series key) -> the latest record of each batch, batch order."""
     groups: dict[tuple, list[Record]] = {}
     for m in machines:
-        blocks = [r for r in m.records if r.kind == "block"]
+        blocks = [r for r in m.records if carries(r.kind, BlockMetrics)]
         for record in latest(blocks, lambda r: (_series_key(r), r.setup.batch)).values():
             groups.setdefault((m.index, *_series_key(record)), []).append(record)
     return {k: sorted(v, key=lambda r: r.setup.batch or 0) for k, v in sorted(

@@ -4,7 +4,9 @@ cells (kind 'train', benchmark genslm), and the longest sequence that fits, from
 
 from __future__ import annotations
 
-from accelbench.report.cells import latest, pct, status_text, train_rate
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.seq_search import SeqSearchMetrics
+from accelbench.report.cells import is_training, latest, pct, status_text, train_rate
 from accelbench.report.content import Finding, Section, Table
 from accelbench.report.findings import prefixed
 from accelbench.report.machines import Machine
@@ -35,10 +37,10 @@ def _searches(machines: list[Machine]) -> dict[tuple, dict]:
     found: dict[tuple, dict] = {}
     for m in machines:
         for r in m.records:
-            if r.kind == "seq-search" and (r.setup.benchmark or "genslm") == "genslm":
+            if carries(r.kind, SeqSearchMetrics) and (r.setup.benchmark or "genslm") == "genslm":
                 entry = found.setdefault(_search_key(m, r), {"fit": [], "miss": [], "cell": None})
                 entry["fit" if r.status == "ok" else "miss"].append(r)
-        cells = [r for r in m.records if r.kind == "train" and r.setup.seq_search is not None
+        cells = [r for r in m.records if is_training(r) and r.setup.seq_search is not None
                  and r.setup.benchmark == "genslm"]
         for key, r in latest(cells, lambda r, m=m: _search_key(m, r)).items():
             found.setdefault(key, {"fit": [], "miss": []})["cell"] = r

@@ -22,7 +22,7 @@ from accelbench.analytics.stats import MIN_RATIO_SAMPLES, compare
 from accelbench.bench.outcome import Outcome, Progress, Sink, Skip
 from accelbench.bench.train.spec import TrainSpec
 from accelbench.config.errors import ConfigError
-from accelbench.config.record_kinds import metrics_dict, read_metrics
+from accelbench.config.record_kinds import metrics_dict, read_metrics, record_kind
 from accelbench.config.records.fields import ShownFigure
 from accelbench.config.records.noise import NoiseMetrics
 from accelbench.config.trial_count import trial_samples
@@ -120,7 +120,7 @@ def _keeping_ids(sink: Sink, ids: dict[str, Any]) -> Sink:
     """The sink, noting each condition's record id (where the sink returns a record)."""
     def keep(outcome: Outcome) -> Any:
         record = sink(outcome)
-        if outcome.kind == CELL_KIND:
+        if record_kind(outcome.kind).condition:  # a condition's record (not a peak's)
             ids[outcome.setup.noise_condition] = getattr(record, "id", None)
         return record
     return keep

@@ -4,9 +4,11 @@ count's cell, beside the paper's per-system scaling efficiencies."""
 
 from __future__ import annotations
 
-from accelbench.config.records.scale import ScaleRow
+from accelbench.config.record_kinds import carries
+from accelbench.config.records.scale import ScaleMetrics, ScaleRow
 from accelbench.report.cells import (
     Rate,
+    is_training,
     latest,
     num,
     pct,
@@ -35,7 +37,7 @@ SOURCE = ("kind 'scale' summary records (metrics.rows: devices, tokens_per_s_glo
 def _summaries(machines: list[Machine]) -> list[tuple[Machine, Record]]:
     found = []
     for m in machines:
-        summaries = [r for r in m.records if r.kind == "scale"]
+        summaries = [r for r in m.records if carries(r.kind, ScaleMetrics)]
         chosen = latest(summaries, lambda r: (r.setup.model_name, r.setup.mode,
                                               tuple(r.setup.devices or ()),
                                               r.setup.zero, str(r.setup.base)))
@@ -46,7 +48,7 @@ def _summaries(machines: list[Machine]) -> list[tuple[Machine, Record]]:
 def _cells(machine: Machine, summary: Record) -> dict[int, Record]:
     """The summary's per-count cells: same run, spec.scale_devices."""
     return {r.setup.scale_devices: r for r in machine.records
-            if r.kind == "train" and r.run_id == summary.run_id
+            if is_training(r) and r.run_id == summary.run_id
             and r.setup.scale_devices is not None}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from accelbench.report.cells import (
     Rate,
     canonical,
+    is_training,
     num,
     points_series,
     train_rate,
@@ -38,7 +39,7 @@ def _groups(machines: list[Machine]) -> dict[tuple, list[Record]]:
     groups: dict[tuple, list[Record]] = {}
     for m in machines:
         for r in m.records:
-            if r.kind == "train" and r.setup.sparsity is not None:
+            if is_training(r) and r.setup.sparsity is not None:
                 dense = {k: v for k, v in r.spec.items() if k != "sparsity"}
                 key = (m.index, m.label, cell_key(Record("train", "ok", dense, {})),
                        canonical(r.setup.layout), canonical(r.setup.compile),

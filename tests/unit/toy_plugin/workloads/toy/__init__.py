@@ -14,7 +14,7 @@ from accelbench.bench.outcome import Outcome
 from accelbench.bench.study_planner import PlannedCell, SweepPlan
 from accelbench.config.errors import ConfigError
 from accelbench.config.option_fields import option
-from accelbench.config.record_kinds import metrics_dict
+from accelbench.config.record_kinds import carries, metrics_dict
 from accelbench.config.workload import Workload
 from accelbench.report.content import Section
 
@@ -84,7 +84,8 @@ def table(records: list[Any], title: str) -> Any:
 
 def section(machines: list[Any]) -> Section:
     """The report's toy section."""
-    scores = [r.typed.toy_score_per_s for m in machines for r in m.records if r.kind == "toy"]
+    scores = [r.typed.toy_score_per_s for m in machines for r in m.records
+              if carries(r.kind, ToyMetrics)]
     return Section("toy", "Toy scores", "toy records", (f"{len(scores)} toy scores",))
 
 
