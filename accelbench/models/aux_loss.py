@@ -58,14 +58,14 @@ class LossGradProbe(torch.autograd.Function):
         return grad, None, None
 
 
-@torch.compiler.disable  # run eagerly: the scale is read when the backward runs, not traced
+@torch._disable_dynamo  # run eagerly: the scale is read when the backward runs, not traced
 def scale_aux_loss(output: torch.Tensor, aux_loss: torch.Tensor, weight: float,
                    scale: AuxLossGradScale) -> torch.Tensor:
     """`output`, whose backward also backpropagates weight x scale.value into `aux_loss`."""
     return AuxLossAutoScaler.apply(output, aux_loss, weight, scale)
 
 
-@torch.compiler.disable
+@torch._disable_dynamo
 def with_aux_term(loss: torch.Tensor, aux_term: torch.Tensor,
                   scale: AuxLossGradScale) -> torch.Tensor:
     """loss + aux_term (detached) as the value; its backward sets scale.value to the loss's

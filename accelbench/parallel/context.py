@@ -27,7 +27,6 @@ from functools import cache
 
 import torch
 import torch.distributed as dist
-from torch.nn.attention.bias import causal_lower_right
 
 from accelbench.config.layout import Layout
 from accelbench.models.gpt import GPT
@@ -111,8 +110,12 @@ class ContextShard:
         """A lower-right causal bias: torch's CausalBias, which CUDA's flash and
         memory-efficient attention take with no mask tensor; None on a CPU, where SDPA would
         materialize it and keep it for the backward (quadratic in the sequence), and the model
-        attends without a mask instead (models/prefix_attention.py)."""
-        return None if device.type == "cpu" else causal_lower_right(queries, keys)
+        attends without a mask instead (models/prefix_attention.py). Imported here: its module
+        imports Dynamo, about a second of every process's start."""
+        if device.type == "cpu":
+            return None
+        from torch.nn.attention.bias import causal_lower_right
+        return causal_lower_right(queries, keys)
 
     def gather(self, z: torch.Tensor) -> torch.Tensor:
         """(batch, heads, local_len, d) keys or values -> the whole sequence's, in order."""

@@ -4,6 +4,9 @@ the scale to the gradient the loss receives; through both, one process's gradien
 of cross-entropy + coef x mean(aux) backpropagated as one tensor, at any loss scaling and
 under full recompute; and the aux loss does change the router's gradient."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -109,3 +112,34 @@ def test_a_pipeline_stage_sets_a_fixed_scale():
     set_aux_grad_scale([model.h[1]], 0.5)
     assert all(b.mlp.aux_grad_scale.value == 0.5 for b in model.h)
     assert model.h[0].mlp.aux_grad_scale is model.aux_grad_scale
+
+
+def test_under_compile_the_scaler_runs_eagerly_and_records_the_loss_s_gradient():
+    """scale_aux_loss and with_aux_term are Dynamo-disabled (torch._disable_dynamo: disabled
+    when first called, so importing the models does not import Dynamo): a compiled caller
+    breaks its graph at each and their backward still reads and sets the scale."""
+    def objective(output, aux, loss, scale):
+        scaled = scale_aux_loss(output, aux, 0.5, scale).sum() + loss
+        return with_aux_term(scaled, aux, scale) * 0.25
+
+    explained = torch._dynamo.explain(objective)(torch.ones(3), torch.tensor(1.0),
+                                                 torch.tensor(2.0), AuxLossGradScale())
+    assert explained.graph_break_count >= 1
+    compiled = torch.compile(objective, backend="eager")
+    aux_in = torch.tensor([2.0], requires_grad=True)
+    loss = torch.tensor(1.5, requires_grad=True)
+    scale = AuxLossGradScale()
+    out = compiled(torch.ones(3, requires_grad=True), aux_in.sum() * 4, loss, scale)
+    out.backward()
+    assert float(scale.value) == 0.25 and loss.grad.item() == 0.25
+    assert aux_in.grad.item() == pytest.approx(0.5 * 0.25 * 4)  # weight x scale x d(aux)
+
+
+def test_importing_the_training_runtime_does_not_import_dynamo():
+    """Dynamo costs about a second of CPU in every process that imports it (each rank of each
+    launch, each command a test starts): the models and the training sweep leave it to --compile
+    and the pipeline (parallel/pipeline.py), which import it when they run."""
+    code = ("import sys, accelbench.bench.train.sweep, accelbench.workloads.block.runner; "
+            "print('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]

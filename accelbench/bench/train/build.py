@@ -24,7 +24,6 @@ from accelbench.parallel.apply import prepare_model
 from accelbench.parallel.context import context_shard, placement, set_context
 from accelbench.parallel.dist import make_mesh, mesh_coords
 from accelbench.parallel.optim import make_optimizer
-from accelbench.parallel.pipeline import PipelineRunner
 
 H = TypeVar("H")
 
@@ -74,7 +73,8 @@ def build_trainer(spec: TrainSpec, cell: TrainCell, layout: Layout,
         set_context(model, context_shard(layout))
     cp, layout = layout.cp, placement(layout)  # cp ranks hold the weights as dp ranks do
     mesh = make_mesh(layout, device) if dist.is_initialized() else None
-    if layout.pp > 1:
+    if layout.pp > 1:  # imported here: torch's pipelining imports Dynamo (~1 s a process)
+        from accelbench.parallel.pipeline import PipelineRunner
         module = PipelineRunner(model, layout, mesh, cell.gas, device, cell.recompute,
                                 spec.compile, spec.runtime_settings, cell.dtype)
     else:
