@@ -20,9 +20,11 @@ from accelbench.config.trial_count import AUTO_TRIALS
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
-# A peak measured beside the other test process is always disturbed: measured once, not again
-# after pauses (bench/gemm_peak.py peak_attempts), in this process and every process a test starts.
-os.environ["ACCELBENCH_TEST_PEAK_ATTEMPTS"] = "1"
+# The test suite's quick peak (bench/gemm_peak.py quick_test_peak), in this process and every
+# process a test starts: a peak measured beside the other test process is always disturbed, so it
+# is measured once, not again after pauses; and at GEMM sizes up to 512 (a 1024 fp32 peak is ~7 s
+# of CPU: 37 of them were ~190 s of the suite's 19 min).
+os.environ["ACCELBENCH_TEST_PEAK"] = "quick"
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (report/table_width.py): every test, and
 # every process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get

@@ -43,9 +43,22 @@ class Peak:
     clock_mhz: float | None = None  # the SM clock a datasheet peak is quoted at (specs.py)
 
 
+TEST_PEAK_ENV = "ACCELBENCH_TEST_PEAK"  # tests/conftest.py: "quick"
+TEST_GEMM_SIZE = 512  # the largest GEMM size of a peak the test suite measures
+
+
+def quick_test_peak() -> bool:
+    """Whether this process runs under the test suite's quick peak (TEST_PEAK_ENV): one attempt
+    (the other test process disturbs every peak, so a retry would only add its pause) at GEMM
+    sizes up to TEST_GEMM_SIZE (a 1024 fp32 peak is ~7 s of CPU, ~190 s over the suite); the
+    record states the size and attempts it used, and the rule's own tests unset it."""
+    return os.environ.get(TEST_PEAK_ENV) == "quick"
+
+
 def gemm_size(device: torch.device) -> int:
     """GEMM size large enough to reach the device's plateau without a long run."""
-    return 8192 if device.type == "cuda" else 1024
+    size = 8192 if device.type == "cuda" else 1024
+    return min(size, TEST_GEMM_SIZE) if quick_test_peak() else size
 
 
 def gemm_shapes(n: int) -> tuple[tuple[int, int, int], ...]:
@@ -167,14 +180,10 @@ def _threads(threads: int | None) -> int:
 
 PEAK_ATTEMPTS = 3  # measurements of a peak in all while each is disturbed
 PEAK_PAUSE_S = 2.0  # the pause before measuring a disturbed peak again
-TEST_ATTEMPTS_ENV = "ACCELBENCH_TEST_PEAK_ATTEMPTS"  # tests/conftest.py: 1
-
-
 def peak_attempts() -> int:
-    """PEAK_ATTEMPTS, or 1 under the test suite (TEST_ATTEMPTS_ENV): there the other test
-    process disturbs every peak, so each retry would only add its pause to the suite's time;
-    the rule's own tests pass their attempts to `settled`."""
-    return 1 if os.environ.get(TEST_ATTEMPTS_ENV) == "1" else PEAK_ATTEMPTS
+    """PEAK_ATTEMPTS, or 1 under the test suite's quick peak (quick_test_peak); the rule's own
+    tests pass their attempts to `settled`."""
+    return 1 if quick_test_peak() else PEAK_ATTEMPTS
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ MFUs of one machine rest on its best undisturbed peak. Tried: beside a CPU hog a
 
 from __future__ import annotations
 
+import torch
+
 from accelbench.bench.gemm_peak import PEAK_ATTEMPTS, PeakAttempt, measured_label, settled
 from accelbench.bench.recording.peaks import machine_peaks
 from accelbench.config.record_kinds import metrics_dict
@@ -126,11 +128,15 @@ def test_mfus_resting_on_a_disturbed_peak_are_named():
                for n in peak_notes([machine]))
 
 
-def test_the_suite_measures_peaks_once_and_users_up_to_three_times(monkeypatch):
-    """tests/conftest.py sets the test variable (the other test process disturbs every peak);
-    without it a user's disturbed peak is measured up to PEAK_ATTEMPTS times."""
-    from accelbench.bench.gemm_peak import TEST_ATTEMPTS_ENV, peak_attempts
+def test_the_suite_measures_peaks_once_and_small_and_users_up_to_three_times_at_full_size(
+        monkeypatch):
+    """tests/conftest.py sets the suite's quick peak (the other test process disturbs every
+    peak); without it a user's disturbed peak is measured up to PEAK_ATTEMPTS times, at the
+    device's own GEMM size."""
+    from accelbench.bench.gemm_peak import TEST_GEMM_SIZE, TEST_PEAK_ENV, gemm_size, peak_attempts
 
-    assert peak_attempts() == 1
-    monkeypatch.delenv(TEST_ATTEMPTS_ENV)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert peak_attempts() == 1 and gemm_size(cpu) == gemm_size(gpu) == TEST_GEMM_SIZE == 512
+    monkeypatch.delenv(TEST_PEAK_ENV)
     assert peak_attempts() == PEAK_ATTEMPTS == 3
+    assert gemm_size(cpu) == 1024 and gemm_size(gpu) == 8192
