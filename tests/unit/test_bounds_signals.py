@@ -78,13 +78,18 @@ def _interrupt(tmp_path: Path, argv: list[str], sig: signal.Signals,
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    if wait_for is not None:
-        assert seen.wait(240), lines
-    time.sleep(after_s)
-    assert proc.poll() is None, lines  # still running when signalled
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    code = proc.wait(timeout=120)
+    try:
+        if wait_for is not None:
+            assert seen.wait(240), lines
+        time.sleep(after_s)
+        assert proc.poll() is None, lines  # still running when signalled
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        code = proc.wait(timeout=120)
+    finally:  # a command the signal did not end (e.g. SIGINT ignored, as in a shell's `cmd &`)
+        if proc.poll() is None:  # is not left running for the rest of the suite
+            proc.kill()
+            proc.wait()
     took = time.monotonic() - sent
     reader.join(10)
     return code, took, lines

@@ -118,13 +118,14 @@ def test_a_resumed_study_performs_the_retries_the_interrupted_one_owed(tmp_path,
     assert code == 0, err
     store = ResultStore(db)
     [first] = store.query(kind="block")
-    flagged = replace(first, metrics={**first.metrics, "disturbed": True}, run_id="killed",
-                      uid=uuid.uuid4().hex, id=None)
-    store.add(flagged)  # the killed run's disturbed cell: the latest record of the cell
+    for run_id, flag in (("earlier", False), ("killed", True)):  # the first run's own record
+        store.add(replace(first, metrics={**first.metrics, "disturbed": flag}, run_id=run_id,
+                          uid=uuid.uuid4().hex, id=None))  # may be flagged beside the other
+    # test process's launches: an undisturbed run, then the killed run's disturbed cell
     code, _, err = run_main(monkeypatch, capsys, *args, "--retry-disturbed", "1")
     assert code == 0, err
     assert "retry 1/1: 1 cell(s) flagged disturbed, measured again" in err
     cells = store.query(kind="block")
-    assert len(cells) == 3 and cells[-1].run_id not in (first.run_id, "killed")
+    assert len(cells) == 4 and cells[-1].run_id not in (first.run_id, "earlier", "killed")
     code, _, err = run_main(monkeypatch, capsys, *args, "--retry-disturbed", "1")
-    assert code == 0 and "retry" not in err and len(store.query(kind="block")) == 3
+    assert code == 0 and "retry" not in err and len(store.query(kind="block")) == 4
