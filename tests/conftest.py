@@ -25,13 +25,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # is measured once, not again after pauses; and at GEMM sizes up to 512 (a 1024 fp32 peak is ~7 s
 # of CPU: 37 of them were ~190 s of the suite's 19 min).
 os.environ["ACCELBENCH_TEST_PEAK"] = "quick"
-# glibc's malloc keeps freed memory in its heap, in this process and every process a test starts:
-# by default blocks over its (rising) mmap threshold are unmapped when freed and faulted in again
-# by the next step, and the heap's top is trimmed back. A small training command spent 1.4-1.8 s
-# of system time on it, 0.5 s with these (2-core EPYC); the CPU's measured memory is malloc's bytes
-# in use (heap plus mapped, hardware/device.py), the same either way.
-os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(2**32))
-os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(2**32))
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (report/table_width.py): every test, and
 # every process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
