@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.config.fit import fit_text
-from accelbench.config.record_kinds import record_kinds
+from accelbench.config.record_kinds import carries, record_kind, record_kinds
 from accelbench.config.records.base import ComparedFigure
 from accelbench.config.records.block import PhaseTimed
-from accelbench.config.records.fields import RSS_METHOD, MemoryFields, ShownFigure
-from accelbench.config.records.train import TrainMetrics
+from accelbench.config.records.fields import RSS_METHOD, MemoryFields
+from accelbench.config.records.train import TrainMetrics, step_figure
 from accelbench.config.vocab import GIB
 from accelbench.report.content import MEASURED, Series
 from accelbench.store.record import Record
@@ -75,15 +75,19 @@ def phase_rate(record: Record, phase: str, what: str) -> Rate | None:
                 m.interval(f"{phase}_{PhaseTimed.TIME_S_MEDIAN}"))
 
 
+def figure_rate(figure: ComparedFigure, per_device: bool = True) -> Rate | None:
+    """A compared figure's rate (its amount over its timed unit; per device or all devices),
+    with the spread of its time."""
+    amount = figure.amount
+    if amount is not None and per_device:
+        amount /= figure.devices
+    return rate(amount, figure.median_s, figure.fastest_s, figure.slowest_s, figure.iqr_s,
+                figure.interval)
+
+
 def train_rate(record: Record, per_device: bool = True) -> Rate | None:
     """A training cell's tokens/s (per device or global) with the spread of its steps."""
-    m = record.typed
-    devices = m.n_devices or 1
-    amount = m.tokens_per_step_global
-    if amount is not None and per_device:
-        amount /= devices
-    return rate(amount, m.step_time_s_median, m.step_time_s_min, m.step_time_s_max,
-                m.step_time_s_iqr, m.interval(ShownFigure.STEP_TIME))
+    return figure_rate(step_figure(record.typed, record.setup), per_device)
 
 
 def token_unit(record: Record) -> str:
@@ -94,9 +98,7 @@ def token_unit(record: Record) -> str:
 def is_training(record: Record) -> bool:
     """A training cell shown as one: its kind written from TrainMetrics, and not the condition
     of another kind's check (a noise check's A and B are shown through that check)."""
-    declared = record_kinds().get(record.kind)
-    return (declared is not None and issubclass(declared.metrics, TrainMetrics)
-            and not declared.condition)
+    return carries(record.kind, TrainMetrics) and not record_kind(record.kind).condition
 
 
 def is_training_cell(record: Record, benchmark: str = "train") -> bool:

@@ -18,9 +18,9 @@ from accelbench.report.cells import (
     Rate,
     compared_figure,
     duration,
+    figure_rate,
     is_training,
     num,
-    rate,
     short_layout,
     tflops,
 )
@@ -118,9 +118,7 @@ def _rates(record: Record) -> tuple[Rate, Rate] | None:
     figure = compared_figure(record) if record.status == "ok" else None
     if figure is None:
         return None
-    times = (figure.median_s, figure.fastest_s, figure.slowest_s, figure.iqr_s, figure.interval)
-    each = None if figure.amount is None else figure.amount / figure.devices
-    total, each = rate(figure.amount, *times), rate(each, *times)
+    total, each = figure_rate(figure, per_device=False), figure_rate(figure)
     return (total, each) if total and each else None
 
 
