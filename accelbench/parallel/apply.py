@@ -23,11 +23,11 @@ by FSDP2's all-reduce hook of each MoE layer (its own unit) and of its experts a
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from accelbench.config.layout import Layout
@@ -46,12 +46,12 @@ from accelbench.models.moe import MoE
 from accelbench.parallel.dist import ExpertGroups
 from accelbench.parallel.expert import place_experts, shard_experts
 from accelbench.parallel.grad_sync import DataParallelGradSync
-from accelbench.parallel.tp import (
-    apply_sequence_parallel_edges,
-    apply_tensor_parallel,
-    moe_sequence_params,
-    sum_over_tp_hook,
-)
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+# FSDP2 and the tensor-parallel plans (DTensor, ~0.6 s of CPU to import) are imported by the
+# layouts that use them (parallel/dtensors.py)
 
 
 def fsdp_policy(settings: RuntimeSettings, layout: Layout,
@@ -59,6 +59,8 @@ def fsdp_policy(settings: RuntimeSettings, layout: Layout,
     """FSDP2's mixed-precision policy: bf16 parameters for compute and gradients reduced in
     `settings.reduce` where the cell is bf16 and fsdp_mp is on; else torch's default (the
     parameters' own fp32 for both)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
     if not mixed_precision(settings, layout, precision):
         return MixedPrecisionPolicy()
     reduce = torch.bfloat16 if settings.reduce == "bf16" else torch.float32
@@ -70,6 +72,10 @@ def _fully_shard(module: nn.Module, blocks: list[Block], layout: Layout, mesh: D
     """ZeRO 2/3: FSDP2 per block then root over dp; under ep the experts first, over their
     expert-data-parallel group; under sp an MoE layer is a unit of its own whose (and whose
     experts') reduce-scattered gradients are summed over tp by an all-reduce hook."""
+    from torch.distributed.fsdp import fully_shard
+
+    from accelbench.parallel.tp import sum_over_tp_hook
+
     reshard = layout.zero == 3
     tp_sum = sum_over_tp_hook(mesh.get_group("tp")) if layout.sp else None
     if experts is not None:
@@ -92,7 +98,11 @@ def wrap_data_parallel(module: nn.Module, blocks: list[Block], layout: Layout,
     (zero 2/3) over the dp mesh dimension, as config.runtime_settings.dp_wrapper decides; DDP
     keeps its gradients as bucket views and FSDP2 gathers bf16 in bf16 cells unless `settings`
     turn them off."""
-    sequence = moe_sequence_params(blocks) if layout.sp else []  # sp: tp ranks' own tokens
+    sequence = []  # sp: tp ranks' own tokens
+    if layout.sp:
+        from accelbench.parallel.tp import moe_sequence_params
+
+        sequence = moe_sequence_params(blocks)
     wrapper = dp_wrapper(layout, moe=bool(sequence))
     if wrapper == FSDP:
         return _fully_shard(module, blocks, layout, mesh, experts,
@@ -129,6 +139,8 @@ def prepare_model(model: GPT, layout: Layout, mesh: DeviceMesh | None,
         raise ValueError("pp > 1: build a PipelineRunner, prepare_model places pp=1 layouts")
     blocks = list(model.h)
     if layout.tp > 1:
+        from accelbench.parallel.tp import apply_sequence_parallel_edges, apply_tensor_parallel
+
         apply_tensor_parallel(blocks, mesh, layout.sp)
         if layout.sp:
             apply_sequence_parallel_edges(model, mesh["tp"])

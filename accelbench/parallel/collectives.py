@@ -17,8 +17,12 @@ from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig
 from accelbench.config.runtime_settings import LEAN, RuntimeSettings, mixed_precision, reduce_bytes
 from accelbench.parallel.context import placement
-from accelbench.parallel.rank_params import local_param_split, rank_layers, rank_moe_layers
-from accelbench.parallel.tp import kv_share
+from accelbench.parallel.rank_params import (
+    kv_share,
+    local_param_split,
+    rank_layers,
+    rank_moe_layers,
+)
 
 # What this implementation sends (measured with the profiler at dp=2, gas=2, gloo; see
 # docs/parallel.md): parameters and gradients are fp32 (autocast keeps fp32 master weights),

@@ -21,17 +21,20 @@ parallel/dist.py for the ep and expert-data-parallel groups and grad_sync.py for
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from accelbench.config.layout import Layout
 from accelbench.models.moe import MoE, moe_layers, set_dispatch
 from accelbench.models.moe_routing import Experts, Routing, combine, permute
 from accelbench.parallel.dist import ExpertGroups, expert_groups
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
 
 EXPERT_SHARDS_ATTR = "accelbench_expert_shards"  # a parameter split over this many ep ranks
 
@@ -129,6 +132,8 @@ def shard_experts(blocks: list[nn.Module], layout: Layout, groups: ExpertGroups,
     group's tokens are already summed into them (the rule of grad_sync.py). tp_sum (sequence
     parallelism): the all-reduce hook that sums the shard over the tp ranks' sequence shards.
     policy: FSDP2's mixed precision, the blocks' (parallel/apply.py fsdp_policy)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # parallel/dtensors.py
+
     mesh = DeviceMesh.from_group(groups.edp_group, device_type)
     for moe in (m for block in blocks for m in moe_layers(block)):
         fully_shard(moe.experts, mesh=mesh, reshard_after_forward=layout.zero == 3,

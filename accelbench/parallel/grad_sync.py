@@ -25,18 +25,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from accelbench.parallel.dtensors import local_tensor
 from accelbench.parallel.expert import is_expert_param
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """The tensor this rank holds (a DTensor's local shard, else the tensor)."""
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def average_grads(params: list[nn.Parameter], group: dist.ProcessGroup, size: int) -> None:
     """One flat all-reduce of these parameters' local gradients over `group`, then the mean;
     nothing over a group of one with nothing to divide (sp's MoE sum at dp = 1 skips the rest)."""
-    grads = [_local(p.grad) for p in params if p.grad is not None]
+    grads = [local_tensor(p.grad) for p in params if p.grad is not None]
     if not grads or (size == 1 and dist.get_world_size(group) == 1):
         return
     flat = torch.cat([g.reshape(-1) for g in grads])

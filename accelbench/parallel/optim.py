@@ -9,11 +9,10 @@ from collections.abc import Iterable
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.optim import ZeroRedundancyOptimizer
-from torch.distributed.tensor import DTensor, Replicate
 
 from accelbench.config.layout import Layout
 from accelbench.config.runtime_settings import LEAN
+from accelbench.parallel.dtensors import is_dtensor, local_tensor
 from accelbench.parallel.expert import EXPERT_SHARDS_ATTR, is_expert_param
 
 TIED_COPY_ATTR = "accelbench_tied_copy"  # a pipeline's second copy of a tied weight
@@ -34,7 +33,7 @@ def param_groups(params: list[nn.Parameter], weight_decay: float) -> list[dict]:
     for decayed, decay in ((True, weight_decay), (False, 0.0)):
         for distributed in (True, False):
             chosen = [p for p in params if (p.dim() >= 2) == decayed
-                      and isinstance(p, DTensor) == distributed]
+                      and is_dtensor(p) == distributed]
             if chosen:
                 groups.append({"params": chosen, "weight_decay": decay})
     return groups
@@ -51,6 +50,8 @@ def adamw(groups: list[dict], lr: float, zero_group=None,
         options = {"lr": lr, "betas": BETAS, "eps": EPS, kernel: True}
         try:
             if zero_group is not None:
+                from torch.distributed.optim import ZeroRedundancyOptimizer  # ~0.7 s: ZeRO-1 only
+
                 return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW,
                                                process_group=zero_group,
                                                parameters_as_bucket_view=bucket_view,
@@ -67,7 +68,7 @@ class ExpertZeroOptimizer:
     expert-data-parallel group), so no rank is handed another rank's experts. Steps, zeroes and
     exposes param_groups (the lr schedule and the fp16 scaler) and state as one optimizer."""
 
-    def __init__(self, parts: list[ZeroRedundancyOptimizer]) -> None:
+    def __init__(self, parts: list[torch.optim.Optimizer]) -> None:
         self.parts = parts
 
     @property
@@ -137,9 +138,11 @@ def make_optimizer(model: nn.Module, layout: Layout, lr: float, weight_decay: fl
 
 def _local_grad(grad: torch.Tensor) -> tuple[torch.Tensor, int]:
     """This rank's piece of a gradient and into how many distinct shards it is split."""
-    if not isinstance(grad, DTensor):
+    if not is_dtensor(grad):
         return grad, 1
     if any(p.is_partial() for p in grad.placements):
+        from torch.distributed.tensor import Replicate
+
         grad = grad.redistribute(grad.device_mesh,
                                  [Replicate() if p.is_partial() else p for p in grad.placements])
     shards = math.prod(grad.device_mesh.size(i) for i, p in enumerate(grad.placements)
@@ -166,14 +169,14 @@ def grad_norm(params: Iterable[torch.Tensor], layout: Layout) -> torch.Tensor:
     # from the host would wait for the device inside every timed step.
     by_weight: dict[float, list[torch.Tensor]] = {}
     for p in params:
-        if not isinstance(p.grad, DTensor):
+        if not is_dtensor(p.grad):
             weight = getattr(p, EXPERT_SHARDS_ATTR, 1) / holders
             by_weight.setdefault(weight, []).append(p.grad.detach())
     for weight, grads in by_weight.items():
         norms = torch.stack(torch._foreach_norm(grads))
         total += norms.to(torch.float64).pow(2).sum() * weight
     for p in params:
-        if isinstance(p.grad, DTensor):
+        if is_dtensor(p.grad):
             local, shards = _local_grad(p.grad)
             total += (torch.linalg.vector_norm(local.detach()).to(torch.float64) ** 2
                       * shards * getattr(p, EXPERT_SHARDS_ATTR, 1) / holders)
@@ -194,7 +197,7 @@ def clip_grad_norm_(model: nn.Module, max_norm: float, layout: Layout) -> torch.
     coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
     # DTensor gradients are scaled through their local shards (views of the same storage):
     # foreach kernels take plain tensors, and a Partial gradient scales as its sum does
-    grads = [p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad for p in params]
+    grads = [local_tensor(p.grad) for p in params]
     for dtype in {g.dtype for g in grads}:
         same = [g for g in grads if g.dtype == dtype]
         torch._foreach_mul_(same, coef.to(device=same[0].device, dtype=dtype))
@@ -220,5 +223,5 @@ def local_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dic
 
 def _tensor_bytes(t: torch.Tensor) -> int:
     """Storage bytes of a tensor on this rank (a DTensor's local shard)."""
-    local = t.to_local() if isinstance(t, DTensor) else t
+    local = local_tensor(t)
     return local.numel() * local.element_size()

@@ -55,6 +55,7 @@ from accelbench.models.gpt import (
 from accelbench.models.moe import logged_aux_loss_sum, set_aux_grad_scale, start_aux_log
 from accelbench.parallel.apply import wrap_data_parallel
 from accelbench.parallel.dist import expert_groups
+from accelbench.parallel.dtensors import local_tensor
 from accelbench.parallel.expert import apply_expert_parallel, is_expert_param
 from accelbench.parallel.grad_sync import average_grads
 from accelbench.parallel.optim import TIED_COPY_ATTR
@@ -250,7 +251,7 @@ class PipelineRunner:
         module = self.modules[0] if self.is_first else self.modules[-1]
         weight = module.wte.weight if self.is_first else module.lm_head.weight
         grad = weight.grad
-        local = grad.to_local() if hasattr(grad, "to_local") else grad
+        local = local_tensor(grad)
         dist.all_reduce(local, group=self._tied_group)
 
 

@@ -9,6 +9,12 @@ from accelbench.config.layout import Layout
 from accelbench.config.model import ModelConfig, is_moe_layer
 
 
+def kv_share(kv_heads: int, tp: int) -> int:
+    """Tensor ranks that share one key/value head: 1 when tp divides kv_heads, else tp /
+    kv_heads (the layout's "kv heads" rule makes one of the two divide)."""
+    return 1 if kv_heads % tp == 0 else tp // kv_heads
+
+
 def rank_layers(cfg: ModelConfig, layout: Layout, pp_rank: int = 0) -> int:
     """Blocks one pipeline rank holds: its stages' layer counts (uneven stages included)."""
     counts = rank_layer_counts(layout, cfg.n_layer)

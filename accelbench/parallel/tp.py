@@ -50,12 +50,7 @@ from torch.distributed.tensor.parallel import (
 from accelbench.models.gpt import Attention, Block
 from accelbench.models.mlp import MLP
 from accelbench.models.moe import MoE, moe_layers
-
-
-def kv_share(kv_heads: int, tp: int) -> int:
-    """Tensor ranks that share one key/value head: 1 when tp divides kv_heads, else tp /
-    kv_heads (the layout's "kv heads" rule makes one of the two divide)."""
-    return 1 if kv_heads % tp == 0 else tp // kv_heads
+from accelbench.parallel.rank_params import kv_share
 
 
 def qkv_rank_order(n_head: int, kv_heads: int, head_dim: int, tp: int) -> torch.Tensor:

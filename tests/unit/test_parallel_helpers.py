@@ -12,8 +12,9 @@ from accelbench.parallel.bubble import bubble_fraction_measured, bubble_fraction
 from accelbench.parallel.dist import first_slurm_host, read_env
 from accelbench.parallel.failure_cause import failed_rank_from_output
 from accelbench.parallel.ideal_comm import ideal_comm_bytes_per_step
+from accelbench.parallel.rank_params import kv_share
 from accelbench.parallel.slurm import SlurmJob, sbatch_script
-from accelbench.parallel.tp import gate_up_rank_order, kv_share, qkv_rank_order
+from accelbench.parallel.tp import gate_up_rank_order, qkv_rank_order
 
 TINY = get_preset("gpt2-tiny")  # 2 layers, 4 heads, hidden 128
 
