@@ -20,6 +20,10 @@ from accelbench.data.tokenizer import Tokenizer, get_tokenizer
 DEFAULT_CORPUS_MAX_TOKENS: int | None = None
 DEFAULT_CORPUS_SHARD_TOKENS = 1 << 20
 DEFAULT_CORPUS_CHUNK_CHARS = 1 << 16  # small work units: a small max_tokens reads little
+# Commands started together (two sweeps, a study's planner beside a run) all need the default
+# corpus: one prepares it and the others wait for it, then open it, rather than fail. Its
+# preparation takes seconds; a holder that dies drops its lock at once.
+DEFAULT_CORPUS_WAIT_S = 300.0
 
 
 def data_home() -> Path:
@@ -50,7 +54,8 @@ def ensure_default_shards(
     workers: int = 1,
     progress: bool = False,
 ) -> TokenShards:
-    """Prepare the built-in corpus if it is not there yet (resuming if cut short), then open it.
+    """Prepare the built-in corpus if it is not there yet (resuming if cut short), then open it;
+    where another process is preparing it, wait for that one (DEFAULT_CORPUS_WAIT_S).
 
     The corpus follows the tokenizer (`default_corpus`); the folder is named by the tokenizer and
     its reading frame, so each frame's codon shards have a folder of their own.
@@ -61,6 +66,6 @@ def ensure_default_shards(
     prepare(
         default_corpus(tokenizer), tokenizer, out, shard_tokens=DEFAULT_CORPUS_SHARD_TOKENS,
         max_tokens=max_tokens, workers=workers, chunk_chars=DEFAULT_CORPUS_CHUNK_CHARS,
-        progress=progress,
+        progress=progress, wait_s=DEFAULT_CORPUS_WAIT_S,
     )
     return open_shards(out, tokenizer)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -235,26 +236,35 @@ LOCK_NAME = ".lock"
 _LOCK_TRIES = 3
 
 
+LOCK_POLL_S = 0.2  # how often a preparation waiting for another process tries its lock
+
+
 @contextlib.contextmanager
-def _folder_lock(out_dir: Path) -> Iterator[None]:
+def _folder_lock(out_dir: Path, wait_s: float = 0.0) -> Iterator[None]:
     """One preparation per folder at a time (POSIX record lock: owned by this process alone,
     so forked workers do not inherit it, and the kernel drops it when the process dies). The
     lock file is removed on the way out, however the preparation ends (done, refused, killed
     by an exception), while the lock is still held; a process that locked a file removed
-    meanwhile sees it is no longer the folder's lock file and tries again."""
+    meanwhile sees it is no longer the folder's lock file and tries again. Another process's
+    lock is waited for up to wait_s seconds, then refused."""
     try:
         import fcntl
     except ImportError:
         yield
         return
     path = out_dir / LOCK_NAME
-    for _ in range(_LOCK_TRIES):
+    deadline = time.monotonic() + wait_s
+    tries = 0
+    while tries < _LOCK_TRIES:
         with open(path, "a") as handle:
             try:
                 fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:
-                raise ConfigError("out", f"{out_dir} is being prepared by another process",
-                                  "one preparation per folder at a time") from err
+                if time.monotonic() >= deadline:
+                    raise _busy(out_dir, wait_s) from err
+                time.sleep(LOCK_POLL_S)
+                continue
+            tries += 1
             if not _is_file_at(handle.fileno(), path):
                 continue  # its holder finished and removed it: lock the folder's new file
             try:
@@ -262,8 +272,14 @@ def _folder_lock(out_dir: Path) -> Iterator[None]:
             finally:
                 path.unlink(missing_ok=True)
             return
-    raise ConfigError("out", f"{out_dir} is being prepared by another process",
-                      "one preparation per folder at a time")
+    raise _busy(out_dir, wait_s)
+
+
+def _busy(out_dir: Path, wait_s: float) -> ConfigError:
+    """The refusal of a folder another process is preparing."""
+    waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
+    return ConfigError("out", f"{out_dir} is being prepared by another process{waited}",
+                       "one preparation per folder at a time")
 
 
 def _is_file_at(fd: int, path: Path) -> bool:
@@ -307,10 +323,13 @@ def prepare(
     workers: int = 1,
     chunk_chars: int = DEFAULT_CHUNK_CHARS,
     progress: bool = True,
+    wait_s: float = 0.0,
 ) -> dict:
     """Tokenize a corpus (or any iterable of documents) into shards in out_dir; return the index.
 
     Rerunning with the same arguments resumes a killed run and returns at once when complete.
+    Another process preparing out_dir is waited for up to wait_s seconds (0: refused at once),
+    after which this one finds its shards complete, or resumes them.
     """
     for field, value in (("shard_tokens", shard_tokens), ("workers", workers),
                          ("chunk_chars", chunk_chars)):
@@ -324,7 +343,7 @@ def prepare(
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = _settings(corpus, tokenizer, shard_tokens, max_tokens, chunk_chars)
     try:
-        with _folder_lock(out_dir):
+        with _folder_lock(out_dir, wait_s):
             index = _start_or_resume(out_dir, settings)
             if not index["complete"]:
                 _fill(corpus, tokenizer, out_dir, index, workers, progress)

@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -330,3 +331,25 @@ def test_a_folder_another_process_prepares_is_refused_and_its_lock_kept(tmp_path
         holder.wait(timeout=30)
     prepare(make_docs(3), gpt2, out, shard_tokens=500, progress=False)  # released: it runs
     assert not (out / ".lock").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks")
+def test_a_preparation_asked_to_wait_runs_once_the_other_process_lets_go(tmp_path, gpt2) -> None:
+    """ensure_default_shards' way (several commands needing the default corpus at once): the
+    second waits for the first's lock, refused only once wait_s has passed."""
+    out = tmp_path / "s"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(out / ".lock")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match=r"another process \(waited 0.5 s\)"):
+            prepare(make_docs(3), gpt2, out, shard_tokens=500, progress=False, wait_s=0.5)
+        assert time.monotonic() - started >= 0.5
+        threading.Timer(0.5, holder.stdin.close).start()  # lets go while the next one waits
+        index = prepare(make_docs(3), gpt2, out, shard_tokens=500, progress=False, wait_s=60)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert index["complete"] and not (out / ".lock").exists()
