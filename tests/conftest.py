@@ -25,6 +25,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # is measured once, not again after pauses; and at GEMM sizes up to 512 (a 1024 fp32 peak is ~7 s
 # of CPU: 37 of them were ~190 s of the suite's 19 min).
 os.environ["ACCELBENCH_TEST_PEAK"] = "quick"
+# glibc gives a freed block of 128 KiB or more (a tensor) back to the kernel and maps it afresh
+# at the next allocation, so a CPU training step faults its activations in again every time: in
+# a 2-rank launch of the straggler and ZeRO cases the kernel took 6.8 s of 21 s of CPU, against
+# 1.8 s with these two settings (docs/design.md). Every process the suite starts keeps such
+# blocks (test processes too: xdist starts them after this runs); settings of the user's own
+# win. What tests measure of CPU memory is malloc's bytes in use (hardware/device.py
+# heap_in_use_bytes), which they do not change.
+for _name, _bytes in (("MALLOC_MMAP_THRESHOLD_", 1 << 30), ("MALLOC_TRIM_THRESHOLD_", 1 << 32)):
+    os.environ.setdefault(_name, str(_bytes))
 DIST = Path(__file__).parent / "dist"
 # Off a terminal the tables fit COLUMNS when it is set (report/table_width.py): every test, and
 # every process a test starts, sees none, whatever the shell exported (pytest-xdist's workers get
