@@ -102,6 +102,16 @@ def _keep_group_ids(config, items) -> None:
             item._id = NodeId.parse(legacy)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_db(tmp_path_factory):
+    """Module- and session-scoped fixtures are set up before a test's own store: what they
+    record (and the launched cells' pending folder beside it) goes to a store of the
+    session's, never the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ACCELBENCH_DB", str(tmp_path_factory.mktemp("session") / "results.db"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_db(tmp_path, monkeypatch):
     """Every test writes results to its own temporary store."""
