@@ -30,20 +30,14 @@ def test_plain_tensors_are_their_own_local_piece():
     assert not is_dtensor(None) and not is_dtensor(3.0)
 
 
-def test_a_real_dtensor_is_known_and_gives_its_shard(tmp_path):
-    """A one-rank gloo group: a DTensor sharded over it is recognised (the module is imported
-    by then) and its local piece is the plain tensor it holds."""
-    import torch.distributed as dist
+def test_a_real_dtensor_is_known_and_gives_its_shard(one_rank_group):
+    """A DTensor sharded over a one-rank group is recognised (the module is imported by then)
+    and its local piece is the plain tensor it holds."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)
-    try:
-        mesh = init_device_mesh("cpu", (1,))
-        d = distribute_tensor(torch.arange(4.0), mesh, [Shard(0)])
-        assert is_dtensor(d) and not is_dtensor(d.to_local())
-        local = local_tensor(d)
-        assert type(local) is torch.Tensor and local.tolist() == [0.0, 1.0, 2.0, 3.0]
-    finally:
-        dist.destroy_process_group()
+    mesh = init_device_mesh("cpu", (1,))
+    d = distribute_tensor(torch.arange(4.0), mesh, [Shard(0)])
+    assert is_dtensor(d) and not is_dtensor(d.to_local())
+    local = local_tensor(d)
+    assert type(local) is torch.Tensor and local.tolist() == [0.0, 1.0, 2.0, 3.0]
